@@ -1,0 +1,1 @@
+"""Shared pieces of the project: reference models, problem registry, inputs, accuracy rule, timing."""

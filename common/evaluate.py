@@ -1,0 +1,135 @@
+"""Check and time one variant beside PyTorch eager and torch.compile: used by run_all.py and by
+each variant's `python variants/<name>.py`."""
+import torch
+
+from common.accuracy import check_gradients, check_model, compare
+from common.inputs import float64_copy, make_input, make_models
+from common.problems import PROBLEMS
+from common.timing import copy_bandwidth, time_cuda, time_host
+
+_bandwidth = {}
+
+
+def device_bandwidth(device):
+    """Copy bandwidth (read + write) measured once per device and process."""
+    if device not in _bandwidth:
+        _bandwidth[device] = copy_bandwidth(device)
+    return _bandwidth[device]
+
+
+def _ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0, log=print):
+    """Every number of one variant at its benchmark configuration, as a flat dict."""
+    problem = PROBLEMS[name]
+    ref, new = make_models(problem.model, model_cls, problem.init_args, device, seed)
+    reports = check_model(new, ref, problem.input_shape, device, seed)
+    for r in reports:
+        log(f"  {name}: {r}")
+    result = {
+        "name": name,
+        "pass": all(r.passed for r in reports),
+        "rel_l2": max(r.rel_l2 for r in reports),
+        "max_abs": max(r.max_abs for r in reports),
+    }
+
+    x = make_input(problem.input_shape, seed + 7, device)
+    with torch.no_grad():
+        truth = float64_copy(ref)(x.double())
+        result["eager_rel_l2"] = compare(ref(x), truth).rel_l2
+        runners = {"variant": lambda: new(x), "eager": lambda: ref(x)}
+        if with_compile:
+            compiled = torch.compile(ref)
+            result["compile_s"], out = time_host(lambda: compiled(x))
+            result["compiled_rel_l2"] = compare(out, truth).rel_l2
+            runners["compiled"] = lambda: compiled(x)
+        del truth
+        for key, fn in runners.items():
+            result[f"{key}_ms"] = time_cuda(fn, device, reps=reps).as_dict()
+
+    if problem.has_backward:
+        grads = check_gradients(new, ref, problem.input_shape, device, seed)
+        for part, r in grads.items():
+            log(f"  {name} grad {part}: {r}")
+        result["grad_pass"] = all(r.passed for r in grads.values())
+        result["grad_rel_l2"] = max(r.rel_l2 for r in grads.values())
+        xg = x.clone().requires_grad_(True)
+        with torch.no_grad():
+            grad_out = torch.randn_like(ref(x))
+        models = {"variant": new, "eager": ref}
+        if with_compile:
+            models["compiled"] = torch.compile(ref)
+        for key, model in models.items():
+            result[f"{key}_fwd_bwd_ms"] = time_cuda(
+                lambda m=model: m(xg).backward(grad_out), device, reps=reps).as_dict()
+
+    bandwidth = device_bandwidth(device)
+    floor_s, mem_s, flop_s = problem.floor(bandwidth)
+    result.update(floor_ms=floor_s * 1e3, floor_memory_ms=mem_s * 1e3, floor_compute_ms=flop_s * 1e3,
+                  bandwidth_gbs=bandwidth / 1e9)
+    ms = result["variant_ms"]["median_ms"]
+    result["x_eager"] = _ratio(result["eager_ms"]["median_ms"], ms)
+    if with_compile:
+        result["x_compiled"] = _ratio(result["compiled_ms"]["median_ms"], ms)
+    result["x_floor"] = _ratio(ms, result["floor_ms"])
+    return result
+
+
+COLUMNS = [  # (header, key or function of a result, format)
+    ("variant", "name", "{}"),
+    ("pass", lambda r: "yes" if r["pass"] and r.get("grad_pass", True) else "NO", "{}"),
+    ("rel err", "rel_l2", "{:.1e}"),
+    ("ms", lambda r: r["variant_ms"]["median_ms"], "{:.3f}"),
+    ("eager ms", lambda r: r["eager_ms"]["median_ms"], "{:.3f}"),
+    ("eager err", "eager_rel_l2", "{:.1e}"),
+    ("compile ms", lambda r: r["compiled_ms"]["median_ms"] if "compiled_ms" in r else float("nan"), "{:.3f}"),
+    ("compile err", lambda r: r.get("compiled_rel_l2", float("nan")), "{:.1e}"),
+    ("x eager", "x_eager", "{:.2f}"),
+    ("x compile", lambda r: r.get("x_compiled", float("nan")), "{:.2f}"),
+    ("floor ms", "floor_ms", "{:.3f}"),
+    ("x floor", "x_floor", "{:.2f}"),
+]
+
+BACKWARD_COLUMNS = [
+    ("variant", "name", "{}"),
+    ("grad err", "grad_rel_l2", "{:.1e}"),
+    ("fwd+bwd ms", lambda r: r["variant_fwd_bwd_ms"]["median_ms"], "{:.3f}"),
+    ("eager ms", lambda r: r["eager_fwd_bwd_ms"]["median_ms"], "{:.3f}"),
+    ("compile ms", lambda r: r["compiled_fwd_bwd_ms"]["median_ms"] if "compiled_fwd_bwd_ms" in r
+     else float("nan"), "{:.3f}"),
+    ("x eager", lambda r: _ratio(r["eager_fwd_bwd_ms"]["median_ms"], r["variant_fwd_bwd_ms"]["median_ms"]),
+     "{:.2f}"),
+]
+
+
+def format_table(results, columns=COLUMNS):
+    """A Markdown table: one row per result."""
+    def cell(r, key, fmt):
+        value = key(r) if callable(key) else r[key]
+        return fmt.format(value)
+    rows = [[h for h, _, _ in columns]] + [[cell(r, k, f) for _, k, f in columns] for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def format_tables(results):
+    text = format_table(results)
+    with_backward = [r for r in results if "grad_rel_l2" in r]
+    if with_backward:
+        text += "\n\nforward + backward:\n" + format_table(with_backward, BACKWARD_COLUMNS)
+    return text
+
+
+def main(name, model_cls):
+    """`python variants/<name>.py`: check and time it; non-zero exit without a GPU or on a failure."""
+    if not torch.cuda.is_available():
+        print(f"{name}: built, but no CUDA device is visible, so nothing was checked or timed.")
+        return 1
+    print(f"{name} on {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    result = evaluate(name, model_cls)
+    print(format_tables([result]))
+    return 0 if result["pass"] and result.get("grad_pass", True) else 1

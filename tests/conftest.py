@@ -1,0 +1,31 @@
+"""Shared fixtures and skip conditions: GPU tests need a CUDA device, compile tests need nvcc and a
+CUDA build of torch. Nothing else skips."""
+import os
+import pathlib
+
+import pytest
+import torch
+
+import common.loading  # noqa: F401  (sets TORCH_EXTENSIONS_DIR and CUDA_HOME defaults)
+from common.loading import import_variant
+
+
+def nvcc_path():
+    home = os.environ.get("CUDA_HOME")
+    return pathlib.Path(home) / "bin" / "nvcc" if home else None
+
+
+HAS_NVCC = nvcc_path() is not None and nvcc_path().exists() and torch.version.cuda is not None
+HAS_GPU = torch.cuda.is_available()
+
+needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="no nvcc under CUDA_HOME or torch lacks CUDA: nothing to build")
+needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="no CUDA device visible")
+
+_modules = {}
+
+
+def load(name):
+    """The variant imported once per session (its extension builds on first use)."""
+    if name not in _modules:
+        _modules[name] = import_variant(name)
+    return _modules[name]

@@ -1,0 +1,94 @@
+"""CPU: every variant file obeys CONTRACT.md points 1-5 as far as its text shows."""
+import ast
+import inspect
+import re
+import sys
+
+import pytest
+
+from common.loading import ROOT, variant_names, variant_path
+from common.problems import PROBLEMS
+
+NAMES = variant_names()
+FORBIDDEN = [  # (pattern, why a benchmark harness would reject it)
+    (r"^\s*try\s*:", "try/except"),
+    (r"^\s*except\b", "try/except"),
+    (r"^\s*pass\s*$", "pass"),
+    (r"torch\.cuda\.Stream|\bStream\(", "an extra stream"),
+    (r"import threading|from threading|multiprocessing", "threads"),
+    (r"\.half\(|float16|bfloat16|__half|__nv_bfloat16", "half precision"),
+]
+
+
+def tree(name):
+    return ast.parse(variant_path(name).read_text())
+
+
+def module_level_imports(module):
+    """Imports outside `if __name__ == "__main__":`."""
+    for node in module.body:
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield node.module
+
+
+def test_every_problem_has_a_variant():
+    assert set(NAMES) <= set(PROBLEMS), "variant without a registered problem"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_imports_only_torch_and_stdlib(name):
+    for mod in module_level_imports(tree(name)):
+        top = mod.split(".")[0]
+        assert top == "torch" or top in sys.stdlib_module_names, f"module-level import of {mod}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_defines_the_harness_interface(name):
+    module = tree(name)
+    functions = {n.name for n in module.body if isinstance(n, ast.FunctionDef)}
+    classes = {n.name: n for n in module.body if isinstance(n, ast.ClassDef)}
+    assignments = {t.id for n in module.body if isinstance(n, ast.Assign) for t in n.targets
+                   if isinstance(t, ast.Name)}
+    assert {"get_inputs", "get_init_inputs"} <= functions
+    assert "ModelNew" in classes and "batch_size" in assignments
+    main_blocks = [n for n in module.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
+    assert main_blocks, "no `if __name__ == '__main__':` block"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_init_signature_matches_reference(name):
+    init = next(n for n in ast.walk(tree(name)) if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+    init = next(n for n in init.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    args = [a.arg for a in init.args.args]
+    defaults = [ast.literal_eval(d) for d in init.args.defaults]
+    ref = inspect.signature(PROBLEMS[name].model.__init__)
+    assert args == list(ref.parameters)
+    assert defaults == [p.default for p in ref.parameters.values() if p.default is not inspect.Parameter.empty]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_builds_with_load_inline_under_its_own_name(name):
+    calls = [n for n in ast.walk(tree(name)) if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("load_inline")]
+    assert len(calls) == 1
+    names = [k.value for k in calls[0].keywords if k.arg == "name"]
+    assert len(names) == 1 and isinstance(names[0], ast.Constant)
+    others = {n: [k.value.value for c in ast.walk(tree(n)) if isinstance(c, ast.Call)
+                  and ast.unparse(c.func).endswith("load_inline") for k in c.keywords if k.arg == "name"]
+              for n in NAMES if n != name}
+    assert all(names[0].value not in v for v in others.values()), "extension name shared with another variant"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_harness_red_flags(name):
+    text = variant_path(name).read_text()
+    for pattern, why in FORBIDDEN:
+        hits = [i + 1 for i, line in enumerate(text.splitlines()) if re.search(pattern, line)]
+        assert not hits, f"{why} at line(s) {hits}"
+
+
+def test_no_separate_cuda_or_cpp_files():
+    strays = [p for p in ROOT.rglob("*") if p.suffix in {".cu", ".cuh", ".cpp", ".h"}
+              and not {"build", ".venv", ".git"} & set(p.relative_to(ROOT).parts)]
+    assert not strays

@@ -1,0 +1,168 @@
+"""GPU: every variant against the float64 truth at the benchmark size and at the edge cases; bad
+input, layouts, determinism, CUDA graphs, other module configurations."""
+import inspect
+
+import pytest
+import torch
+
+from common.accuracy import check_gradients, check_model, compare, run_poisoned
+from common.inputs import float64_copy, make_input, make_models
+from common.loading import variant_names
+from common.problems import PROBLEMS
+from tests.conftest import load, needs_gpu
+
+pytestmark = needs_gpu
+NAMES = variant_names()
+DEVICE = "cuda"
+
+
+def models(name, init_args, seed=0):
+    return make_models(PROBLEMS[name].model, load(name).ModelNew, init_args, DEVICE, seed)
+
+
+def assert_all_pass(reports):
+    assert all(r.passed for r in reports), "\n".join(str(r) for r in reports)
+
+
+def small(name):
+    return next(c for c in PROBLEMS[name].cases if c.label == "batch3_odd")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_benchmark_configuration(name):
+    problem = PROBLEMS[name]
+    ref, new = models(name, problem.init_args)
+    assert_all_pass(check_model(new, ref, problem.input_shape, DEVICE))
+
+
+@pytest.mark.parametrize("name,case", [(n, c) for n in NAMES for c in PROBLEMS[n].cases],
+                         ids=lambda v: v if isinstance(v, str) else v.label)
+def test_edge_cases(name, case):
+    ref, new = models(name, case.init_args)
+    assert_all_pass(check_model(new, ref, case.input_shape, DEVICE))
+
+
+LAYOUTS = {
+    "channels_last": lambda x: x.to(memory_format=torch.channels_last_3d if x.dim() == 5 else torch.channels_last),
+    "strided_view": lambda x: torch.cat([x, x], dim=-1)[..., ::2],   # same values, stride 2 in W
+    "transposed_view": lambda x: x.transpose(-1, -2).contiguous().transpose(-1, -2),
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_input_layouts(name, layout):
+    case = small(name)
+    ref, new = models(name, case.init_args)
+    transform = LAYOUTS[layout]
+    assert not transform(make_input(case.input_shape, 0, DEVICE)).is_contiguous()
+    assert_all_pass(check_model(new, ref, case.input_shape, DEVICE, transform=transform))
+
+
+def bad_kinds(name):
+    kinds = ["cpu", "float64", "wrong_rank", "wrong_channels"]
+    return kinds + (["smaller_than_kernel"] if PROBLEMS[name].rejects_small_input else [])
+
+
+def bad_input(name, kind):
+    """(input, words the error must contain)."""
+    shape = small(name).input_shape
+    if kind == "cpu":
+        return torch.rand(shape), "CUDA"
+    if kind == "float64":
+        return torch.rand(shape, dtype=torch.float64, device=DEVICE), "float32"
+    if kind == "wrong_rank":
+        return torch.rand(shape[1:], device=DEVICE), "-D"
+    if kind == "wrong_channels":
+        return torch.rand((shape[0], shape[1] + 1) + shape[2:], device=DEVICE), "channels"
+    k = PROBLEMS[name].kernel_size
+    return torch.rand(shape[:2] + (k - 1,) * (len(shape) - 2), device=DEVICE), "smaller"
+
+
+@pytest.mark.parametrize("name,kind", [(n, k) for n in NAMES for k in bad_kinds(n)])
+def test_bad_input_is_refused_clearly(name, kind):
+    _, new = models(name, small(name).init_args)
+    x, words = bad_input(name, kind)
+    with pytest.raises((RuntimeError, ValueError, TypeError), match=words):
+        new(x)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bit_identical_on_repeat(name):
+    problem = PROBLEMS[name]
+    _, new = models(name, problem.init_args)
+    x = make_input(problem.input_shape, 5, DEVICE)
+    with torch.no_grad():
+        first = new(x)
+        for _ in range(3):
+            assert torch.equal(new(x), first)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cuda_graph_replay(name):
+    case = small(name)
+    ref, new = models(name, case.init_args)
+    x = make_input(case.input_shape, 6, DEVICE)
+    with torch.no_grad():
+        expected = new(x)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            new(x)   # warm-up on the capture stream, as torch.cuda.graphs asks
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = new(x)
+        x.copy_(make_input(case.input_shape, 6, DEVICE))
+        graph.replay()
+        torch.cuda.synchronize()
+    assert torch.equal(captured, expected)
+    truth = float64_copy(ref)(x.double())
+    assert compare(captured, truth).passed
+
+
+@pytest.mark.parametrize("name,config", [(n, c) for n in NAMES for c in PROBLEMS[n].other_configs],
+                         ids=str)
+def test_other_configurations_correct_or_refused(name, config):
+    parameters = list(inspect.signature(PROBLEMS[name].model.__init__).parameters)[1:]
+    try:
+        ref, new = models(name, config)
+    except ValueError as refusal:
+        assert any(p in str(refusal) for p in parameters), f"refusal names no parameter: {refusal}"
+        return
+    shape = (2, config[0]) + small(name).input_shape[2:]
+    assert_all_pass(check_model(new, ref, shape, DEVICE))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if PROBLEMS[n].has_backward])
+@pytest.mark.parametrize("label", ["batch3_odd", "benchmark"])
+def test_gradients_match_float64(name, label):
+    problem = PROBLEMS[name]
+    case = problem.benchmark if label == "benchmark" else small(name)
+    ref, new = models(name, case.init_args)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        reports = check_gradients(new, ref, case.input_shape, DEVICE)
+    assert all(r.passed for r in reports.values()), "\n".join(f"{k}: {r}" for k, r in reports.items())
+
+
+def test_poisoning_catches_an_unwritten_element():
+    """A 'kernel' that writes every output element but one must fail the rule on the GPU."""
+    truth = torch.rand(1000, dtype=torch.float64, device=DEVICE)
+
+    def skips_one(x):
+        out = torch.empty(1000, device=DEVICE)
+        out[1:] = truth[1:].float()
+        return out
+
+    out = run_poisoned(skips_one, truth, truth.numel())
+    report = compare(out, truth)
+    assert not report.passed and report.nonfinite_mismatches == 1, str(report)
+
+
+def test_tf32_reference_fails_problem3():
+    problem = PROBLEMS["convtranspose3d_swish_groupnorm_hardswish"]
+    ref, _ = make_models(problem.model, problem.model, problem.init_args, DEVICE)
+    x = make_input((4,) + problem.input_shape[1:], 0, DEVICE)
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+        report = compare(ref(x), float64_copy(ref)(x.double()))
+    assert not report.passed, str(report)

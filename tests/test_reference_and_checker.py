@@ -1,0 +1,127 @@
+"""CPU: each reference matches its spec, and the accuracy checker fails what it must fail."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from common.accuracy import compare
+from common.inputs import float64_copy, make_input, make_models, perturb_groupnorm
+from common.problems import PROBLEMS
+
+NAMES = sorted(PROBLEMS)
+
+
+def small_case(problem):
+    return next(c for c in problem.cases if c.label == "batch3_odd")
+
+
+def reference_pair(problem, case, seed=0):
+    """fp32 reference with perturbed GroupNorm, and its output and float64 truth on a fresh input."""
+    torch.manual_seed(seed)
+    ref = perturb_groupnorm(problem.model(*case.init_args), seed + 1)
+    x = make_input(case.input_shape, seed + 2)
+    with torch.no_grad():
+        return ref, x, ref(x), float64_copy(ref)(x.double())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_output_shape(name):
+    problem = PROBLEMS[name]
+    for case in (problem.benchmark,) + problem.cases:
+        shape = (0,) + tuple(case.input_shape[1:]) if case.label == "benchmark" else case.input_shape
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = problem.model(*case.init_args)(torch.rand(shape))
+        assert tuple(out.shape) == problem.out_shape(case.init_args, shape), case.label
+
+
+def test_problem1_mean_needs_only_channel_sums():
+    """out[b] = mean_c(gamma_c (m_c - mu_g) / sqrt(var_g + eps) + beta_c), from per-channel sums."""
+    problem = PROBLEMS["conv3d_groupnorm_mean"]
+    torch.manual_seed(0)
+    ref = perturb_groupnorm(problem.model(3, 12, 3, 4), 1).double()
+    x = make_input((2, 3, 7, 8, 9), 2).double()
+    with torch.no_grad():
+        y = ref.conv(x).flatten(2)                      # (B, C, N)
+        expected = ref(x)
+    n, groups = y.shape[2], ref.group_norm.num_groups
+    s, q = y.sum(2), (y * y).sum(2)
+    mu = s.view(2, groups, -1).sum(2) / (n * 3)
+    var = q.view(2, groups, -1).sum(2) / (n * 3) - mu * mu
+    inv_std = (var + ref.group_norm.eps).rsqrt()
+    per_channel = (ref.group_norm.weight * (s / n - mu.repeat_interleave(3, 1)) * inv_std.repeat_interleave(3, 1)
+                   + ref.group_norm.bias)
+    torch.testing.assert_close(per_channel.mean(1), expected, rtol=1e-12, atol=1e-12)
+    assert expected.abs().min() > 1e-3   # perturbed parameters: not the degenerate all-zero output
+
+
+def test_problem1_default_parameters_are_degenerate():
+    problem = PROBLEMS["conv3d_groupnorm_mean"]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        out = problem.model(3, 24, 3, 8).double()(make_input((2, 3, 6, 6, 6), 0).double())
+    assert out.abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_checker_passes_fp32_reference(name):
+    problem = PROBLEMS[name]
+    _, _, out, truth = reference_pair(problem, small_case(problem))
+    report = compare(out, truth)
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("control", ["zeros", "noise_1e-3", "one_unwritten", "wrong_shape", "float64"])
+def test_checker_fails_negative_controls(name, control):
+    problem = PROBLEMS[name]
+    _, _, out, truth = reference_pair(problem, small_case(problem))
+    if control == "zeros":
+        bad = torch.zeros_like(out)
+    elif control == "noise_1e-3":
+        bad = out + 1e-3 * torch.randn(out.shape, generator=torch.Generator().manual_seed(0))
+    elif control == "one_unwritten":   # what a poisoned, never-written element looks like
+        bad = out.clone()
+        bad.view(-1)[out.numel() // 2] = float("nan")
+    elif control == "wrong_shape":
+        bad = out.reshape(-1)[:-1]
+    else:
+        bad = truth.clone()
+    report = compare(bad, truth)
+    assert not report.passed, str(report)
+    if control == "one_unwritten":
+        assert report.nonfinite_mismatches == 1 and report.mismatches == 1
+
+
+def round_to_tf32(t):
+    """Round float32 values to TF32 (10 mantissa bits, nearest, ties away), as tensor cores read them."""
+    bits = t.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def test_checker_fails_tf32_reference_problem3():
+    """Problem 3 with its operands rounded to TF32 (CPU emulation of cuDNN's default) must fail."""
+    problem = PROBLEMS["convtranspose3d_swish_groupnorm_hardswish"]
+    ref, x, _, truth = reference_pair(problem, small_case(problem))
+    conv = ref.conv_transpose
+    with torch.no_grad():
+        y = F.conv_transpose3d(round_to_tf32(x), round_to_tf32(conv.weight), conv.bias, conv.stride, conv.padding)
+        y = F.hardswish(ref.group_norm(torch.sigmoid(y) * y))
+    report = compare(y, truth)
+    assert not report.passed and report.rel_l2 > 1e-5, str(report)
+
+
+def test_checker_report_names_the_worst_elements():
+    truth = torch.arange(10, dtype=torch.float64)
+    out = truth.float().clone()
+    out[7] += 0.5
+    report = compare(out, truth)
+    assert not report.passed and report.mismatches == 1
+    assert report.worst[0][0] == (7,) and "at (7,)" in str(report)
+
+
+def test_models_built_like_a_harness_share_parameters():
+    problem = PROBLEMS["conv3d_groupnorm_mean"]
+    ref, twin = make_models(problem.model, problem.model, problem.init_args, "cpu", seed=3)
+    for (k, a), (_, b) in zip(ref.state_dict().items(), twin.state_dict().items()):
+        assert torch.equal(a, b), k
+    assert not torch.equal(ref.group_norm.weight, torch.ones_like(ref.group_norm.weight))
