@@ -31,7 +31,12 @@ def timed_build(name, extensions_dir):
 
 
 def git_commit():
+    """The checked-out commit (+"-dirty"); RUN_ALL_COMMIT names it where the tree travels without git."""
+    if os.environ.get("RUN_ALL_COMMIT"):
+        return os.environ["RUN_ALL_COMMIT"]
     out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        return "unknown"
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                            capture_output=True, text=True).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
@@ -70,7 +75,8 @@ def main():
     results = []
     for name in names:
         module = import_variant(name)
-        result = evaluate(name, module.ModelNew, reps=args.reps, with_compile=not args.no_compile)
+        result = evaluate(name, module.ModelNew, reps=args.reps, with_compile=not args.no_compile,
+                          stages=getattr(module, "benchmark_stages", None))
         result.update(builds[name])
         results.append(result)
         print(f"{name}: {'pass' if result['pass'] else 'FAIL'}, {result['variant_ms']['median_ms']:.3f} ms",

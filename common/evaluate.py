@@ -21,8 +21,11 @@ def _ratio(a, b):
     return a / b if b else float("nan")
 
 
-def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0, log=print):
-    """Every number of one variant at its benchmark configuration, as a flat dict."""
+def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0, log=print, stages=None):
+    """Every number of one variant at its benchmark configuration, as a flat dict.
+
+    `stages(model, x)`, where a variant defines one (as `benchmark_stages`), returns
+    {stage name: (callable, bytes it must move or None)}; each stage is timed alone."""
     problem = PROBLEMS[name]
     ref, new = make_models(problem.model, model_cls, problem.init_args, device, seed)
     reports = check_model(new, ref, problem.input_shape, device, seed)
@@ -66,6 +69,12 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
                 lambda m=model: m(xg).backward(grad_out), device, reps=reps).as_dict()
 
     bandwidth = device_bandwidth(device)
+    if stages is not None:
+        result["stages"] = {}
+        with torch.no_grad():
+            for stage, (fn, nbytes) in stages(new, x).items():
+                result["stages"][stage] = {"ms": time_cuda(fn, device, reps=reps).as_dict(),
+                                           "floor_ms": nbytes / bandwidth * 1e3 if nbytes else None}
     floor_s, mem_s, flop_s = problem.floor(bandwidth)
     result.update(floor_ms=floor_s * 1e3, floor_memory_ms=mem_s * 1e3, floor_compute_ms=flop_s * 1e3,
                   bandwidth_gbs=bandwidth / 1e9)
@@ -116,20 +125,35 @@ def format_table(results, columns=COLUMNS):
     return "\n".join(lines)
 
 
+STAGE_COLUMNS = [
+    ("variant", "name", "{}"),
+    ("stage", "stage", "{}"),
+    ("ms", "ms", "{:.3f}"),
+    ("floor ms", "floor_ms", "{:.3f}"),
+    ("x floor", "x_floor", "{:.2f}"),
+]
+
+
 def format_tables(results):
     text = format_table(results)
     with_backward = [r for r in results if "grad_rel_l2" in r]
     if with_backward:
         text += "\n\nforward + backward:\n" + format_table(with_backward, BACKWARD_COLUMNS)
+    stage_rows = [{"name": r["name"], "stage": stage, "ms": s["ms"]["median_ms"],
+                   "floor_ms": s["floor_ms"] or float("nan"),
+                   "x_floor": _ratio(s["ms"]["median_ms"], s["floor_ms"] or float("nan"))}
+                  for r in results for stage, s in r.get("stages", {}).items()]
+    if stage_rows:
+        text += "\n\nstages alone (floor: the bytes each must move):\n" + format_table(stage_rows, STAGE_COLUMNS)
     return text
 
 
-def main(name, model_cls):
+def main(name, model_cls, stages=None):
     """`python variants/<name>.py`: check and time it; non-zero exit without a GPU or on a failure."""
     if not torch.cuda.is_available():
         print(f"{name}: built, but no CUDA device is visible, so nothing was checked or timed.")
         return 1
     print(f"{name} on {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    result = evaluate(name, model_cls)
+    result = evaluate(name, model_cls, stages=stages)
     print(format_tables([result]))
     return 0 if result["pass"] and result.get("grad_pass", True) else 1

@@ -34,10 +34,26 @@ constexpr int W_TILE = 5;       // adjacent output columns per thread: 30 = 6 x 
 constexpr int THREADS = 128;
 constexpr int BLOCKS_PER_SM = 3; // caps registers at 168: 120 accumulators + one row's inputs and weights
 constexpr int N_STATS = 2 * CO_TILE;   // per channel: sum, sum of squares
+constexpr int CI_CHUNK = 4;     // input channels whose weights are staged at once (the benchmark's 3 fit)
 constexpr int FINAL_THREADS = 256;
+
+// Loads the W_TILE + K - 1 inputs of one row. `wide` rows hold them all (unpredicated loads at
+// immediate offsets); a row narrower than that (W < W_TILE + K - 1, then w0 = 0) is read clamped.
+__device__ __forceinline__ void load_row(float (&in)[W_TILE + K - 1], const float* row, bool wide, int W) {
+    if (wide) {
+#pragma unroll
+        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(row + j);
+    } else {
+#pragma unroll
+        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(row + min(j, W - 1));
+    }
+}
 
 // Pass 1: conv in registers + per-(sample, channel) sum and sum of squares of its output.
 // Grid: x = B * blocks_per_sample (a block never spans two samples), y = output-channel chunk.
+// Each thread owns CO_TILE channels x W_TILE adjacent columns of one output row (od, oh). It walks
+// the C_in * K * K input rows that feed it, holding the next row's inputs in flight while the
+// current row's K * CO_TILE * W_TILE multiply-adds run.
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const float* __restrict__ x,        // (B, C_in, D, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K, K), contiguous
@@ -45,8 +61,9 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     double* __restrict__ partials,      // (B, n_chunks, blocks_per_sample, N_STATS)
     int C_in, int C_out, int D, int H, int W, int blocks_per_sample)
 {
-    // Weights of one input channel, [tap][channel]: a warp reads one float4 at one address (broadcast).
-    __shared__ __align__(16) float w_s[TAPS * CO_TILE];
+    // Weights of CI_CHUNK input channels, [ci][kd][kh][kw][channel]: a warp reads one float4 at one
+    // address (a broadcast) and each row's weights are K * CO_TILE consecutive floats.
+    __shared__ __align__(16) float w_s[CI_CHUNK * TAPS * CO_TILE];
     __shared__ float red[N_STATS][THREADS];
 
     const int Do = D - K + 1, Ho = H - K + 1, Wo = W - K + 1;
@@ -58,7 +75,11 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const int tile = blk * THREADS + threadIdx.x;
     const bool valid = tile < tiles;
     const int t = valid ? tile : tiles - 1;   // idle threads recompute a real tile, then count nothing
-    const int w0 = (t % n_wtiles) * W_TILE;
+    const int w_first = (t % n_wtiles) * W_TILE;      // first column this thread counts
+    const bool wide = W >= W_TILE + K - 1;
+    // The last tile of a row shifts left to stay inside the row; columns before w_first are
+    // another thread's and are not counted here.
+    const int w0 = wide ? min(w_first, Wo - W_TILE) : 0;
     const int oh = (t / n_wtiles) % Ho;
     const int od = t / (n_wtiles * Ho);
 
@@ -68,44 +89,49 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
 #pragma unroll
         for (int r = 0; r < W_TILE; ++r) acc[c][r] = 0.f;
 
-    const size_t plane = (size_t)H * W;
-    for (int ci = 0; ci < C_in; ++ci) {
-        __syncthreads();   // the previous channel's weights are no longer read
-        for (int e = threadIdx.x; e < TAPS * CO_TILE; e += THREADS) {
-            const int co = chunk * CO_TILE + e % CO_TILE, tap = e / CO_TILE;
-            w_s[e] = co < C_out ? weight[((size_t)co * C_in + ci) * TAPS + tap] : 0.f;
+    const int plane = H * W;   // the host checks that one sample has fewer than 2^31 elements
+    const float* xb = x + (size_t)b * C_in * D * plane + (od * H + oh) * W + w0;
+    for (int ci0 = 0; ci0 < C_in; ci0 += CI_CHUNK) {
+        const int n_ci = min(CI_CHUNK, C_in - ci0);
+        __syncthreads();   // the previous chunk's weights are no longer read
+        for (int e = threadIdx.x; e < n_ci * TAPS * CO_TILE; e += THREADS) {
+            const int co = chunk * CO_TILE + e % CO_TILE, tap = e / CO_TILE;   // tap runs over (ci, kd, kh, kw)
+            w_s[e] = co < C_out ? weight[((size_t)co * C_in + ci0) * TAPS + tap] : 0.f;
         }
         __syncthreads();
-        const float* xc = x + ((size_t)b * C_in + ci) * D * plane;
-        // kd and kh stay rolled: unrolled, the compiler prefetches several rows of weights and spills.
+        // Rows in (ci, kd, kh) order; row r starts at xc + ci * D * plane + kd * plane + kh * W.
+        const float* xc = xb + ci0 * D * plane;
+        const int n_rows = n_ci * K * K;
+        float next[W_TILE + K - 1];
+        load_row(next, xc, wide, W);
 #pragma unroll 1
-        for (int kd = 0; kd < K; ++kd) {
-#pragma unroll 1
-            for (int kh = 0; kh < K; ++kh) {
-                const float* row = xc + (od + kd) * plane + (size_t)(oh + kh) * W + w0;
-                float in[W_TILE + K - 1];
+        for (int r = 0; r < n_rows; ++r) {
+            float in[W_TILE + K - 1];
 #pragma unroll
-                for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = (w0 + j < W) ? __ldg(row + j) : 0.f;
+            for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = next[j];
+            if (r + 1 < n_rows) {
+                const int r1 = r + 1, kh = r1 % K, kd = (r1 / K) % K, ci = r1 / (K * K);
+                load_row(next, xc + (ci * D + kd) * plane + kh * W, wide, W);
+            }
+            const float4* wv4 = reinterpret_cast<const float4*>(w_s + r * K * CO_TILE);
 #pragma unroll
-                for (int kw = 0; kw < K; ++kw) {
-                    const float4* wv4 = reinterpret_cast<const float4*>(w_s + ((kd * K + kh) * K + kw) * CO_TILE);
+            for (int kw = 0; kw < K; ++kw) {
 #pragma unroll
-                    for (int c4 = 0; c4 < CO_TILE / 4; ++c4) {
-                        const float4 wv = wv4[c4];
+                for (int c4 = 0; c4 < CO_TILE / 4; ++c4) {
+                    const float4 wv = wv4[kw * (CO_TILE / 4) + c4];
 #pragma unroll
-                        for (int r = 0; r < W_TILE; ++r) {
-                            acc[4 * c4 + 0][r] = fmaf(wv.x, in[r + kw], acc[4 * c4 + 0][r]);
-                            acc[4 * c4 + 1][r] = fmaf(wv.y, in[r + kw], acc[4 * c4 + 1][r]);
-                            acc[4 * c4 + 2][r] = fmaf(wv.z, in[r + kw], acc[4 * c4 + 2][r]);
-                            acc[4 * c4 + 3][r] = fmaf(wv.w, in[r + kw], acc[4 * c4 + 3][r]);
-                        }
+                    for (int r = 0; r < W_TILE; ++r) {
+                        acc[4 * c4 + 0][r] = fmaf(wv.x, in[r + kw], acc[4 * c4 + 0][r]);
+                        acc[4 * c4 + 1][r] = fmaf(wv.y, in[r + kw], acc[4 * c4 + 1][r]);
+                        acc[4 * c4 + 2][r] = fmaf(wv.z, in[r + kw], acc[4 * c4 + 2][r]);
+                        acc[4 * c4 + 3][r] = fmaf(wv.w, in[r + kw], acc[4 * c4 + 3][r]);
                     }
                 }
             }
         }
     }
 
-    // Per-thread sums over its (at most W_TILE) real outputs, then a fixed-order block reduction.
+    // Per-thread sums over its (at most W_TILE) counted outputs, then a fixed-order block reduction.
 #pragma unroll
     for (int c = 0; c < CO_TILE; ++c) {
         const int co = chunk * CO_TILE + c;
@@ -113,7 +139,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
         float s = 0.f, q = 0.f;
 #pragma unroll
         for (int r = 0; r < W_TILE; ++r) {
-            if (valid && w0 + r < Wo) {
+            if (valid && w0 + r >= w_first && w0 + r < Wo) {
                 const float v = acc[c][r] + bc;
                 s += v;
                 q = fmaf(v, v, q);
