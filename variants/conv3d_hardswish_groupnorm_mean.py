@@ -31,7 +31,7 @@ cuda_source = r"""
 
 constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
 constexpr int WARPS = THREADS / 32;
-constexpr int UNROLL = 4;             // loads in flight per lane per step of a row
+constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f; }
 
@@ -46,19 +46,48 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
-// Sum of hardswish(y) and of its square over one row of S floats, read by one warp, coalesced.
-// Each lane adds in float (at most S / 32 terms per accumulator), the warp in double.
+// A row of floats seen as a scalar head up to its first 16-byte boundary, a float4 body and a
+// scalar tail. y and grad_y rows start at the same offsets, so one split serves both.
+struct RowSplit {
+    int head, n4, tail;   // tail: index of the first element after the body
+};
+
+__device__ __forceinline__ RowSplit split_row(const float* row, int S) {
+    const int head = min((int)(((16 - ((uintptr_t)row & 15)) & 15) / 4), S);
+    const int n4 = (S - head) / 4;
+    return {head, n4, head + 4 * n4};
+}
+
+__device__ __forceinline__ void add_hardswish(float v, float& s, float& q) {
+    const float h = hardswish(v);
+    s += h;
+    q = fmaf(h, h, q);
+}
+
+// Sum of hardswish(y) and of its square over one row of S floats, read by one warp with 16-byte
+// loads. Each lane adds in float (at most S / 128 terms per accumulator), the warp in double.
 __device__ __forceinline__ void row_sums(const float* __restrict__ row, int S, int lane, double& sum, double& sumsq) {
+    const RowSplit sp = split_row(row, S);
+    const float4* body = reinterpret_cast<const float4*>(row + sp.head);
     float s[UNROLL] = {}, q[UNROLL] = {};
     int i = lane;
-    for (; i + 32 * (UNROLL - 1) < S; i += 32 * UNROLL) {
-        float v[UNROLL];
+    for (; i + 32 * (UNROLL - 1) < sp.n4; i += 32 * UNROLL) {
+        float4 v[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) v[u] = __ldg(row + i + 32 * u);
+        for (int u = 0; u < UNROLL; ++u) v[u] = __ldg(body + i + 32 * u);
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) { const float h = hardswish(v[u]); s[u] += h; q[u] = fmaf(h, h, q[u]); }
+        for (int u = 0; u < UNROLL; ++u) {
+            add_hardswish(v[u].x, s[u], q[u]); add_hardswish(v[u].y, s[u], q[u]);
+            add_hardswish(v[u].z, s[u], q[u]); add_hardswish(v[u].w, s[u], q[u]);
+        }
     }
-    for (; i < S; i += 32) { const float h = hardswish(__ldg(row + i)); s[0] += h; q[0] = fmaf(h, h, q[0]); }
+    for (; i < sp.n4; i += 32) {
+        const float4 v = __ldg(body + i);
+        add_hardswish(v.x, s[0], q[0]); add_hardswish(v.y, s[0], q[0]);
+        add_hardswish(v.z, s[0], q[0]); add_hardswish(v.w, s[0], q[0]);
+    }
+    if (lane < sp.head) add_hardswish(__ldg(row + lane), s[1], q[1]);
+    if (sp.tail + lane < S) add_hardswish(__ldg(row + sp.tail + lane), s[2], q[2]);
     double ds = 0.0, dq = 0.0;
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) { ds += s[u]; dq += q[u]; }
@@ -136,21 +165,28 @@ __global__ void __launch_bounds__(THREADS) hardswish_gn_mean_backward_kernel(
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int c = warp; c < C; c += WARPS) {
         const float a = coef[c], bg = coef[C + c / cpg], mu = coef[C + G + c / cpg];
+        const auto grad = [=](float v) { return fmaf(bg, hardswish(v) - mu, a) * hardswish_grad(v); };
         const size_t base = ((size_t)b * C + c) * S;
         const float* row = y + base;
         float* grow = grad_y + base;
+        const RowSplit sp = split_row(row, S);
+        const float4* body = reinterpret_cast<const float4*>(row + sp.head);
+        float4* gbody = reinterpret_cast<float4*>(grow + sp.head);
         int i = lane;
-        for (; i + 32 * (UNROLL - 1) < S; i += 32 * UNROLL) {
-            float v[UNROLL];
+        for (; i + 32 * (UNROLL - 1) < sp.n4; i += 32 * UNROLL) {
+            float4 v[UNROLL];
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u) v[u] = __ldg(row + i + 32 * u);
+            for (int u = 0; u < UNROLL; ++u) v[u] = __ldg(body + i + 32 * u);
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u) grow[i + 32 * u] = fmaf(bg, hardswish(v[u]) - mu, a) * hardswish_grad(v[u]);
+            for (int u = 0; u < UNROLL; ++u)
+                gbody[i + 32 * u] = make_float4(grad(v[u].x), grad(v[u].y), grad(v[u].z), grad(v[u].w));
         }
-        for (; i < S; i += 32) {
-            const float v = __ldg(row + i);
-            grow[i] = fmaf(bg, hardswish(v) - mu, a) * hardswish_grad(v);
+        for (; i < sp.n4; i += 32) {
+            const float4 v = __ldg(body + i);
+            gbody[i] = make_float4(grad(v.x), grad(v.y), grad(v.z), grad(v.w));
         }
+        if (lane < sp.head) grow[lane] = grad(__ldg(row + lane));
+        if (sp.tail + lane < S) grow[sp.tail + lane] = grad(__ldg(row + sp.tail + lane));
     }
 }
 
