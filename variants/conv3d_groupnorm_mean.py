@@ -49,7 +49,7 @@ constexpr int SLAB_FLOATS_MAX = 8192;  // shared-memory budget for one input-cha
 struct Geometry {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int n_wtiles, wtiles, n_wblocks, rows, n_rblocks, blocks_per_sample;
-    int slab_rows, slab_cols, pitch, ci_chunk, threads;
+    int slab_rows, slab_cols, pitch, col_shift, ci_chunk, threads;
 };
 
 static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
@@ -66,6 +66,7 @@ static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
     g.slab_rows = g.rows + K - 1;
     g.slab_cols = g.wtiles * W_TILE + K - 1;
     g.pitch = g.slab_cols | 1;   // odd pitch: the tiles of a warp start in distinct banks
+    for (g.col_shift = 0; (1 << g.col_shift) < g.slab_cols; ++g.col_shift) {}
     const int per_ci = K * g.slab_rows * g.pitch;
     g.ci_chunk = SLAB_FLOATS_MAX / per_ci < 1 ? 1 : (SLAB_FLOATS_MAX / per_ci < C_in ? SLAB_FLOATS_MAX / per_ci : C_in);
     g.threads = (2 * g.rows * g.wtiles + 31) / 32 * 32;
@@ -119,20 +120,26 @@ __global__ void __launch_bounds__(MAX_TILES * 2, MIN_BLOCKS) conv_gn_stats_kerne
     for (int ci0 = 0; ci0 < g.C_in; ci0 += g.ci_chunk) {
         const int n_ci = min(g.ci_chunk, g.C_in - ci0);
         __syncthreads();   // the previous chunk is no longer read
-        for (int e = threadIdx.x; e < n_ci * TAPS * CO_TILE; e += blockDim.x) {
-            const int co = chunk * CO_TILE + e % CO_TILE, tap = e / CO_TILE;   // tap runs over (ci, kd, kh, kw)
-            w_s[e] = co < g.C_out ? weight[((size_t)co * g.C_in + ci0) * TAPS + tap] : 0.f;
+        // Weights: one warp per output channel, lanes along its contiguous (ci, kd, kh, kw) taps.
+        const int per_co = n_ci * TAPS;
+        for (int cl = warp; cl < CO_TILE; cl += n_warps) {
+            const int co = chunk * CO_TILE + cl;
+            for (int k = lane; k < per_co; k += 32)
+                w_s[k * CO_TILE + cl] = co < g.C_out ? __ldg(weight + ((size_t)co * g.C_in + ci0) * TAPS + k) : 0.f;
         }
-        // One warp per slab row, one lane per column: coalesced loads, zeros past the input's edge.
-        for (int row = warp; row < n_ci * K * g.slab_rows; row += n_warps) {
-            const int sr = row % g.slab_rows, kd = (row / g.slab_rows) % K, ci = row / (g.slab_rows * K);
-            const int h = oh0 + sr;
-            const float* src = x + ((size_t)b * g.C_in + ci0 + ci) * g.D * plane + (size_t)(od + kd) * plane
-                               + (size_t)h * g.W + w_first - t * W_TILE;
-            float* dst = slab + row * g.pitch;
-            for (int col = lane; col < g.slab_cols; col += 32) {
-                const int w = wt0 * W_TILE + col;
-                dst[col] = (h < g.H && w < g.W) ? __ldg(src + col) : 0.f;
+        // Input slab, one (ci, kd) plane at a time: element e of a plane is (row e >> col_shift,
+        // column e & col_mask), so consecutive threads read consecutive columns (coalesced) and no
+        // division is needed. Zeros past the input's edge.
+        for (int ckd = 0; ckd < n_ci * K; ++ckd) {
+            const float* src = x + (((size_t)b * g.C_in + ci0 + ckd / K) * g.D + od + ckd % K) * plane
+                               + (size_t)oh0 * g.W + wt0 * W_TILE;
+            float* dst = slab + ckd * g.slab_rows * g.pitch;
+            const int rows_in = min(g.slab_rows, g.H - oh0), cols_in = min(g.slab_cols, g.W - wt0 * W_TILE);
+#pragma unroll 4
+            for (int e = threadIdx.x; e < g.slab_rows << g.col_shift; e += blockDim.x) {
+                const int sr = e >> g.col_shift, col = e & ((1 << g.col_shift) - 1);
+                if (col < g.slab_cols)
+                    dst[sr * g.pitch + col] = (sr < rows_in && col < cols_in) ? __ldg(src + sr * g.W + col) : 0.f;
             }
         }
         __syncthreads();
