@@ -77,6 +77,25 @@ static size_t smem_bytes(const Geometry& g) {
     return sizeof(float) * ((size_t)g.ci_chunk * (K * g.slab_rows * g.pitch + TAPS * CO_TILE) + N_STATS * MAX_TILES);
 }
 
+// Copies one float global -> shared without a register round trip (sm_80+: cp.async), or writes 0
+// when !valid (src-size 0 zero-fills). All of a block's copies are in flight at once; wait_copies()
+// then waits once, where plain loads would wait once per dependent batch.
+__device__ __forceinline__ void copy_to_shared(float* dst, const float* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(d), "l"(src), "r"(valid ? 4 : 0));
+#else
+    *dst = valid ? __ldg(src) : 0.f;
+#endif
+}
+
+__device__ __forceinline__ void wait_copies() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::);
+#endif
+    __syncthreads();
+}
+
 // Pass 1: conv in registers + per-(sample, channel) sum and sum of squares of its output.
 // Grid: x = B * blocks_per_sample (a block never spans two samples), y = output-channel chunk.
 __global__ void __launch_bounds__(MAX_TILES * 2, MIN_BLOCKS) conv_gn_stats_kernel(
@@ -124,8 +143,8 @@ __global__ void __launch_bounds__(MAX_TILES * 2, MIN_BLOCKS) conv_gn_stats_kerne
         const int per_co = n_ci * TAPS;
         for (int cl = warp; cl < CO_TILE; cl += n_warps) {
             const int co = chunk * CO_TILE + cl;
-            for (int k = lane; k < per_co; k += 32)
-                w_s[k * CO_TILE + cl] = co < g.C_out ? __ldg(weight + ((size_t)co * g.C_in + ci0) * TAPS + k) : 0.f;
+            const float* src = weight + ((size_t)min(co, g.C_out - 1) * g.C_in + ci0) * TAPS;
+            for (int k = lane; k < per_co; k += 32) copy_to_shared(w_s + k * CO_TILE + cl, src + k, co < g.C_out);
         }
         // Input slab, one (ci, kd) plane at a time: element e of a plane is (row e >> col_shift,
         // column e & col_mask), so consecutive threads read consecutive columns (coalesced) and no
@@ -135,14 +154,13 @@ __global__ void __launch_bounds__(MAX_TILES * 2, MIN_BLOCKS) conv_gn_stats_kerne
                                + (size_t)oh0 * g.W + wt0 * W_TILE;
             float* dst = slab + ckd * g.slab_rows * g.pitch;
             const int rows_in = min(g.slab_rows, g.H - oh0), cols_in = min(g.slab_cols, g.W - wt0 * W_TILE);
-#pragma unroll 4
             for (int e = threadIdx.x; e < g.slab_rows << g.col_shift; e += blockDim.x) {
                 const int sr = e >> g.col_shift, col = e & ((1 << g.col_shift) - 1);
-                if (col < g.slab_cols)
-                    dst[sr * g.pitch + col] = (sr < rows_in && col < cols_in) ? __ldg(src + sr * g.W + col) : 0.f;
+                const bool inside = sr < rows_in && col < cols_in;
+                if (col < g.slab_cols) copy_to_shared(dst + sr * g.pitch + col, inside ? src + sr * g.W + col : src, inside);
             }
         }
-        __syncthreads();
+        wait_copies();
         const float* in_row = slab + r * g.pitch + t * W_TILE;
         const float* w_row = w_s + half * CO_THREAD;
 #pragma unroll 1
@@ -280,16 +298,16 @@ cudaError_t conv3d_groupnorm_mean_launch(
 torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, torch::Tensor bias,
                                     torch::Tensor gn_weight, torch::Tensor gn_bias, int64_t groups, double eps) {
     TORCH_CHECK(input.is_cuda(), "conv3d_groupnorm_mean: input must be a CUDA tensor, got ", input.device());
-    TORCH_CHECK(input.scalar_type() == torch::kFloat32, "conv3d_groupnorm_mean: input must be float32, got ",
-                input.scalar_type());
-    TORCH_CHECK(input.dim() == 5, "conv3d_groupnorm_mean: input must be 5-D (B, C, D, H, W), got ",
-                input.dim(), "-D");
-    TORCH_CHECK(input.size(1) == weight.size(1), "conv3d_groupnorm_mean: input has ", input.size(1),
-                " channels, the conv expects ", weight.size(1));
+    TORCH_CHECK(input.scalar_type() == torch::kFloat32, "conv3d_groupnorm_mean: input must be float32");
+    // Numbers go through std::to_string: streaming an integer into a TORCH_CHECK message has been
+    // seen to crash the process (torch 2.11 with a locally built extension).
+    TORCH_CHECK(input.dim() == 5, "conv3d_groupnorm_mean: input must be 5-D (B, C, D, H, W), got " +
+                std::to_string(input.dim()) + "-D");
+    TORCH_CHECK(input.size(1) == weight.size(1), "conv3d_groupnorm_mean: input has " + std::to_string(input.size(1)) +
+                " channels, the conv expects " + std::to_string(weight.size(1)));
     const int64_t k = weight.size(2);
     TORCH_CHECK(input.size(2) >= k && input.size(3) >= k && input.size(4) >= k,
-                "conv3d_groupnorm_mean: input spatial size ", input.sizes().slice(2),
-                " is smaller than the kernel (", k, ")");
+                "conv3d_groupnorm_mean: input spatial size is smaller than the kernel (" + std::to_string(k) + ")");
     for (const auto& t : {weight, bias, gn_weight, gn_bias}) {
         TORCH_CHECK(t.device() == input.device() && t.scalar_type() == torch::kFloat32,
                     "conv3d_groupnorm_mean: parameters must be float32 on the input's device");
