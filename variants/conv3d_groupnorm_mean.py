@@ -27,192 +27,134 @@ cuda_source = r"""
 #include <cuda_runtime.h>
 #include <cstdint>
 
-constexpr int K = 3;              // kernel size the conv is specialised for (refused otherwise in Python)
+constexpr int K = 3;            // kernel size the conv is specialised for (refused otherwise in Python)
 constexpr int TAPS = K * K * K;
-constexpr int CO_TILE = 24;       // output channels per block: all of the benchmark's 24 at once
-constexpr int CO_THREAD = 12;     // channels per thread; two threads share each tile of columns
-constexpr int W_TILE = 10;        // adjacent output columns per thread (the benchmark's 30 = 3 x 10)
-constexpr int MAX_TILES = 64;     // column tiles per block; threads = 2 x tiles, rounded up to warps
-constexpr int MIN_BLOCKS = 3;     // 3 x 128 threads caps registers at 168: 120 accumulators + operands
-                                  // (the benchmark's 96-thread blocks then fit 4 per SM)
+constexpr int CO_TILE = 24;     // output channels per thread: all of the benchmark's 24 in one pass
+constexpr int W_TILE = 5;       // adjacent output columns per thread: 30 = 6 x 5, so no idle lanes
+constexpr int THREADS = 128;
+constexpr int BLOCKS_PER_SM = 3; // caps registers at 168: 120 accumulators + one row's inputs and weights
 constexpr int N_STATS = 2 * CO_TILE;   // per channel: sum, sum of squares
+constexpr int CI_CHUNK = 4;     // input channels whose weights are staged at once (the benchmark's 3 fit)
 constexpr int FINAL_THREADS = 256;
-constexpr int SLAB_FLOATS_MAX = 8192;  // shared-memory budget for one input-channel chunk's slabs
 
-// Why this shape: every FFMA operand must come from registers, and the load/store unit delivers
-// 32 floats per clock per SM against 128 FFMA per clock. A thread's 12 x 10 tile reuses each weight
-// 10 times and each input (staged in shared memory, read conflict-free) 36 times.
-
-// Launch geometry, shared by the host and the kernel. A block covers `rows` output rows x `wtiles`
-// column tiles of one output depth `od` of one sample; its shared memory holds, for a chunk of
-// input channels, the K x (rows + K - 1) x (wtiles * W_TILE + K - 1) input slab and the weights.
-struct Geometry {
-    int C_in, C_out, D, H, W, Do, Ho, Wo;
-    int n_wtiles, wtiles, n_wblocks, rows, n_rblocks, blocks_per_sample;
-    int slab_rows, slab_cols, pitch, col_shift, ci_chunk, threads;
-};
-
-static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
-    Geometry g;
-    g.C_in = C_in; g.C_out = C_out; g.D = D; g.H = H; g.W = W;
-    g.Do = D - K + 1; g.Ho = H - K + 1; g.Wo = W - K + 1;
-    g.n_wtiles = (g.Wo + W_TILE - 1) / W_TILE;
-    g.n_wblocks = (g.n_wtiles + MAX_TILES - 1) / MAX_TILES;
-    g.wtiles = (g.n_wtiles + g.n_wblocks - 1) / g.n_wblocks;
-    const int max_rows = MAX_TILES / g.wtiles < g.Ho ? MAX_TILES / g.wtiles : g.Ho;
-    g.n_rblocks = (g.Ho + max_rows - 1) / max_rows;
-    g.rows = (g.Ho + g.n_rblocks - 1) / g.n_rblocks;     // balanced: no near-empty last block
-    g.blocks_per_sample = g.Do * g.n_rblocks * g.n_wblocks;
-    g.slab_rows = g.rows + K - 1;
-    g.slab_cols = g.wtiles * W_TILE + K - 1;
-    g.pitch = g.slab_cols | 1;   // odd pitch: the tiles of a warp start in distinct banks
-    for (g.col_shift = 0; (1 << g.col_shift) < g.slab_cols; ++g.col_shift) {}
-    const int per_ci = K * g.slab_rows * g.pitch;
-    g.ci_chunk = SLAB_FLOATS_MAX / per_ci < 1 ? 1 : (SLAB_FLOATS_MAX / per_ci < C_in ? SLAB_FLOATS_MAX / per_ci : C_in);
-    g.threads = (2 * g.rows * g.wtiles + 31) / 32 * 32;
-    return g;
-}
-
-static size_t smem_bytes(const Geometry& g) {
-    return sizeof(float) * ((size_t)g.ci_chunk * (K * g.slab_rows * g.pitch + TAPS * CO_TILE) + N_STATS * MAX_TILES);
-}
-
-// Copies one float global -> shared without a register round trip (sm_80+: cp.async), or writes 0
-// when !valid (src-size 0 zero-fills). All of a block's copies are in flight at once; wait_copies()
-// then waits once, where plain loads would wait once per dependent batch.
-__device__ __forceinline__ void copy_to_shared(float* dst, const float* src, bool valid) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(d), "l"(src), "r"(valid ? 4 : 0));
-#else
-    *dst = valid ? __ldg(src) : 0.f;
-#endif
-}
-
-__device__ __forceinline__ void wait_copies() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;\n" ::);
-#endif
-    __syncthreads();
+// Loads the W_TILE + K - 1 inputs of one row. `wide` rows hold them all (unpredicated loads at
+// immediate offsets); a row narrower than that (W < W_TILE + K - 1, then w0 = 0) is read clamped.
+__device__ __forceinline__ void load_row(float (&in)[W_TILE + K - 1], const float* row, bool wide, int W) {
+    if (wide) {
+#pragma unroll
+        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(row + j);
+    } else {
+#pragma unroll
+        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(row + min(j, W - 1));
+    }
 }
 
 // Pass 1: conv in registers + per-(sample, channel) sum and sum of squares of its output.
 // Grid: x = B * blocks_per_sample (a block never spans two samples), y = output-channel chunk.
-__global__ void __launch_bounds__(MAX_TILES * 2, MIN_BLOCKS) conv_gn_stats_kernel(
+// Each thread owns CO_TILE channels x W_TILE adjacent columns of one output row (od, oh). It walks
+// the C_in * K * K input rows that feed it, holding the next row's inputs in flight while the
+// current row's K * CO_TILE * W_TILE multiply-adds run.
+__global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const float* __restrict__ x,        // (B, C_in, D, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K, K), contiguous
     const float* __restrict__ bias,     // (C_out)
     double* __restrict__ partials,      // (B, n_chunks, blocks_per_sample, N_STATS)
-    const Geometry g)
+    int C_in, int C_out, int D, int H, int W, int blocks_per_sample)
 {
-    extern __shared__ __align__(16) float smem[];
-    float* w_s = smem;                                    // [ci][kd][kh][kw][CO_TILE]
-    float* slab = w_s + g.ci_chunk * TAPS * CO_TILE;      // [ci][kd][slab_rows][pitch]
-    float (*red)[MAX_TILES] = reinterpret_cast<float (*)[MAX_TILES]>(slab + g.ci_chunk * K * g.slab_rows * g.pitch);
+    // Weights of CI_CHUNK input channels, [ci][kd][kh][kw][channel]: a warp reads one float4 at one
+    // address (a broadcast) and each row's weights are K * CO_TILE consecutive floats.
+    __shared__ __align__(16) float w_s[CI_CHUNK * TAPS * CO_TILE];
+    __shared__ float red[N_STATS][THREADS];
 
-    const int b = blockIdx.x / g.blocks_per_sample;
-    int blk = blockIdx.x % g.blocks_per_sample;
-    const int wb = blk % g.n_wblocks; blk /= g.n_wblocks;
-    const int rb = blk % g.n_rblocks;
-    const int od = blk / g.n_rblocks;
-    const int oh0 = rb * g.rows, wt0 = wb * g.wtiles;
+    const int Do = D - K + 1, Ho = H - K + 1, Wo = W - K + 1;
+    const int n_wtiles = (Wo + W_TILE - 1) / W_TILE;
+    const int tiles = Do * Ho * n_wtiles;
+    const int b = blockIdx.x / blocks_per_sample;
+    const int blk = blockIdx.x % blocks_per_sample;
     const int chunk = blockIdx.y, n_chunks = gridDim.y;
+    const int tile = blk * THREADS + threadIdx.x;
+    const bool valid = tile < tiles;
+    const int t = valid ? tile : tiles - 1;   // idle threads recompute a real tile, then count nothing
+    const int w_first = (t % n_wtiles) * W_TILE;      // first column this thread counts
+    const bool wide = W >= W_TILE + K - 1;
+    // The last tile of a row shifts left to stay inside the row; columns before w_first are
+    // another thread's and are not counted here.
+    const int w0 = wide ? min(w_first, Wo - W_TILE) : 0;
+    const int oh = (t / n_wtiles) % Ho;
+    const int od = t / (n_wtiles * Ho);
 
-    // Thread -> (tile, channel half). The two halves of a tile sit in adjacent lanes and read the
-    // same inputs (a broadcast); idle threads recompute tile 0 and count nothing.
-    const int n_tiles = g.rows * g.wtiles;
-    const int half = threadIdx.x & 1;
-    const bool valid_thread = (int)threadIdx.x < 2 * n_tiles;
-    const int tile = valid_thread ? threadIdx.x >> 1 : 0;
-    const int r = tile / g.wtiles, t = tile % g.wtiles;
-    const int w_first = (wt0 + t) * W_TILE;
-    const bool valid = valid_thread && oh0 + r < g.Ho && wt0 + t < g.n_wtiles;
-
-    float acc[CO_THREAD][W_TILE];
+    float acc[CO_TILE][W_TILE];
 #pragma unroll
-    for (int c = 0; c < CO_THREAD; ++c)
+    for (int c = 0; c < CO_TILE; ++c)
 #pragma unroll
-        for (int p = 0; p < W_TILE; ++p) acc[c][p] = 0.f;
+        for (int r = 0; r < W_TILE; ++r) acc[c][r] = 0.f;
 
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
-    const size_t plane = (size_t)g.H * g.W;
-    for (int ci0 = 0; ci0 < g.C_in; ci0 += g.ci_chunk) {
-        const int n_ci = min(g.ci_chunk, g.C_in - ci0);
-        __syncthreads();   // the previous chunk is no longer read
-        // Weights: one warp per output channel, lanes along its contiguous (ci, kd, kh, kw) taps.
-        const int per_co = n_ci * TAPS;
-        for (int cl = warp; cl < CO_TILE; cl += n_warps) {
-            const int co = chunk * CO_TILE + cl;
-            const float* src = weight + ((size_t)min(co, g.C_out - 1) * g.C_in + ci0) * TAPS;
-            for (int k = lane; k < per_co; k += 32) copy_to_shared(w_s + k * CO_TILE + cl, src + k, co < g.C_out);
+    const int plane = H * W;   // the host checks that one sample has fewer than 2^31 elements
+    const float* xb = x + (size_t)b * C_in * D * plane + (od * H + oh) * W + w0;
+    for (int ci0 = 0; ci0 < C_in; ci0 += CI_CHUNK) {
+        const int n_ci = min(CI_CHUNK, C_in - ci0);
+        __syncthreads();   // the previous chunk's weights are no longer read
+        for (int e = threadIdx.x; e < n_ci * TAPS * CO_TILE; e += THREADS) {
+            const int co = chunk * CO_TILE + e % CO_TILE, tap = e / CO_TILE;   // tap runs over (ci, kd, kh, kw)
+            w_s[e] = co < C_out ? weight[((size_t)co * C_in + ci0) * TAPS + tap] : 0.f;
         }
-        // Input slab, one (ci, kd) plane at a time: element e of a plane is (row e >> col_shift,
-        // column e & col_mask), so consecutive threads read consecutive columns (coalesced) and no
-        // division is needed. Zeros past the input's edge.
-        for (int ckd = 0; ckd < n_ci * K; ++ckd) {
-            const float* src = x + (((size_t)b * g.C_in + ci0 + ckd / K) * g.D + od + ckd % K) * plane
-                               + (size_t)oh0 * g.W + wt0 * W_TILE;
-            float* dst = slab + ckd * g.slab_rows * g.pitch;
-            const int rows_in = min(g.slab_rows, g.H - oh0), cols_in = min(g.slab_cols, g.W - wt0 * W_TILE);
-            for (int e = threadIdx.x; e < g.slab_rows << g.col_shift; e += blockDim.x) {
-                const int sr = e >> g.col_shift, col = e & ((1 << g.col_shift) - 1);
-                const bool inside = sr < rows_in && col < cols_in;
-                if (col < g.slab_cols) copy_to_shared(dst + sr * g.pitch + col, inside ? src + sr * g.W + col : src, inside);
+        __syncthreads();
+        // Rows in (ci, kd, kh) order; row r starts at xc + ci * D * plane + kd * plane + kh * W.
+        const float* xc = xb + ci0 * D * plane;
+        const int n_rows = n_ci * K * K;
+        float next[W_TILE + K - 1];
+        load_row(next, xc, wide, W);
+#pragma unroll 1
+        for (int r = 0; r < n_rows; ++r) {
+            float in[W_TILE + K - 1];
+#pragma unroll
+            for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = next[j];
+            if (r + 1 < n_rows) {
+                const int r1 = r + 1, kh = r1 % K, kd = (r1 / K) % K, ci = r1 / (K * K);
+                load_row(next, xc + (ci * D + kd) * plane + kh * W, wide, W);
             }
-        }
-        wait_copies();
-        const float* in_row = slab + r * g.pitch + t * W_TILE;
-        const float* w_row = w_s + half * CO_THREAD;
-#pragma unroll 1
-        for (int ckd = 0; ckd < n_ci * K; ++ckd) {
-#pragma unroll 1
-            for (int kh = 0; kh < K; ++kh) {
-                float in[W_TILE + K - 1];
+            const float4* wv4 = reinterpret_cast<const float4*>(w_s + r * K * CO_TILE);
 #pragma unroll
-                for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = in_row[(ckd * g.slab_rows + kh) * g.pitch + j];
-                const float4* wv4 = reinterpret_cast<const float4*>(w_row + (ckd * K + kh) * K * CO_TILE);
+            for (int kw = 0; kw < K; ++kw) {
 #pragma unroll
-                for (int kw = 0; kw < K; ++kw) {
+                for (int c4 = 0; c4 < CO_TILE / 4; ++c4) {
+                    const float4 wv = wv4[kw * (CO_TILE / 4) + c4];
 #pragma unroll
-                    for (int c4 = 0; c4 < CO_THREAD / 4; ++c4) {
-                        const float4 wv = wv4[kw * (CO_TILE / 4) + c4];
-#pragma unroll
-                        for (int p = 0; p < W_TILE; ++p) {
-                            acc[4 * c4 + 0][p] = fmaf(wv.x, in[p + kw], acc[4 * c4 + 0][p]);
-                            acc[4 * c4 + 1][p] = fmaf(wv.y, in[p + kw], acc[4 * c4 + 1][p]);
-                            acc[4 * c4 + 2][p] = fmaf(wv.z, in[p + kw], acc[4 * c4 + 2][p]);
-                            acc[4 * c4 + 3][p] = fmaf(wv.w, in[p + kw], acc[4 * c4 + 3][p]);
-                        }
+                    for (int r = 0; r < W_TILE; ++r) {
+                        acc[4 * c4 + 0][r] = fmaf(wv.x, in[r + kw], acc[4 * c4 + 0][r]);
+                        acc[4 * c4 + 1][r] = fmaf(wv.y, in[r + kw], acc[4 * c4 + 1][r]);
+                        acc[4 * c4 + 2][r] = fmaf(wv.z, in[r + kw], acc[4 * c4 + 2][r]);
+                        acc[4 * c4 + 3][r] = fmaf(wv.w, in[r + kw], acc[4 * c4 + 3][r]);
                     }
                 }
             }
         }
     }
 
-    // Per-thread sums over its counted outputs, then a fixed-order reduction over the block's tiles.
-    if (valid_thread) {
+    // Per-thread sums over its (at most W_TILE) counted outputs, then a fixed-order block reduction.
 #pragma unroll
-        for (int c = 0; c < CO_THREAD; ++c) {
-            const int cl = half * CO_THREAD + c, co = chunk * CO_TILE + cl;
-            const float bc = co < g.C_out ? bias[co] : 0.f;
-            float s = 0.f, q = 0.f;
+    for (int c = 0; c < CO_TILE; ++c) {
+        const int co = chunk * CO_TILE + c;
+        const float bc = co < C_out ? bias[co] : 0.f;
+        float s = 0.f, q = 0.f;
 #pragma unroll
-            for (int p = 0; p < W_TILE; ++p) {
-                if (valid && w_first + p < g.Wo) {
-                    const float v = acc[c][p] + bc;
-                    s += v;
-                    q = fmaf(v, v, q);
-                }
+        for (int r = 0; r < W_TILE; ++r) {
+            if (valid && w0 + r >= w_first && w0 + r < Wo) {
+                const float v = acc[c][r] + bc;
+                s += v;
+                q = fmaf(v, v, q);
             }
-            red[cl][tile] = s;
-            red[CO_TILE + cl][tile] = q;
         }
+        red[c][threadIdx.x] = s;
+        red[CO_TILE + c][threadIdx.x] = q;
     }
     __syncthreads();
-    double* out = partials + (((size_t)b * n_chunks + chunk) * g.blocks_per_sample + blockIdx.x % g.blocks_per_sample) * N_STATS;
-    for (int s = warp; s < N_STATS; s += n_warps) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    double* out = partials + (((size_t)b * n_chunks + chunk) * blocks_per_sample + blk) * N_STATS;
+    for (int s = warp; s < N_STATS; s += THREADS / 32) {
         double v = 0.0;
-        for (int i = lane; i < n_tiles; i += 32) v += red[s][i];
+#pragma unroll
+        for (int i = lane; i < THREADS; i += 32) v += red[s][i];
 #pragma unroll
         for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
         if (lane == 0) out[s] = v;
@@ -260,8 +202,13 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     }
 }
 
-long long conv3d_groupnorm_mean_workspace(int C_in, int C_out, int D, int H, int W) {
-    return (long long)((C_out + CO_TILE - 1) / CO_TILE) * make_geometry(C_in, C_out, D, H, W).blocks_per_sample * N_STATS;
+static int blocks_per_sample(int D, int H, int W) {
+    const int n_wtiles = (W - K + 1 + W_TILE - 1) / W_TILE;
+    return ((D - K + 1) * (H - K + 1) * n_wtiles + THREADS - 1) / THREADS;
+}
+
+long long conv3d_groupnorm_mean_workspace(int C_out, int D, int H, int W) {
+    return (long long)((C_out + CO_TILE - 1) / CO_TILE) * blocks_per_sample(D, H, W) * N_STATS;
 }
 
 cudaError_t conv3d_groupnorm_mean_launch(
@@ -269,17 +216,14 @@ cudaError_t conv3d_groupnorm_mean_launch(
     double* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
     double eps, cudaStream_t stream)
 {
-    const Geometry g = make_geometry(C_in, C_out, D, H, W);
-    const size_t smem = smem_bytes(g);
-    cudaError_t err = cudaFuncSetAttribute(conv_gn_stats_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const int bps = blocks_per_sample(D, H, W);
+    const dim3 grid((unsigned)((long long)B * bps), (C_out + CO_TILE - 1) / CO_TILE);
+    conv_gn_stats_kernel<<<grid, THREADS, 0, stream>>>(x, weight, bias, workspace, C_in, C_out, D, H, W, bps);
+    cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    const dim3 grid((unsigned)((long long)B * g.blocks_per_sample), (C_out + CO_TILE - 1) / CO_TILE);
-    conv_gn_stats_kernel<<<grid, g.threads, smem, stream>>>(x, weight, bias, workspace, g);
-    err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    const double n_per_channel = (double)g.Do * g.Ho * g.Wo;
+    const double n_per_channel = (double)(D - K + 1) * (H - K + 1) * (W - K + 1);
     gn_mean_finalize_kernel<<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
-        workspace, gn_weight, gn_bias, out, C_out, groups, g.blocks_per_sample, n_per_channel, eps);
+        workspace, gn_weight, gn_bias, out, C_out, groups, bps, n_per_channel, eps);
     return cudaGetLastError();
 }
 """
@@ -289,7 +233,7 @@ cpp_source = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-long long conv3d_groupnorm_mean_workspace(int C_in, int C_out, int D, int H, int W);
+long long conv3d_groupnorm_mean_workspace(int C_out, int D, int H, int W);
 cudaError_t conv3d_groupnorm_mean_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     double* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
@@ -320,7 +264,7 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
     if (B == 0) return out;
     TORCH_CHECK(x.size(2) * x.size(3) * x.size(4) < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample's "
                 "spatial size must stay under 2^31 elements");
-    auto workspace = torch::empty({B * conv3d_groupnorm_mean_workspace(x.size(1), C_out, x.size(2), x.size(3), x.size(4))},
+    auto workspace = torch::empty({B * conv3d_groupnorm_mean_workspace(C_out, x.size(2), x.size(3), x.size(4))},
                                   x.options().dtype(torch::kFloat64));
     const cudaError_t err = conv3d_groupnorm_mean_launch(
         x.data_ptr<float>(), w.data_ptr<float>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
