@@ -33,11 +33,11 @@ constexpr int THREADS = 512;          // 16 warps: one channel row each at the b
 constexpr int WARPS = THREADS / 32;
 constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row
 
-__device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f; }
+__device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
 
 // d hardswish / dv, with PyTorch's convention at the joins (v = -3 -> -0.5, v = 3 -> 1.5).
 __device__ __forceinline__ float hardswish_grad(float v) {
-    return v < -3.f ? 0.f : (v <= 3.f ? v / 3.f + 0.5f : 1.f);
+    return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
 }
 
 __device__ __forceinline__ double warp_sum(double v) {

@@ -29,9 +29,9 @@ cuda_source = r"""
 
 constexpr int K = 3, STRIDE = 2, PAD = 1;   // the configuration the parity split is written for
 constexpr int CO_TILE = 4;      // output channels per thread: one float4 of weights per tap
-constexpr int ROWS = 4;         // input rows m_h per thread
+constexpr int ROWS = 3;         // input rows m_h per thread: 96 accumulators leave room to prefetch
 constexpr int THREADS = 128;
-constexpr int MIN_BLOCKS = 3;   // caps registers at 168 (128 accumulators): 12 warps per SM
+constexpr int MIN_BLOCKS = 3;   // caps registers at 168: 12 warps per SM
 constexpr int N_STATS = 2 * CO_TILE;   // per channel: sum, sum of squares
 
 struct Geometry {
@@ -43,8 +43,10 @@ struct Geometry {
 __device__ __forceinline__ constexpr int parity_of(int k) { return k == 1 ? 0 : 1; }
 __device__ __forceinline__ constexpr int offset_of(int k) { return k == 0 ? 1 : 0; }
 
-__device__ __forceinline__ float swish(float v) { return v / (1.f + __expf(-v)); }
-__device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f; }
+// Fast exp and reciprocal (one MUFU op each, a few ulp): the output's error budget is 1e-5 relative.
+// For v < -88, exp(-v) overflows and __fdividef gives 0, the limit of v * sigmoid(v).
+__device__ __forceinline__ float swish(float v) { return __fdividef(v, 1.f + __expf(-v)); }
+__device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
 
 // One kernel for both passes: WRITE = false gathers statistics, WRITE = true writes the output.
 // Grid: x = B * blocks_per_chunk, y = chunk of CO_TILE output channels.
@@ -86,11 +88,13 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
 #pragma unroll
     for (int q = 0; q < CO_TILE; ++q) acc[a][bb][c][r][q] = 0.f;
 
+    // The inputs a thread reads per input channel: depth md, md + 1; rows mh0 .. mh0 + ROWS;
+    // columns mw, mw + 1. The next channel's are loaded while this one's multiply-adds run.
     const size_t plane = (size_t)g.H * g.W;
-    for (int ci = 0; ci < g.C_in; ++ci) {
-        // The inputs this thread reads: depth md and md + 1, rows mh0 .. mh0 + ROWS, columns mw, mw + 1.
-        float in[2][ROWS + 1][2];
-        const float* xc = x + ((size_t)b * g.C_in + ci) * g.D * plane;
+    const float* xb = x + (size_t)b * g.C_in * g.D * plane;
+    float in[2][ROWS + 1][2], next[2][ROWS + 1][2];
+    const auto load_inputs = [&](float (&dst)[2][ROWS + 1][2], int ci) {
+        const float* xc = xb + (size_t)ci * g.D * plane;
 #pragma unroll
         for (int dd = 0; dd < 2; ++dd)
 #pragma unroll
@@ -98,8 +102,18 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
 #pragma unroll
         for (int ww = 0; ww < 2; ++ww) {
             const int d = md + dd, h = mh0 + r, w = mw + ww;
-            in[dd][r][ww] = (d < g.D && h < g.H && w < g.W) ? __ldg(xc + d * plane + (size_t)h * g.W + w) : 0.f;
+            dst[dd][r][ww] = (d < g.D && h < g.H && w < g.W) ? __ldg(xc + d * plane + (size_t)h * g.W + w) : 0.f;
         }
+    };
+    load_inputs(next, 0);
+    for (int ci = 0; ci < g.C_in; ++ci) {
+#pragma unroll
+        for (int dd = 0; dd < 2; ++dd)
+#pragma unroll
+        for (int r = 0; r <= ROWS; ++r)
+#pragma unroll
+        for (int ww = 0; ww < 2; ++ww) in[dd][r][ww] = next[dd][r][ww];
+        if (ci + 1 < g.C_in) load_inputs(next, ci + 1);
         const float4* wc = reinterpret_cast<const float4*>(w_s) + ci * K * K * K;
 #pragma unroll
         for (int kd = 0; kd < K; ++kd)
@@ -130,6 +144,9 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
             shift[q] = norm[((size_t)b * g.C_out + co) * 2 + 1];
         }
     }
+    // Offsets inside one (sample, channel) output volume fit in 32 bits (checked on the host).
+    const int vol = g.Do * g.Ho * g.Wo;
+    float* out_q = WRITE ? out + ((size_t)b * g.C_out + co0) * vol : nullptr;
     float s[CO_TILE] = {}, sq[CO_TILE] = {};
 #pragma unroll
     for (int a = 0; a < 2; ++a)
@@ -139,17 +156,15 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
     for (int r = 0; r < ROWS; ++r) {
         const int od = 2 * md + a, oh = 2 * (mh0 + r) + bb;
         const bool row_ok = valid && od < g.Do && oh < g.Ho;
+        const int row_off = (od * g.Ho + oh) * g.Wo + 2 * mw;
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-            const int ow = 2 * mw + c;
-            if (!row_ok || ow >= g.Wo) continue;
+            if (!row_ok || 2 * mw + c >= g.Wo) continue;
 #pragma unroll
             for (int q = 0; q < CO_TILE; ++q) {
                 const float v = swish(acc[a][bb][c][r][q] + bias_q[q]);
                 if (WRITE) {
-                    if (co0 + q < g.C_out)
-                        out[((((size_t)b * g.C_out + co0 + q) * g.Do + od) * g.Ho + oh) * g.Wo + ow] =
-                            hardswish(fmaf(v, scale[q], shift[q]));
+                    if (co0 + q < g.C_out) out_q[q * vol + row_off + c] = hardswish(fmaf(v, scale[q], shift[q]));
                 } else {
                     s[q] += v;
                     sq[q] = fmaf(v, v, sq[q]);
@@ -264,6 +279,8 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
     const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
     auto out = torch::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, x.options());
     if (out.numel() == 0) return out;
+    TORCH_CHECK(out[0][0].numel() < (int64_t(1) << 31), "convt_swish_gn_hardswish: one output channel must "
+                "stay under 2^31 elements");
     auto partials = torch::empty({B * convt_workspace_doubles(C_in, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
     auto norm = torch::empty({B, C_out, 2}, x.options());
     const float* bias_ptr = bias.has_value() ? bias->data_ptr<float>() : nullptr;
