@@ -146,7 +146,39 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
     }
     // Offsets inside one (sample, channel) output volume fit in 32 bits (checked on the host).
     const int vol = g.Do * g.Ho * g.Wo;
-    float* out_q = WRITE ? out + ((size_t)b * g.C_out + co0) * vol : nullptr;
+    const int lane = threadIdx.x % 32;
+    if (WRITE) {
+        // A lane holds columns 2 mw and 2 mw + 1. Lanes swap values so that each store instruction
+        // writes 32 consecutive floats: lane l writes column 2 mw_src + (l & 1) of lane src = l / 2,
+        // then of lane 16 + l / 2. Coordinates travel with the values, so a warp may span rows.
+        float* out_q = out + ((size_t)b * g.C_out + co0) * vol;
+        const int c = lane & 1, src_lo = lane >> 1, src_hi = 16 + (lane >> 1);
+        const int mw_lo = __shfl_sync(0xffffffffu, mw, src_lo), mw_hi = __shfl_sync(0xffffffffu, mw, src_hi);
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int bb = 0; bb < 2; ++bb)
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            const int od = 2 * md + a, oh = 2 * (mh0 + r) + bb;
+            const int row = valid && od < g.Do && oh < g.Ho ? (od * g.Ho + oh) * g.Wo : -1;
+            const int row_lo = __shfl_sync(0xffffffffu, row, src_lo), row_hi = __shfl_sync(0xffffffffu, row, src_hi);
+            const bool ok_lo = row_lo >= 0 && 2 * mw_lo + c < g.Wo, ok_hi = row_hi >= 0 && 2 * mw_hi + c < g.Wo;
+#pragma unroll
+            for (int q = 0; q < CO_TILE; ++q) {
+                const float y0 = hardswish(fmaf(swish(acc[a][bb][0][r][q] + bias_q[q]), scale[q], shift[q]));
+                const float y1 = hardswish(fmaf(swish(acc[a][bb][1][r][q] + bias_q[q]), scale[q], shift[q]));
+                const float lo0 = __shfl_sync(0xffffffffu, y0, src_lo), lo1 = __shfl_sync(0xffffffffu, y1, src_lo);
+                const float hi0 = __shfl_sync(0xffffffffu, y0, src_hi), hi1 = __shfl_sync(0xffffffffu, y1, src_hi);
+                if (co0 + q < g.C_out) {
+                    if (ok_lo) out_q[q * vol + row_lo + 2 * mw_lo + c] = c ? lo1 : lo0;
+                    if (ok_hi) out_q[q * vol + row_hi + 2 * mw_hi + c] = c ? hi1 : hi0;
+                }
+            }
+        }
+        return;
+    }
+
     float s[CO_TILE] = {}, sq[CO_TILE] = {};
 #pragma unroll
     for (int a = 0; a < 2; ++a)
@@ -154,28 +186,21 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
     for (int bb = 0; bb < 2; ++bb)
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-        const int od = 2 * md + a, oh = 2 * (mh0 + r) + bb;
-        const bool row_ok = valid && od < g.Do && oh < g.Ho;
-        const int row_off = (od * g.Ho + oh) * g.Wo + 2 * mw;
+        const bool row_ok = valid && 2 * md + a < g.Do && 2 * (mh0 + r) + bb < g.Ho;
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
             if (!row_ok || 2 * mw + c >= g.Wo) continue;
 #pragma unroll
             for (int q = 0; q < CO_TILE; ++q) {
                 const float v = swish(acc[a][bb][c][r][q] + bias_q[q]);
-                if (WRITE) {
-                    if (co0 + q < g.C_out) out_q[q * vol + row_off + c] = hardswish(fmaf(v, scale[q], shift[q]));
-                } else {
-                    s[q] += v;
-                    sq[q] = fmaf(v, v, sq[q]);
-                }
+                s[q] += v;
+                sq[q] = fmaf(v, v, sq[q]);
             }
         }
     }
-    if (WRITE) return;
 
     // Block reduction of the 2 * CO_TILE sums: warp shuffles (double), then the warps in order.
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
 #pragma unroll
     for (int i = 0; i < N_STATS; ++i) {
         double v = i < CO_TILE ? s[i] : sq[i - CO_TILE];
