@@ -65,12 +65,6 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
 
     const int b = blockIdx.x / g.blocks_per_chunk, blk = blockIdx.x % g.blocks_per_chunk;
     const int co0 = blockIdx.y * CO_TILE;
-    for (int e = threadIdx.x; e < g.C_in * K * K * K * CO_TILE; e += THREADS) {
-        const int q = e % CO_TILE, ci = e / (K * K * K * CO_TILE), tap = (e / CO_TILE) % (K * K * K);
-        w_s[e] = co0 + q < g.C_out ? weight[((size_t)ci * g.C_out + co0 + q) * K * K * K + tap] : 0.f;
-    }
-    __syncthreads();
-
     const int tile = blk * THREADS + threadIdx.x;
     const bool valid = tile < g.tiles;
     const int t = valid ? tile : 0;
@@ -105,7 +99,25 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
             dst[dd][r][ww] = (d < g.D && h < g.H && w < g.W) ? __ldg(xc + d * plane + (size_t)h * g.W + w) : 0.f;
         }
     };
+    // Global loads first (the first channel's inputs, the per-channel parameters), then the weights'
+    // staging and the barrier while they are in flight.
     load_inputs(next, 0);
+    float bias_q[CO_TILE], scale[CO_TILE], shift[CO_TILE];
+#pragma unroll
+    for (int q = 0; q < CO_TILE; ++q) {
+        const int co = min(co0 + q, g.C_out - 1);
+        bias_q[q] = bias != nullptr ? bias[co] : 0.f;
+        if (WRITE) {
+            scale[q] = norm[((size_t)b * g.C_out + co) * 2];
+            shift[q] = norm[((size_t)b * g.C_out + co) * 2 + 1];
+        }
+    }
+    for (int e = threadIdx.x; e < g.C_in * K * K * K * CO_TILE; e += THREADS) {
+        const int q = e % CO_TILE, ci = e / (K * K * K * CO_TILE), tap = (e / CO_TILE) % (K * K * K);
+        w_s[e] = co0 + q < g.C_out ? weight[((size_t)ci * g.C_out + co0 + q) * K * K * K + tap] : 0.f;
+    }
+    __syncthreads();
+
     for (int ci = 0; ci < g.C_in; ++ci) {
 #pragma unroll
         for (int dd = 0; dd < 2; ++dd)
@@ -134,16 +146,6 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
         }
     }
 
-    float bias_q[CO_TILE], scale[CO_TILE], shift[CO_TILE];
-#pragma unroll
-    for (int q = 0; q < CO_TILE; ++q) {
-        const int co = min(co0 + q, g.C_out - 1);
-        bias_q[q] = bias != nullptr ? bias[co] : 0.f;
-        if (WRITE) {
-            scale[q] = norm[((size_t)b * g.C_out + co) * 2];
-            shift[q] = norm[((size_t)b * g.C_out + co) * 2 + 1];
-        }
-    }
     // Offsets inside one (sample, channel) output volume fit in 32 bits (checked on the host).
     const int vol = g.Do * g.Ho * g.Wo;
     const int lane = threadIdx.x % 32;
