@@ -5,17 +5,17 @@ squares of channel c's conv output over its N positions, and g(c) the group of c
     out[b] = mean_c( gamma_c * (S_c / N - mu_g) / sqrt(var_g + eps) + beta_c ),
     mu_g = sum_{c in g} S_c / (N * C/G),   var_g = sum_{c in g} Q_c / (N * C/G) - mu_g^2.
 So:
-  pass 1 (conv_gn_stats_kernel, persistent): each block keeps its 24 output channels' weights in
-    shared memory and walks work items (one output depth, a band of rows); the item's input slab is
-    copied in (cp.async) while the previous item is computed. Each thread computes 12 channels x 10
-    adjacent columns of the conv in registers; each item writes its per-channel S and Q, in double,
-    to its own slot. The conv output never touches memory.
-  pass 2 (gn_mean_finalize_kernel): per sample, add the partials in a fixed order (double), form the
-    group statistics and the (B,) output. Deterministic: no atomics anywhere.
+  pass 1 (conv_gn_stats_kernel): each thread computes the conv for CO_TILE output channels at W_TILE
+    adjacent columns in registers; each block reduces its per-channel S and Q and writes them, in
+    double, to a small buffer. The conv output never touches memory.
+  pass 2 (gn_mean_finalize_kernel): per sample, add the block partials in a fixed order (double),
+    form the group statistics and the (B,) output. Deterministic: no atomics anywhere.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of FP32 multiply-add
 = 0.147 ms at 67 TFLOP/s; the 38 MB input is 0.01 ms of bandwidth, so the conv's arithmetic is the
-floor. Measured: see README.md (run_all.py table).
+floor. Measured on an H200: 0.32-0.35 ms, 2.2-2.4x the floor (README.md has the run_all.py table).
+What bounds it: per input row a thread issues 7 global loads whose lanes touch ~8 cache lines each
+and 18 broadcast float4 weight loads, ~128 load/store-unit cycles per 90 cycles of FFMA.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
@@ -29,226 +29,137 @@ cuda_source = r"""
 #include <cuda_runtime.h>
 #include <cstdint>
 
-constexpr int K = 3;              // kernel size the conv is specialised for (refused otherwise in Python)
+constexpr int K = 3;            // kernel size the conv is specialised for (refused otherwise in Python)
 constexpr int TAPS = K * K * K;
-constexpr int CO_TILE = 24;       // output channels per block: all of the benchmark's 24 at once
-constexpr int CO_THREAD = 12;     // channels per thread; two threads share each tile of columns
-constexpr int W_TILE = 10;        // adjacent output columns per thread (the benchmark's 30 = 3 x 10)
-constexpr int MAX_TILES = 64;     // column tiles per work item; threads = 2 x tiles, rounded to warps
-constexpr int MAX_THREADS = 2 * MAX_TILES;
-constexpr int MIN_BLOCKS = 3;     // 3 x 128 threads caps registers at 168: 120 accumulators + operands
-                                  // (the benchmark's 96-thread blocks then fit 4 per SM)
+constexpr int CO_TILE = 24;     // output channels per thread: all of the benchmark's 24 in one pass
+constexpr int W_TILE = 5;       // adjacent output columns per thread: 30 = 6 x 5, so no idle lanes
+constexpr int THREADS = 128;
+constexpr int BLOCKS_PER_SM = 3; // caps registers at 168: 120 accumulators + one row's inputs and weights
 constexpr int N_STATS = 2 * CO_TILE;   // per channel: sum, sum of squares
+constexpr int CI_CHUNK = 4;     // input channels whose weights are staged at once (the benchmark's 3 fit)
 constexpr int FINAL_THREADS = 256;
-constexpr size_t SMEM_LIMIT = 100 * 1024;   // per block, so that two blocks fit on an SM at worst
 
-// Why this shape: every FFMA operand must come from registers, and the load/store unit delivers
-// 32 floats per clock per SM against 128 FFMA per clock. A thread's 12 x 10 tile reads 48 floats
-// from shared memory per 360 FFMA (each weight feeds 10, each input 36), well inside that ratio.
-// The input slab of the next work item is copied in (cp.async) while the current one is computed.
-
-// A work item is one output depth `od` of one sample, `rows` output rows x `wtiles` column tiles.
-// Its input slab (per input channel: K depths x (rows + K - 1) rows x (wtiles * W_TILE + K - 1)
-// columns) sits in shared memory, double-buffered; all weights of the block's channel chunk too.
-struct Geometry {
-    int C_in, C_out, D, H, W, Do, Ho, Wo;
-    int n_wtiles, wtiles, n_wblocks, rows, n_rblocks, blocks_per_sample;
-    int slab_rows, slab_cols, pitch, col_shift, slab_floats, threads;
-};
-
-static size_t smem_bytes(const Geometry& g) {
-    return sizeof(float) * ((size_t)g.C_in * TAPS * CO_TILE + 2 * (size_t)g.slab_floats + N_STATS * MAX_TILES);
-}
-
-static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
-    Geometry g;
-    g.C_in = C_in; g.C_out = C_out; g.D = D; g.H = H; g.W = W;
-    g.Do = D - K + 1; g.Ho = H - K + 1; g.Wo = W - K + 1;
-    g.n_wtiles = (g.Wo + W_TILE - 1) / W_TILE;
-    for (int max_tiles = MAX_TILES;; max_tiles /= 2) {   // shrink the item until its slabs fit
-        g.n_wblocks = (g.n_wtiles + max_tiles - 1) / max_tiles;
-        g.wtiles = (g.n_wtiles + g.n_wblocks - 1) / g.n_wblocks;
-        const int max_rows = max_tiles / g.wtiles < g.Ho ? max_tiles / g.wtiles : g.Ho;
-        g.n_rblocks = (g.Ho + max_rows - 1) / max_rows;
-        g.rows = (g.Ho + g.n_rblocks - 1) / g.n_rblocks;     // balanced: no near-empty last item
-        g.slab_rows = g.rows + K - 1;
-        g.slab_cols = g.wtiles * W_TILE + K - 1;
-        g.pitch = g.slab_cols | 1;   // odd pitch: the tiles of a warp start in distinct banks
-        g.slab_floats = C_in * K * g.slab_rows * g.pitch;
-        if (smem_bytes(g) <= SMEM_LIMIT || max_tiles == 1) break;
-    }
-    for (g.col_shift = 0; (1 << g.col_shift) < g.slab_cols; ++g.col_shift) {}
-    g.blocks_per_sample = g.Do * g.n_rblocks * g.n_wblocks;
-    g.threads = (2 * g.rows * g.wtiles + 31) / 32 * 32;
-    return g;
-}
-
-// Copies one float global -> shared without a register round trip (cp.async, sm_80+), or writes 0
-// when !valid (src-size 0 zero-fills). Copies are grouped per work item and waited for by group.
-__device__ __forceinline__ void copy_to_shared(float* dst, const float* src, bool valid) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(d), "l"(src), "r"(valid ? 4 : 0));
-#else
-    *dst = valid ? __ldg(src) : 0.f;
-#endif
-}
-
-__device__ __forceinline__ void commit_copies() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-// Waits until at most one group (the newest) is still in flight, then syncs the block.
-__device__ __forceinline__ void wait_all_but_newest() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 1;\n" ::);
-#endif
-    __syncthreads();
-}
-
-struct Item {
-    int b, od, oh0, wt0;
-};
-
-__device__ __forceinline__ Item item_of(int item, const Geometry& g) {
-    int blk = item % g.blocks_per_sample;
-    Item it;
-    it.b = item / g.blocks_per_sample;
-    it.wt0 = blk % g.n_wblocks * g.wtiles; blk /= g.n_wblocks;
-    it.oh0 = blk % g.n_rblocks * g.rows;
-    it.od = blk / g.n_rblocks;
-    return it;
-}
-
-// Input slab of one item, one (ci, kd) plane at a time: element e of a plane is (row e >> col_shift,
-// column e & col_mask), so consecutive threads copy consecutive columns and no division is needed.
-// Zeros past the input's edge.
-__device__ __forceinline__ void stage_slab(float* slab, const float* __restrict__ x, const Item it, const Geometry& g) {
-    const size_t plane = (size_t)g.H * g.W;
-    const int rows_in = min(g.slab_rows, g.H - it.oh0), cols_in = min(g.slab_cols, g.W - it.wt0 * W_TILE);
-    for (int ckd = 0; ckd < g.C_in * K; ++ckd) {
-        const float* src = x + (((size_t)it.b * g.C_in + ckd / K) * g.D + it.od + ckd % K) * plane
-                           + (size_t)it.oh0 * g.W + it.wt0 * W_TILE;
-        float* dst = slab + ckd * g.slab_rows * g.pitch;
-        for (int e = threadIdx.x; e < g.slab_rows << g.col_shift; e += blockDim.x) {
-            const int sr = e >> g.col_shift, col = e & ((1 << g.col_shift) - 1);
-            const bool inside = sr < rows_in && col < cols_in;
-            if (col < g.slab_cols) copy_to_shared(dst + sr * g.pitch + col, inside ? src + sr * g.W + col : src, inside);
-        }
+// Loads the W_TILE + K - 1 inputs of one row. `wide` rows hold them all (unpredicated loads at
+// immediate offsets); a row narrower than that (W < W_TILE + K - 1, then w0 = 0) is read clamped.
+__device__ __forceinline__ void load_row(float (&in)[W_TILE + K - 1], const float* row, bool wide, int W) {
+    if (wide) {
+#pragma unroll
+        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(row + j);
+    } else {
+#pragma unroll
+        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(row + min(j, W - 1));
     }
 }
 
 // Pass 1: conv in registers + per-(sample, channel) sum and sum of squares of its output.
-// Persistent: block i takes work items i, i + gridDim.x, ...; each item writes its own partials
-// slot, so the result does not depend on the schedule. Grid y: output-channel chunk.
-__global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS) conv_gn_stats_kernel(
+// Grid: x = B * blocks_per_sample (a block never spans two samples), y = output-channel chunk.
+// Each thread owns CO_TILE channels x W_TILE adjacent columns of one output row (od, oh). It walks
+// the C_in * K * K input rows that feed it, holding the next row's inputs in flight while the
+// current row's K * CO_TILE * W_TILE multiply-adds run.
+__global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const float* __restrict__ x,        // (B, C_in, D, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K, K), contiguous
     const float* __restrict__ bias,     // (C_out)
     double* __restrict__ partials,      // (B, n_chunks, blocks_per_sample, N_STATS)
-    int n_items, const Geometry g)
+    int C_in, int C_out, int D, int H, int W, int blocks_per_sample)
 {
-    extern __shared__ __align__(16) float smem[];
-    float* w_s = smem;                                    // [ci][kd][kh][kw][CO_TILE]
-    float* slabs = w_s + g.C_in * TAPS * CO_TILE;         // 2 x [ci][kd][slab_rows][pitch]
-    float (*red)[MAX_TILES] = reinterpret_cast<float (*)[MAX_TILES]>(slabs + 2 * g.slab_floats);
+    // Weights of CI_CHUNK input channels, [ci][kd][kh][kw][channel]: a warp reads one float4 at one
+    // address (a broadcast) and each row's weights are K * CO_TILE consecutive floats.
+    __shared__ __align__(16) float w_s[CI_CHUNK * TAPS * CO_TILE];
+    __shared__ float red[N_STATS][THREADS];
 
+    const int Do = D - K + 1, Ho = H - K + 1, Wo = W - K + 1;
+    const int n_wtiles = (Wo + W_TILE - 1) / W_TILE;
+    const int tiles = Do * Ho * n_wtiles;
+    const int b = blockIdx.x / blocks_per_sample;
+    const int blk = blockIdx.x % blocks_per_sample;
     const int chunk = blockIdx.y, n_chunks = gridDim.y;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
-    // Thread -> (tile, channel half). The two halves of a tile sit in adjacent lanes and read the
-    // same inputs (a broadcast); idle threads recompute tile 0 and count nothing.
-    const int n_tiles = g.rows * g.wtiles;
-    const int half = threadIdx.x & 1;
-    const bool valid_thread = (int)threadIdx.x < 2 * n_tiles;
-    const int tile = valid_thread ? threadIdx.x >> 1 : 0;
-    const int r = tile / g.wtiles, t = tile % g.wtiles;
+    const int tile = blk * THREADS + threadIdx.x;
+    const bool valid = tile < tiles;
+    const int t = valid ? tile : tiles - 1;   // idle threads recompute a real tile, then count nothing
+    const int w_first = (t % n_wtiles) * W_TILE;      // first column this thread counts
+    const bool wide = W >= W_TILE + K - 1;
+    // The last tile of a row shifts left to stay inside the row; columns before w_first are
+    // another thread's and are not counted here.
+    const int w0 = wide ? min(w_first, Wo - W_TILE) : 0;
+    const int oh = (t / n_wtiles) % Ho;
+    const int od = t / (n_wtiles * Ho);
 
-    // Weights once per block: one warp per output channel, lanes along its contiguous taps.
-    for (int cl = warp; cl < CO_TILE; cl += n_warps) {
-        const int co = chunk * CO_TILE + cl;
-        const float* src = weight + (size_t)min(co, g.C_out - 1) * g.C_in * TAPS;
-        for (int k = lane; k < g.C_in * TAPS; k += 32) copy_to_shared(w_s + k * CO_TILE + cl, src + k, co < g.C_out);
-    }
-    float bias_c[CO_THREAD];
+    float acc[CO_TILE][W_TILE];
 #pragma unroll
-    for (int c = 0; c < CO_THREAD; ++c) {
-        const int co = chunk * CO_TILE + half * CO_THREAD + c;
-        bias_c[c] = co < g.C_out ? bias[co] : 0.f;
-    }
-    if ((int)blockIdx.x < n_items) stage_slab(slabs, x, item_of(blockIdx.x, g), g);
-    commit_copies();
+    for (int c = 0; c < CO_TILE; ++c)
+#pragma unroll
+        for (int r = 0; r < W_TILE; ++r) acc[c][r] = 0.f;
 
-    for (int item = blockIdx.x, i = 0; item < n_items; item += gridDim.x, ++i) {
-        const Item it = item_of(item, g);
-        const float* slab = slabs + (i & 1) * g.slab_floats;
-        if (item + (int)gridDim.x < n_items)
-            stage_slab(slabs + ((i + 1) & 1) * g.slab_floats, x, item_of(item + gridDim.x, g), g);
-        commit_copies();
-        wait_all_but_newest();   // this item's slab (and, the first time, the weights) has landed
-
-        float acc[CO_THREAD][W_TILE];
-#pragma unroll
-        for (int c = 0; c < CO_THREAD; ++c)
-#pragma unroll
-            for (int p = 0; p < W_TILE; ++p) acc[c][p] = 0.f;
-        const float* in_row = slab + r * g.pitch + t * W_TILE;
-        const float* w_row = w_s + half * CO_THREAD;
-#pragma unroll 1
-        for (int ckd = 0; ckd < g.C_in * K; ++ckd) {
-#pragma unroll 1
-            for (int kh = 0; kh < K; ++kh) {
-                float in[W_TILE + K - 1];
-#pragma unroll
-                for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = in_row[(ckd * g.slab_rows + kh) * g.pitch + j];
-                const float4* wv4 = reinterpret_cast<const float4*>(w_row + (ckd * K + kh) * K * CO_TILE);
-#pragma unroll
-                for (int kw = 0; kw < K; ++kw) {
-#pragma unroll
-                    for (int c4 = 0; c4 < CO_THREAD / 4; ++c4) {
-                        const float4 wv = wv4[kw * (CO_TILE / 4) + c4];
-#pragma unroll
-                        for (int p = 0; p < W_TILE; ++p) {
-                            acc[4 * c4 + 0][p] = fmaf(wv.x, in[p + kw], acc[4 * c4 + 0][p]);
-                            acc[4 * c4 + 1][p] = fmaf(wv.y, in[p + kw], acc[4 * c4 + 1][p]);
-                            acc[4 * c4 + 2][p] = fmaf(wv.z, in[p + kw], acc[4 * c4 + 2][p]);
-                            acc[4 * c4 + 3][p] = fmaf(wv.w, in[p + kw], acc[4 * c4 + 3][p]);
-                        }
-                    }
-                }
-            }
-        }
-
-        // Per-thread sums over its counted outputs, then a fixed-order reduction over the item's tiles.
-        const int w_first = (it.wt0 + t) * W_TILE;
-        const bool valid = valid_thread && it.oh0 + r < g.Ho && it.wt0 + t < g.n_wtiles;
-        if (valid_thread) {
-#pragma unroll
-            for (int c = 0; c < CO_THREAD; ++c) {
-                float s = 0.f, q = 0.f;
-#pragma unroll
-                for (int p = 0; p < W_TILE; ++p) {
-                    if (valid && w_first + p < g.Wo) {
-                        const float v = acc[c][p] + bias_c[c];
-                        s += v;
-                        q = fmaf(v, v, q);
-                    }
-                }
-                red[half * CO_THREAD + c][tile] = s;
-                red[CO_TILE + half * CO_THREAD + c][tile] = q;
-            }
+    const int plane = H * W;   // the host checks that one sample has fewer than 2^31 elements
+    const float* xb = x + (size_t)b * C_in * D * plane + (od * H + oh) * W + w0;
+    for (int ci0 = 0; ci0 < C_in; ci0 += CI_CHUNK) {
+        const int n_ci = min(CI_CHUNK, C_in - ci0);
+        __syncthreads();   // the previous chunk's weights are no longer read
+        for (int e = threadIdx.x; e < n_ci * TAPS * CO_TILE; e += THREADS) {
+            const int co = chunk * CO_TILE + e % CO_TILE, tap = e / CO_TILE;   // tap runs over (ci, kd, kh, kw)
+            w_s[e] = co < C_out ? weight[((size_t)co * C_in + ci0) * TAPS + tap] : 0.f;
         }
         __syncthreads();
-        double* out = partials + (((size_t)it.b * n_chunks + chunk) * g.blocks_per_sample + item % g.blocks_per_sample) * N_STATS;
-        for (int s = warp; s < N_STATS; s += n_warps) {
-            double v = 0.0;
-            for (int i2 = lane; i2 < n_tiles; i2 += 32) v += red[s][i2];
+        // Rows in (ci, kd, kh) order; row r starts at xc + ci * D * plane + kd * plane + kh * W.
+        const float* xc = xb + ci0 * D * plane;
+        const int n_rows = n_ci * K * K;
+        float next[W_TILE + K - 1];
+        load_row(next, xc, wide, W);
+#pragma unroll 1
+        for (int r = 0; r < n_rows; ++r) {
+            float in[W_TILE + K - 1];
 #pragma unroll
-            for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-            if (lane == 0) out[s] = v;
+            for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = next[j];
+            if (r + 1 < n_rows) {
+                const int r1 = r + 1, kh = r1 % K, kd = (r1 / K) % K, ci = r1 / (K * K);
+                load_row(next, xc + (ci * D + kd) * plane + kh * W, wide, W);
+            }
+            const float4* wv4 = reinterpret_cast<const float4*>(w_s + r * K * CO_TILE);
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) {
+#pragma unroll
+                for (int c4 = 0; c4 < CO_TILE / 4; ++c4) {
+                    const float4 wv = wv4[kw * (CO_TILE / 4) + c4];
+#pragma unroll
+                    for (int r = 0; r < W_TILE; ++r) {
+                        acc[4 * c4 + 0][r] = fmaf(wv.x, in[r + kw], acc[4 * c4 + 0][r]);
+                        acc[4 * c4 + 1][r] = fmaf(wv.y, in[r + kw], acc[4 * c4 + 1][r]);
+                        acc[4 * c4 + 2][r] = fmaf(wv.z, in[r + kw], acc[4 * c4 + 2][r]);
+                        acc[4 * c4 + 3][r] = fmaf(wv.w, in[r + kw], acc[4 * c4 + 3][r]);
+                    }
+                }
+            }
         }
-        __syncthreads();   // red and this item's slab buffer are free for the next iteration
+    }
+
+    // Per-thread sums over its (at most W_TILE) counted outputs, then a fixed-order block reduction.
+#pragma unroll
+    for (int c = 0; c < CO_TILE; ++c) {
+        const int co = chunk * CO_TILE + c;
+        const float bc = co < C_out ? bias[co] : 0.f;
+        float s = 0.f, q = 0.f;
+#pragma unroll
+        for (int r = 0; r < W_TILE; ++r) {
+            if (valid && w0 + r >= w_first && w0 + r < Wo) {
+                const float v = acc[c][r] + bc;
+                s += v;
+                q = fmaf(v, v, q);
+            }
+        }
+        red[c][threadIdx.x] = s;
+        red[CO_TILE + c][threadIdx.x] = q;
+    }
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    double* out = partials + (((size_t)b * n_chunks + chunk) * blocks_per_sample + blk) * N_STATS;
+    for (int s = warp; s < N_STATS; s += THREADS / 32) {
+        double v = 0.0;
+#pragma unroll
+        for (int i = lane; i < THREADS; i += 32) v += red[s][i];
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0) out[s] = v;
     }
 }
 
@@ -293,8 +204,13 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     }
 }
 
-long long conv3d_groupnorm_mean_workspace(int C_in, int C_out, int D, int H, int W) {
-    return (long long)((C_out + CO_TILE - 1) / CO_TILE) * make_geometry(C_in, C_out, D, H, W).blocks_per_sample * N_STATS;
+static int blocks_per_sample(int D, int H, int W) {
+    const int n_wtiles = (W - K + 1 + W_TILE - 1) / W_TILE;
+    return ((D - K + 1) * (H - K + 1) * n_wtiles + THREADS - 1) / THREADS;
+}
+
+long long conv3d_groupnorm_mean_workspace(int C_out, int D, int H, int W) {
+    return (long long)((C_out + CO_TILE - 1) / CO_TILE) * blocks_per_sample(D, H, W) * N_STATS;
 }
 
 cudaError_t conv3d_groupnorm_mean_launch(
@@ -302,25 +218,14 @@ cudaError_t conv3d_groupnorm_mean_launch(
     double* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
     double eps, cudaStream_t stream)
 {
-    const Geometry g = make_geometry(C_in, C_out, D, H, W);
-    const size_t smem = smem_bytes(g);
-    cudaError_t err = cudaFuncSetAttribute(conv_gn_stats_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const int bps = blocks_per_sample(D, H, W);
+    const dim3 grid((unsigned)((long long)B * bps), (C_out + CO_TILE - 1) / CO_TILE);
+    conv_gn_stats_kernel<<<grid, THREADS, 0, stream>>>(x, weight, bias, workspace, C_in, C_out, D, H, W, bps);
+    cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    // As many blocks as fit on the device at once (host-side queries only: no synchronisation).
-    int device = 0, sms = 0, per_sm = 0;
-    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_gn_stats_kernel, g.threads, smem)) != cudaSuccess) return err;
-    const int n_chunks = (C_out + CO_TILE - 1) / CO_TILE;
-    const long long n_items = (long long)B * g.blocks_per_sample;
-    const long long resident = (long long)sms * (per_sm > 0 ? per_sm : 1) / n_chunks;
-    const dim3 grid((unsigned)(n_items < resident ? n_items : (resident > 0 ? resident : 1)), n_chunks);
-    conv_gn_stats_kernel<<<grid, g.threads, smem, stream>>>(x, weight, bias, workspace, (int)n_items, g);
-    err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    const double n_per_channel = (double)g.Do * g.Ho * g.Wo;
+    const double n_per_channel = (double)(D - K + 1) * (H - K + 1) * (W - K + 1);
     gn_mean_finalize_kernel<<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
-        workspace, gn_weight, gn_bias, out, C_out, groups, g.blocks_per_sample, n_per_channel, eps);
+        workspace, gn_weight, gn_bias, out, C_out, groups, bps, n_per_channel, eps);
     return cudaGetLastError();
 }
 """
@@ -330,7 +235,7 @@ cpp_source = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-long long conv3d_groupnorm_mean_workspace(int C_in, int C_out, int D, int H, int W);
+long long conv3d_groupnorm_mean_workspace(int C_out, int D, int H, int W);
 cudaError_t conv3d_groupnorm_mean_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     double* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
@@ -361,7 +266,7 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
     if (B == 0) return out;
     TORCH_CHECK(x.size(2) * x.size(3) * x.size(4) < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample's "
                 "spatial size must stay under 2^31 elements");
-    auto workspace = torch::empty({B * conv3d_groupnorm_mean_workspace(x.size(1), C_out, x.size(2), x.size(3), x.size(4))},
+    auto workspace = torch::empty({B * conv3d_groupnorm_mean_workspace(C_out, x.size(2), x.size(3), x.size(4))},
                                   x.options().dtype(torch::kFloat64));
     const cudaError_t err = conv3d_groupnorm_mean_launch(
         x.data_ptr<float>(), w.data_ptr<float>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
@@ -379,8 +284,7 @@ _ext = load_inline(name="conv3d_groupnorm_mean_ext", cpp_sources=cpp_source, cud
                    functions=["conv3d_groupnorm_mean"], extra_cuda_cflags=["-O3"], verbose=False,
                    **_header_option)
 
-KERNEL_SIZE = 3        # the CUDA kernel's K
-MAX_IN_CHANNELS = 16   # all weights of a block's channel chunk stay in shared memory
+KERNEL_SIZE = 3   # the CUDA kernel's K
 
 
 class ModelNew(nn.Module):
@@ -391,8 +295,6 @@ class ModelNew(nn.Module):
         if self.conv.kernel_size != (KERNEL_SIZE,) * 3:
             raise ValueError(f"kernel_size must be {KERNEL_SIZE} (the fused kernel is specialised for "
                              f"{KERNEL_SIZE}x{KERNEL_SIZE}x{KERNEL_SIZE}), got {kernel_size}")
-        if in_channels > MAX_IN_CHANNELS:
-            raise ValueError(f"in_channels must be at most {MAX_IN_CHANNELS}, got {in_channels}")
 
     def forward(self, x):
         if not x.is_cuda:
