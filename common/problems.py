@@ -171,7 +171,7 @@ PROBLEMS = {p.name: p for p in (
         init_args=(8, 64, 3, 16), input_shape=(128, 8, 128, 128), out_shape=_p4_shape,
         flops=_p4_flops, min_bytes=_p4_bytes,
         cases=_edge_cases((8, 64, 3, 16), 8, (17, 23), (3, 3), 3, 64),
-        other_configs=((3, 32, 3, 8), (8, 64, 5, 16)),
+        other_configs=((3, 32, 3, 8), (4, 40, 3, 8), (8, 64, 5, 16)),
         has_backward=True,
     ),
 )}
