@@ -31,7 +31,8 @@ cuda_source = r"""
 
 constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
 constexpr int WARPS = THREADS / 32;
-constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row
+constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row (forward)
+constexpr int BWD_UNROLL = 8;         // the backward also stores: more loads in flight per lane
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
 
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(THREADS) hardswish_gn_mean_kernel(
 
 // Backward: one block per sample. Forms A_c, B_g (see the file's docstring) in shared memory, then
 // streams y once and writes grad_y once. Also writes this sample's dgamma/dbeta terms.
-__global__ void __launch_bounds__(THREADS) hardswish_gn_mean_backward_kernel(
+__global__ void __launch_bounds__(THREADS, 2) hardswish_gn_mean_backward_kernel(   // 2 blocks/SM: <= 64 registers
     const float* __restrict__ grad_out,   // (B, C)
     const float* __restrict__ y,          // (B, C, S)
     const float* __restrict__ gn_weight,  // (C)
@@ -172,18 +173,19 @@ __global__ void __launch_bounds__(THREADS) hardswish_gn_mean_backward_kernel(
         const RowSplit sp = split_row(row, S);
         const float4* body = reinterpret_cast<const float4*>(row + sp.head);
         float4* gbody = reinterpret_cast<float4*>(grow + sp.head);
+        // y is read once and grad_y written once here: streaming (evict-first) loads and stores.
         int i = lane;
-        for (; i + 32 * (UNROLL - 1) < sp.n4; i += 32 * UNROLL) {
-            float4 v[UNROLL];
+        for (; i + 32 * (BWD_UNROLL - 1) < sp.n4; i += 32 * BWD_UNROLL) {
+            float4 v[BWD_UNROLL];
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u) v[u] = __ldg(body + i + 32 * u);
+            for (int u = 0; u < BWD_UNROLL; ++u) v[u] = __ldcs(body + i + 32 * u);
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u)
-                gbody[i + 32 * u] = make_float4(grad(v[u].x), grad(v[u].y), grad(v[u].z), grad(v[u].w));
+            for (int u = 0; u < BWD_UNROLL; ++u)
+                __stcs(gbody + i + 32 * u, make_float4(grad(v[u].x), grad(v[u].y), grad(v[u].z), grad(v[u].w)));
         }
         for (; i < sp.n4; i += 32) {
-            const float4 v = __ldg(body + i);
-            gbody[i] = make_float4(grad(v.x), grad(v.y), grad(v.z), grad(v.w));
+            const float4 v = __ldcs(body + i);
+            __stcs(gbody + i, make_float4(grad(v.x), grad(v.y), grad(v.z), grad(v.w)));
         }
         if (lane < sp.head) grow[lane] = grad(__ldg(row + lane));
         if (sp.tail + lane < S) grow[sp.tail + lane] = grad(__ldg(row + sp.tail + lane));
@@ -270,9 +272,9 @@ std::vector<torch::Tensor> backward(torch::Tensor grad_out, torch::Tensor y, tor
     auto g = grad_out.contiguous();
     const int64_t B = y.size(0), C = y.size(1), S = y.size(2) * y.size(3) * y.size(4);
     auto grad_y = torch::empty_like(y);
-    auto grad_weight = torch::zeros({C}, y.options());
-    auto grad_bias = torch::zeros({C}, y.options());
-    if (B == 0) return {grad_y, grad_weight, grad_bias};
+    auto grad_weight = torch::empty({C}, y.options());   // every entry written by gn_param_grad_kernel
+    auto grad_bias = torch::empty({C}, y.options());
+    if (B == 0) return {grad_y, grad_weight.zero_(), grad_bias.zero_()};
     auto param_terms = torch::empty({B, 2 * C}, y.options().dtype(torch::kFloat64));
     const cudaError_t err = hardswish_gn_mean_backward_launch(
         g.data_ptr<float>(), y.data_ptr<float>(), gn_weight.contiguous().data_ptr<float>(), stats.data_ptr<double>(),
