@@ -110,17 +110,19 @@ def check_gradients(model, reference, input_shape, device, seed=0):
     """Gradients of the input and of every parameter against fp64 autograd on the reference.
 
     Returns {name: Report} judged by relative L2 error <= GRAD_REL_L2 alone (gradient entries
-    near zero make an elementwise tolerance meaningless)."""
+    near zero make an elementwise tolerance meaningless). cuDNN's TF32 is off throughout: PyTorch's
+    conv backward, which the variants may use, runs in TF32 by default and misses fp32 accuracy."""
     ref64 = float64_copy(reference)
     x = make_input(input_shape, seed + 2000, device)
     x32 = x.clone().requires_grad_(True)
     x64 = x.double().requires_grad_(True)
-    out = model(x32)
-    out64 = ref64(x64)
     gen = torch.Generator().manual_seed(seed + 3000)
-    grad_out = torch.randn(out64.shape, generator=gen, dtype=torch.float64).to(device)
-    out.backward(grad_out.float())
-    out64.backward(grad_out)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        out = model(x32)
+        out64 = ref64(x64)
+        grad_out = torch.randn(out64.shape, generator=gen, dtype=torch.float64).to(device)
+        out.backward(grad_out.float())
+        out64.backward(grad_out)
     params = dict(model.named_parameters())
     pairs = [("input", x32.grad, x64.grad)]
     pairs += [(name, params[name].grad, p64.grad) for name, p64 in ref64.named_parameters()]

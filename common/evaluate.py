@@ -53,9 +53,7 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
             result[f"{key}_ms"] = time_cuda(fn, device, reps=reps).as_dict()
 
     if problem.has_backward:
-        # The fp32 bar for gradients: cuDNN's TF32 off, as PyTorch's conv backward uses it by default.
-        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-            grads = check_gradients(new, ref, problem.input_shape, device, seed)
+        grads = check_gradients(new, ref, problem.input_shape, device, seed)
         for part, r in grads.items():
             log(f"  {name} grad {part}: {r}")
         result["grad_pass"] = all(r.passed for r in grads.values())

@@ -140,8 +140,7 @@ def test_gradients_match_float64(name, label):
     problem = PROBLEMS[name]
     case = problem.benchmark if label == "benchmark" else small(name)
     ref, new = models(name, case.init_args)
-    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-        reports = check_gradients(new, ref, case.input_shape, DEVICE)
+    reports = check_gradients(new, ref, case.input_shape, DEVICE)
     assert all(r.passed for r in reports.values()), "\n".join(f"{k}: {r}" for k, r in reports.items())
 
 
