@@ -5,17 +5,23 @@ squares of channel c's conv output over its N positions, and g(c) the group of c
     out[b] = mean_c( gamma_c * (S_c / N - mu_g) / sqrt(var_g + eps) + beta_c ),
     mu_g = sum_{c in g} S_c / (N * C/G),   var_g = sum_{c in g} Q_c / (N * C/G) - mu_g^2.
 So:
-  pass 1 (conv_gn_stats_kernel): each thread computes the conv for CO_TILE output channels at W_TILE
-    adjacent columns in registers; each block reduces its per-channel S and Q and writes them, in
-    double, to a small buffer. The conv output never touches memory.
-  pass 2 (gn_mean_finalize_kernel): per sample, add the block partials in a fixed order (double),
+  pass 1 (conv_gn_stats_kernel): the conv as a GEMM on the tensor cores (rows: output positions,
+    16 adjacent columns per tile; columns: the output channels; depth: the C_in * 27 taps, padded to
+    a multiple of 8), in split TF32 ("3xTF32": each fp32 operand = big + small, both TF32, and
+    big*big + big*small + small*big), which keeps fp32-level accuracy. A warp gathers its tiles'
+    inputs straight from global memory (L1) in the mma fragment layout and splits them; the
+    weights, split once per block, sit in shared memory. On Hopper (sm_90a) a warpgroup issues
+    wgmma; elsewhere mma.sync does the same products. Each unit of work (4 warps x 4 tiles) writes
+    its per-channel S and Q, in double; the conv output never touches memory.
+  pass 2 (gn_mean_finalize_kernel): per sample, add the unit partials in a fixed order (double),
     form the group statistics and the (B,) output. Deterministic: no atomics anywhere.
 
-Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of FP32 multiply-add
-= 0.147 ms at 67 TFLOP/s; the 38 MB input is 0.01 ms of bandwidth, so the conv's arithmetic is the
-floor. Measured on an H200: 0.32-0.35 ms, 2.2-2.4x the floor (README.md has the run_all.py table).
-What bounds it: per input row a thread issues 7 global loads whose lanes touch ~8 cache lines each
-and 18 broadcast float4 weight loads, ~128 load/store-unit cycles per 90 cycles of FFMA.
+Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add =
+0.147 ms at the 67 TFLOP/s FP32 rate (the floor run_all.py reports); the 38 MB input is 0.01 ms of
+bandwidth. On the tensor cores the same work is 3 x 10.8 GFLOP (padded depth) of TF32, 0.066 ms at
+~490 TFLOP/s. Measured on an H100: the conv kernel takes 0.21 ms (ncu), bound by issue and load
+latency (a step per warp: 16 gathered loads, 32 split instructions, 12 wgmma); with the finalize
+kernel and the host's launch cost, run_all.py times 0.27 ms (README.md has the table).
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
@@ -27,163 +33,254 @@ from torch.utils.cpp_extension import load_inline
 
 cuda_source = r"""
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cstdint>
 
 constexpr int K = 3;            // kernel size the conv is specialised for (refused otherwise in Python)
 constexpr int TAPS = K * K * K;
-constexpr int CO_TILE = 24;     // output channels per thread: all of the benchmark's 24 in one pass
-constexpr int W_TILE = 5;       // adjacent output columns per thread: 30 = 6 x 5, so no idle lanes
-constexpr int THREADS = 128;
-constexpr int BLOCKS_PER_SM = 3; // caps registers at 168: 120 accumulators + one row's inputs and weights
-constexpr int N_STATS = 2 * CO_TILE;   // per channel: sum, sum of squares
-constexpr int CI_CHUNK = 4;     // input channels whose weights are staged at once (the benchmark's 3 fit)
+constexpr int N_TILES = 3;      // 8-channel tiles per chunk: all of the benchmark's 24 channels
+constexpr int CO_CHUNK = 8 * N_TILES;
+constexpr int M_TILES = 4;      // 16-column output tiles a warp computes at once
+constexpr int WARPS = 4, THREADS = 32 * WARPS;   // one warpgroup
+constexpr int BLOCKS_PER_SM = 4;                 // caps registers at 128
+constexpr int UNIT_TILES = WARPS * M_TILES;      // a unit of work: 64 x 16 output columns
+constexpr int N_STATS = 2 * CO_CHUNK;            // per channel: sum, sum of squares
+constexpr int B_WORDS = CO_CHUNK * 8;            // one 8-deep slice of a chunk's weights
 constexpr int FINAL_THREADS = 256;
 
-// Loads the W_TILE + K - 1 inputs of one row. `wide` rows hold them all (unpredicated loads at
-// immediate offsets); a row narrower than that (W < W_TILE + K - 1, then w0 = 0) is read clamped.
-__device__ __forceinline__ void load_row(float (&in)[W_TILE + K - 1], const float* row, bool wide, int W) {
-    if (wide) {
-#pragma unroll
-        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(row + j);
-    } else {
-#pragma unroll
-        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(row + min(j, W - 1));
-    }
+// Split-TF32: v = big + small, both exact in TF32 (sign, 8 exponent bits, 10 mantissa bits):
+// big keeps the top 11 significant bits of v, small = v - big (exact) the other 13, of which the
+// tensor cores, which ignore an operand's low 13 bits, use 11. big*big + big*small + small*big
+// then loses at most 2^-20 of each product (small*small and those 2 bits): fp32-level accuracy.
+// Finite inputs only (inf and NaN give NaN, as the reference's GroupNorm does).
+struct Split { uint32_t big, small; };
+__device__ __forceinline__ Split split(float v) {
+    const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+    return {__float_as_uint(big), __float_as_uint(v - big)};
 }
 
-// Pass 1: conv in registers + per-(sample, channel) sum and sum of squares of its output.
-// Grid: x = B * blocks_per_sample (a block never spans two samples), y = output-channel chunk.
-// Each thread owns CO_TILE channels x W_TILE adjacent columns of one output row (od, oh). It walks
-// the C_in * K * K input rows that feed it, holding the next row's inputs in flight while the
-// current row's K * CO_TILE * W_TILE multiply-adds run.
+// The conv as a GEMM: rows = output positions, columns = output channels, k = (ci, kd, kh, kw)
+// padded to a multiple of 8. Each block keeps its channel chunk's weights, split, in shared memory
+// per 8-deep step and part (big, small), in the tensor cores' K-major layout: channel n, depth k at
+// word (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4 (8x4 blocks of 128 bytes); zero past C_out
+// and past C_in * TAPS.
+__device__ __forceinline__ uint32_t split_weight(const float* __restrict__ weight, int i, int chunk, int C_out,
+                                                 int C_in) {
+    const int w = i % B_WORDS, part = i / B_WORDS % 2, step = i / (2 * B_WORDS);
+    const int co = chunk * CO_CHUNK + w / 64 * 8 + w / 4 % 8, k = step * 8 + w / 32 % 2 * 4 + w % 4;
+    const Split s = split(co < C_out && k < C_in * TAPS ? weight[(size_t)co * C_in * TAPS + k] : 0.f);
+    return part == 0 ? s.big : s.small;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Hopper: one warpgroup multiplies 64 rows (16 per warp, A from registers in the m16n8k8 layout)
+// by 24 channels read from shared memory, asynchronously.
+__device__ __forceinline__ void wgmma(float (&d)[4 * N_TILES], const uint32_t (&a)[4], uint64_t b_desc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n24k8.f32.tf32.tf32 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11}, {%12,%13,%14,%15}, %16, 1, 1, 1;"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
+// Shared-memory descriptor of one 24x8 weight slice: 8x4 blocks, 128 bytes apart along k, 256 along n.
+__device__ __forceinline__ uint64_t slice_desc(const uint32_t* p) {
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(128 >> 4) << 16 | (uint64_t)(256 >> 4) << 32;
+}
+#else
+// Other GPUs: the same products with mma.sync, 16 rows x 8 channels per instruction. Fragments
+// (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of channel g;
+// d = row g then g+8, channels 2t, 2t+1.
+__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
+// acc += a * (weight slice), with the slice's big and small parts at b[0, B_WORDS) and b[B_WORDS, 2 B_WORDS).
+__device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32_t (&big)[4], const uint32_t (&small)[4],
+                                         const uint32_t* b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wgmma(acc, small, slice_desc(b));            // small terms first
+    wgmma(acc, big, slice_desc(b + B_WORDS));
+    wgmma(acc, big, slice_desc(b));
+#else
+    const int lane = threadIdx.x % 32, nk = lane / 4 * 4 + lane % 4;   // channel g, depth t
+#pragma unroll
+    for (int j = 0; j < N_TILES; ++j) {
+        const uint32_t* bj = b + j * 64 + nk;
+        mma(acc + 4 * j, small, bj[0], bj[32]);
+        mma(acc + 4 * j, big, bj[B_WORDS], bj[B_WORDS + 32]);
+        mma(acc + 4 * j, big, bj[0], bj[32]);
+    }
+#endif
+}
+
+// Pass 1: conv on the tensor cores + per-(sample, channel) sum and sum of squares of its output.
+// Persistent: grid x walks the B * units_per_sample units of work (each inside one sample), grid y
+// is the channel chunk; each unit writes its sums, so their order is fixed. Output tiles are 16
+// adjacent columns of one row (od, oh). WIDE (Wo >= 16): the last tile of a row
+// shifts left to stay inside it and does not count the columns its neighbour owns, and a lane's
+// row g + 8 is 8 columns right of its row g. Otherwise one tile per row, columns past Wo clamped.
+// Dynamic shared memory: the chunk's split weights (k_steps * 2 * B_WORDS words), then k_steps * 4
+// uint2, the input offsets of taps (k, k + 4) for k = step * 8 + t.
+template <bool WIDE>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
-    const float* __restrict__ x,        // (B, C_in, D, H, W), contiguous
-    const float* __restrict__ weight,   // (C_out, C_in, K, K, K), contiguous
-    const float* __restrict__ bias,     // (C_out)
-    double* __restrict__ partials,      // (B, n_chunks, blocks_per_sample, N_STATS)
-    int C_in, int C_out, int D, int H, int W, int blocks_per_sample)
+    const float* __restrict__ x,           // (B, C_in, D, H, W), contiguous
+    const float* __restrict__ weight,      // (C_out, C_in, K, K, K), contiguous
+    const float* __restrict__ bias,        // (C_out)
+    double* __restrict__ partials,         // (B, n_chunks, units_per_sample, N_STATS)
+    int B, int C_in, int C_out, int D, int H, int W, int units_per_sample)
 {
-    // Weights of CI_CHUNK input channels, [ci][kd][kh][kw][channel]: a warp reads one float4 at one
-    // address (a broadcast) and each row's weights are K * CO_TILE consecutive floats.
-    __shared__ __align__(16) float w_s[CI_CHUNK * TAPS * CO_TILE];
-    __shared__ float red[N_STATS][THREADS];
-
+    extern __shared__ __align__(128) uint32_t w_s[];
+    __shared__ float red[2][WARPS][N_STATS];   // per warp: each channel's sum and sum of squares
     const int Do = D - K + 1, Ho = H - K + 1, Wo = W - K + 1;
-    const int n_wtiles = (Wo + W_TILE - 1) / W_TILE;
-    const int tiles = Do * Ho * n_wtiles;
-    const int b = blockIdx.x / blocks_per_sample;
-    const int blk = blockIdx.x % blocks_per_sample;
+    const int n_wtiles = (Wo + 15) / 16, tiles = Do * Ho * n_wtiles;
+    const int k_steps = (C_in * TAPS + 7) / 8;
     const int chunk = blockIdx.y, n_chunks = gridDim.y;
-    const int tile = blk * THREADS + threadIdx.x;
-    const bool valid = tile < tiles;
-    const int t = valid ? tile : tiles - 1;   // idle threads recompute a real tile, then count nothing
-    const int w_first = (t % n_wtiles) * W_TILE;      // first column this thread counts
-    const bool wide = W >= W_TILE + K - 1;
-    // The last tile of a row shifts left to stay inside the row; columns before w_first are
-    // another thread's and are not counted here.
-    const int w0 = wide ? min(w_first, Wo - W_TILE) : 0;
-    const int oh = (t / n_wtiles) % Ho;
-    const int od = t / (n_wtiles * Ho);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-    float acc[CO_TILE][W_TILE];
-#pragma unroll
-    for (int c = 0; c < CO_TILE; ++c)
-#pragma unroll
-        for (int r = 0; r < W_TILE; ++r) acc[c][r] = 0.f;
-
-    const int plane = H * W;   // the host checks that one sample has fewer than 2^31 elements
-    const float* xb = x + (size_t)b * C_in * D * plane + (od * H + oh) * W + w0;
-    for (int ci0 = 0; ci0 < C_in; ci0 += CI_CHUNK) {
-        const int n_ci = min(CI_CHUNK, C_in - ci0);
-        __syncthreads();   // the previous chunk's weights are no longer read
-        for (int e = threadIdx.x; e < n_ci * TAPS * CO_TILE; e += THREADS) {
-            const int co = chunk * CO_TILE + e % CO_TILE, tap = e / CO_TILE;   // tap runs over (ci, kd, kh, kw)
-            w_s[e] = co < C_out ? weight[((size_t)co * C_in + ci0) * TAPS + tap] : 0.f;
+    const int n_words = k_steps * 2 * B_WORDS;
+    for (int i = threadIdx.x; i < n_words; i += THREADS) w_s[i] = split_weight(weight, i, chunk, C_out, C_in);
+    uint2* tap_s = reinterpret_cast<uint2*>(w_s + n_words);
+    for (int i = threadIdx.x; i < k_steps * 4; i += THREADS) {
+        unsigned off[2];
+        for (int h = 0; h < 2; ++h) {   // tap k = (ci, kd, kh, kw); padding taps read offset 0
+            const int k = i / 4 * 8 + i % 4 + 4 * h, r = k % TAPS;
+            off[h] = k < C_in * TAPS ? ((k / TAPS * D + r / (K * K)) * H + r / K % K) * W + r % K : 0;
         }
-        __syncthreads();
-        // Rows in (ci, kd, kh) order; row r starts at xc + ci * D * plane + kd * plane + kh * W.
-        const float* xc = xb + ci0 * D * plane;
-        const int n_rows = n_ci * K * K;
-        float next[W_TILE + K - 1];
-        load_row(next, xc, wide, W);
+        tap_s[i] = make_uint2(off[0], off[1]);
+    }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the weights are read by wgmma
+#endif
+    __syncthreads();
+
 #pragma unroll 1
-        for (int r = 0; r < n_rows; ++r) {
-            float in[W_TILE + K - 1];
+    for (long long u = blockIdx.x, parity = 0; u < (long long)B * units_per_sample; u += gridDim.x, parity ^= 1) {
+        const int b = (int)(u / units_per_sample), unit = (int)(u % units_per_sample);
+        // The host checks one sample is < 2^31 elements. Opaque to the compiler, so that each load's
+        // address is one 32-bit add and one wide multiply-add instead of a re-derived 64-bit index.
+        const float* xb;
+        asm("mov.b64 %0, %1;" : "=l"(xb) : "l"(x + (size_t)b * C_in * D * H * W));
+        // This lane's rows g and g + 8 of each tile: input corner and whether the row is counted.
+        unsigned corner[M_TILES][2];
+        bool counted[M_TILES][2];
 #pragma unroll
-            for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = next[j];
-            if (r + 1 < n_rows) {
-                const int r1 = r + 1, kh = r1 % K, kd = (r1 / K) % K, ci = r1 / (K * K);
-                load_row(next, xc + (ci * D + kd) * plane + kh * W, wide, W);
+        for (int i = 0; i < M_TILES; ++i) {
+            const int tile = (unit * WARPS + warp) * M_TILES + i;
+            const bool valid = tile < tiles;
+            const int tt = valid ? tile : tiles - 1;    // idle rows recompute a real tile, count nothing
+            const int w_first = tt % n_wtiles * 16, oh = tt / n_wtiles % Ho, od = tt / (n_wtiles * Ho);
+            const int w0 = WIDE ? min(w_first, Wo - 16) : 0;
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int ow = w0 + g + 8 * r;
+                counted[i][r] = valid && ow >= w_first && ow < Wo;
+                corner[i][r] = (od * H + oh) * W + (WIDE ? ow : min(ow, Wo - 1));
             }
-            const float4* wv4 = reinterpret_cast<const float4*>(w_s + r * K * CO_TILE);
+        }
+
+        float a_next[M_TILES][4];
+        const auto load = [&](int step) {
+            const uint2 off = tap_s[step * 4 + t];
 #pragma unroll
-            for (int kw = 0; kw < K; ++kw) {
+            for (int i = 0; i < M_TILES; ++i) {
+                const float* p0 = xb + (corner[i][0] + off.x);
+                const float* p1 = xb + (corner[i][0] + off.y);
+                a_next[i][0] = __ldg(p0);
+                a_next[i][1] = __ldg(WIDE ? p0 + 8 : xb + (corner[i][1] + off.x));
+                a_next[i][2] = __ldg(p1);
+                a_next[i][3] = __ldg(WIDE ? p1 + 8 : xb + (corner[i][1] + off.y));
+            }
+        };
+
+        float acc[M_TILES][4 * N_TILES] = {};
+        load(0);
+#pragma unroll 1
+        for (int step = 0; step < k_steps; ++step) {
+            uint32_t big[M_TILES][4], small[M_TILES][4];
 #pragma unroll
-                for (int c4 = 0; c4 < CO_TILE / 4; ++c4) {
-                    const float4 wv = wv4[kw * (CO_TILE / 4) + c4];
+            for (int i = 0; i < M_TILES; ++i)
 #pragma unroll
-                    for (int r = 0; r < W_TILE; ++r) {
-                        acc[4 * c4 + 0][r] = fmaf(wv.x, in[r + kw], acc[4 * c4 + 0][r]);
-                        acc[4 * c4 + 1][r] = fmaf(wv.y, in[r + kw], acc[4 * c4 + 1][r]);
-                        acc[4 * c4 + 2][r] = fmaf(wv.z, in[r + kw], acc[4 * c4 + 2][r]);
-                        acc[4 * c4 + 3][r] = fmaf(wv.w, in[r + kw], acc[4 * c4 + 3][r]);
+                for (int e = 0; e < 4; ++e) {
+                    const Split s = split(a_next[i][e]);
+                    big[i][e] = s.big;
+                    small[i][e] = s.small;
+                }
+            if (step + 1 < k_steps) load(step + 1);   // next step's inputs in flight during these products
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+#pragma unroll
+            for (int i = 0; i < M_TILES; ++i) multiply(acc[i], big[i], small[i], w_s + step * 2 * B_WORDS);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+        }
+
+        // The unit's sums per channel: this lane's counted rows, the 8 lanes holding the same
+        // channels, then the 4 warps in double, all in a fixed order.
+#pragma unroll
+        for (int j = 0; j < N_TILES; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int c = j * 8 + 2 * t + e, co = chunk * CO_CHUNK + c;
+                const float bc = co < C_out ? bias[co] : 0.f;
+                float s = 0.f, q = 0.f;
+#pragma unroll
+                for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const float v = acc[i][4 * j + 2 * r + e] + bc;
+                        if (counted[i][r]) {
+                            s += v;
+                            q = fmaf(v, v, q);
+                        }
                     }
+#pragma unroll
+                for (int off = 4; off < 32; off *= 2) {
+                    s += __shfl_xor_sync(0xffffffffu, s, off);
+                    q += __shfl_xor_sync(0xffffffffu, q, off);
+                }
+                if (g == 0) {
+                    red[parity][warp][c] = s;
+                    red[parity][warp][CO_CHUNK + c] = q;
                 }
             }
+        __syncthreads();   // red[parity] is written again two units later, after the next barrier
+        if (threadIdx.x < N_STATS) {
+            double v = 0.0;
+#pragma unroll
+            for (int w = 0; w < WARPS; ++w) v += red[parity][w][threadIdx.x];
+            partials[(((size_t)b * n_chunks + chunk) * units_per_sample + unit) * N_STATS + threadIdx.x] = v;
         }
-    }
-
-    // Per-thread sums over its (at most W_TILE) counted outputs, then a fixed-order block reduction.
-#pragma unroll
-    for (int c = 0; c < CO_TILE; ++c) {
-        const int co = chunk * CO_TILE + c;
-        const float bc = co < C_out ? bias[co] : 0.f;
-        float s = 0.f, q = 0.f;
-#pragma unroll
-        for (int r = 0; r < W_TILE; ++r) {
-            if (valid && w0 + r >= w_first && w0 + r < Wo) {
-                const float v = acc[c][r] + bc;
-                s += v;
-                q = fmaf(v, v, q);
-            }
-        }
-        red[c][threadIdx.x] = s;
-        red[CO_TILE + c][threadIdx.x] = q;
-    }
-    __syncthreads();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    double* out = partials + (((size_t)b * n_chunks + chunk) * blocks_per_sample + blk) * N_STATS;
-    for (int s = warp; s < N_STATS; s += THREADS / 32) {
-        double v = 0.0;
-#pragma unroll
-        for (int i = lane; i < THREADS; i += 32) v += red[s][i];
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-        if (lane == 0) out[s] = v;
     }
 }
 
 // Pass 2: one block per sample. Adds the block partials in a fixed order (double), forms each
 // group's mean and variance and writes mean_c(gamma_c * (mean_c - mu_g) * inv_std_g + beta_c).
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
-    const double* __restrict__ partials,  // (B, n_chunks, blocks_per_sample, N_STATS)
+    const double* __restrict__ partials,  // (B, n_chunks, units_per_sample, N_STATS)
     const float* __restrict__ gn_weight,  // (C_out)
     const float* __restrict__ gn_bias,    // (C_out)
     float* __restrict__ out,              // (B)
-    int C_out, int groups, int blocks_per_sample, double n_per_channel, double eps)
+    int C_out, int groups, int units_per_sample, double n_per_channel, double eps)
 {
     extern __shared__ double sums[];      // [0, C_out): S_c, [C_out, 2 C_out): Q_c, then the terms
-    const int b = blockIdx.x;
-    const int n_chunks = (C_out + CO_TILE - 1) / CO_TILE;
-    for (int c = threadIdx.x; c < C_out; c += FINAL_THREADS) {
-        const double* p = partials + ((size_t)b * n_chunks + c / CO_TILE) * blocks_per_sample * N_STATS;
-        double s = 0.0, q = 0.0;
-        for (int blk = 0; blk < blocks_per_sample; ++blk) {
-            s += p[blk * N_STATS + c % CO_TILE];
-            q += p[blk * N_STATS + CO_TILE + c % CO_TILE];
-        }
-        sums[c] = s;
-        sums[C_out + c] = q;
+    const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK;
+    for (int i = warp; i < 2 * C_out; i += FINAL_THREADS / 32) {   // one warp per (kind, channel)
+        const int kind = i / C_out, c = i % C_out;
+        const double* p = partials + ((size_t)b * n_chunks + c / CO_CHUNK) * units_per_sample * N_STATS +
+                          kind * CO_CHUNK + c % CO_CHUNK;
+        double v = 0.0;
+        for (int unit = lane; unit < units_per_sample; unit += 32) v += p[(size_t)unit * N_STATS];
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0) sums[i] = v;
     }
     __syncthreads();
     const int cpg = C_out / groups;
@@ -204,28 +301,43 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     }
 }
 
-static int blocks_per_sample(int D, int H, int W) {
-    const int n_wtiles = (W - K + 1 + W_TILE - 1) / W_TILE;
-    return ((D - K + 1) * (H - K + 1) * n_wtiles + THREADS - 1) / THREADS;
+static int units_per_sample(int D, int H, int W) {
+    const int n_wtiles = (W - K + 1 + 15) / 16;
+    return ((D - K + 1) * (H - K + 1) * n_wtiles + UNIT_TILES - 1) / UNIT_TILES;
 }
 
-long long conv3d_groupnorm_mean_workspace(int C_out, int D, int H, int W) {
-    return (long long)((C_out + CO_TILE - 1) / CO_TILE) * blocks_per_sample(D, H, W) * N_STATS;
+long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W) {   // doubles
+    return (long long)B * ((C_out + CO_CHUNK - 1) / CO_CHUNK) * units_per_sample(D, H, W) * N_STATS;
 }
 
 cudaError_t conv3d_groupnorm_mean_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    double* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
+    double* partials, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
     double eps, cudaStream_t stream)
 {
-    const int bps = blocks_per_sample(D, H, W);
-    const dim3 grid((unsigned)((long long)B * bps), (C_out + CO_TILE - 1) / CO_TILE);
-    conv_gn_stats_kernel<<<grid, THREADS, 0, stream>>>(x, weight, bias, workspace, C_in, C_out, D, H, W, bps);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
+    const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK, k_steps = (C_in * TAPS + 7) / 8;
+    cudaError_t err;
+    const int ups = units_per_sample(D, H, W);
+    int device = 0;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    static int sm_count[64] = {};   // per device, read once
+    if (device >= 64) return cudaErrorInvalidDevice;
+    if (sm_count[device] == 0 &&
+        (err = cudaDeviceGetAttribute(&sm_count[device], cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+        return err;
+    const int sms = sm_count[device];
+    const dim3 grid((unsigned)std::min<long long>((long long)B * ups, (long long)BLOCKS_PER_SM * sms), n_chunks);
+    const int smem = (int)(k_steps * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
+    const bool wide = W - K + 1 >= 16;
+    const auto kernel = wide ? conv_gn_stats_kernel<true> : conv_gn_stats_kernel<false>;
+    if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in over 21)
+        (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+        return err;
+    kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, partials, B, C_in, C_out, D, H, W, ups);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const double n_per_channel = (double)(D - K + 1) * (H - K + 1) * (W - K + 1);
     gn_mean_finalize_kernel<<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
-        workspace, gn_weight, gn_bias, out, C_out, groups, bps, n_per_channel, eps);
+        partials, gn_weight, gn_bias, out, C_out, groups, ups, n_per_channel, eps);
     return cudaGetLastError();
 }
 """
@@ -235,10 +347,10 @@ cpp_source = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-long long conv3d_groupnorm_mean_workspace(int C_out, int D, int H, int W);
+long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W);
 cudaError_t conv3d_groupnorm_mean_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    double* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
+    double* partials, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
     double eps, cudaStream_t stream);
 
 torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, torch::Tensor bias,
@@ -264,13 +376,13 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
     const int64_t B = x.size(0), C_out = w.size(0);
     auto out = torch::empty({B}, x.options());
     if (B == 0) return out;
-    TORCH_CHECK(x.size(2) * x.size(3) * x.size(4) < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample's "
-                "spatial size must stay under 2^31 elements");
-    auto workspace = torch::empty({B * conv3d_groupnorm_mean_workspace(C_out, x.size(2), x.size(3), x.size(4))},
-                                  x.options().dtype(torch::kFloat64));
+    TORCH_CHECK(x[0].numel() < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample must have fewer than "
+                "2^31 elements");
+    auto partials = torch::empty({conv3d_groupnorm_mean_workspace(B, C_out, x.size(2), x.size(3), x.size(4))},
+                                 x.options().dtype(torch::kFloat64));
     const cudaError_t err = conv3d_groupnorm_mean_launch(
         x.data_ptr<float>(), w.data_ptr<float>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
-        gn_bias.data_ptr<float>(), workspace.data_ptr<double>(), out.data_ptr<float>(), B, x.size(1), C_out,
+        gn_bias.data_ptr<float>(), partials.data_ptr<double>(), out.data_ptr<float>(), B, x.size(1), C_out,
         groups, x.size(2), x.size(3), x.size(4), eps, c10::cuda::getCurrentCUDAStream());
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
     return out;
@@ -280,9 +392,12 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
+# On Hopper (compute capability 9.0) build for sm_90a, whose wgmma runs the tensor cores at twice
+# mma.sync's rate; PyTorch adds no architecture flags of its own then. Other GPUs: its defaults.
+_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 _ext = load_inline(name="conv3d_groupnorm_mean_ext", cpp_sources=cpp_source, cuda_sources=cuda_source,
-                   functions=["conv3d_groupnorm_mean"], extra_cuda_cflags=["-O3"], verbose=False,
-                   **_header_option)
+                   functions=["conv3d_groupnorm_mean"], verbose=False, **_header_option,
+                   extra_cuda_cflags=["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
 
 KERNEL_SIZE = 3   # the CUDA kernel's K
 
@@ -307,8 +422,8 @@ class ModelNew(nn.Module):
             raise ValueError(f"input has {x.shape[1]} channels, the conv expects {self.conv.in_channels}")
         if min(x.shape[2:]) < KERNEL_SIZE:
             raise ValueError(f"input spatial size {tuple(x.shape[2:])} is smaller than the kernel ({KERNEL_SIZE})")
-        return _ext.conv3d_groupnorm_mean(x, self.conv.weight, self.conv.bias, self.group_norm.weight,
-                                          self.group_norm.bias, self.group_norm.num_groups, self.group_norm.eps)
+        conv, gn = self.conv, self.group_norm
+        return _ext.conv3d_groupnorm_mean(x, conv.weight, conv.bias, gn.weight, gn.bias, gn.num_groups, gn.eps)
 
 
 batch_size = 128
