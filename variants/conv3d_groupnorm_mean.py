@@ -48,10 +48,11 @@ constexpr int N_STATS = 2 * CO_CHUNK;            // per channel: sum, sum of squ
 constexpr int B_WORDS = CO_CHUNK * 8;            // one 8-deep slice of a chunk's weights
 constexpr int FINAL_THREADS = 256;
 
-// Split-TF32: v = big + small, both exact in TF32 (sign, 8 exponent bits, 10 mantissa bits):
-// big keeps the top 11 significant bits of v, small = v - big (exact) the other 13, of which the
-// tensor cores, which ignore an operand's low 13 bits, use 11. big*big + big*small + small*big
-// then loses at most 2^-20 of each product (small*small and those 2 bits): fp32-level accuracy.
+// Split-TF32: v = big + small. big is v with its low 13 bits cleared, exact in TF32 (sign, 8
+// exponent bits, 10 mantissa bits); small = v - big (exact in fp32) holds the other 13 significant
+// bits, of which the tensor cores, which ignore an operand's low 13 bits, use the top 11.
+// big*big + big*small + small*big then loses at most ~2^-20 of each product (small*small and
+// those 2 bits): fp32-level accuracy.
 // Finite inputs only (inf and NaN give NaN, as the reference's GroupNorm does).
 struct Split { uint32_t big, small; };
 __device__ __forceinline__ Split split(float v) {
@@ -120,9 +121,9 @@ __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32
 // Pass 1: conv on the tensor cores + per-(sample, channel) sum and sum of squares of its output.
 // Persistent: grid x walks the B * units_per_sample units of work (each inside one sample), grid y
 // is the channel chunk; each unit writes its sums, so their order is fixed. Output tiles are 16
-// adjacent columns of one row (od, oh). WIDE (Wo >= 16): the last tile of a row
-// shifts left to stay inside it and does not count the columns its neighbour owns, and a lane's
-// row g + 8 is 8 columns right of its row g. Otherwise one tile per row, columns past Wo clamped.
+// adjacent columns of one row (od, oh). WIDE (Wo >= 16): the last tile of a row shifts left to stay
+// inside it and does not count the columns its neighbour owns, and a lane's row g + 8 is 8 columns
+// right of its row g. Otherwise one tile per row, columns past Wo clamped.
 // Dynamic shared memory: the chunk's split weights (k_steps * 2 * B_WORDS words), then k_steps * 4
 // uint2, the input offsets of taps (k, k + 4) for k = step * 8 + t.
 template <bool WIDE>
