@@ -143,7 +143,7 @@ PROBLEMS = {p.name: p for p in (
         init_args=(3, 24, 3, 8), input_shape=(128, 3, 24, 32, 32), out_shape=_p1_shape,
         flops=_conv3d_flops, min_bytes=_p1_bytes,
         cases=_edge_cases((3, 24, 3, 8), 3, (9, 13, 17), (3, 3, 3), 3, 24),
-        other_configs=((4, 16, 3, 4), (2, 40, 3, 5), (3, 24, 5, 8)),
+        other_configs=((4, 16, 3, 4), (2, 40, 3, 5), (3, 24, 5, 8), (12, 24, 3, 8), (20, 8, 3, 4)),
     ),
     Problem(
         name="conv3d_hardswish_groupnorm_mean", kernelbench_id=27,

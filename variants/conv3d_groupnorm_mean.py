@@ -43,7 +43,7 @@ constexpr int CO_CHUNK = 8 * N_TILES;
 constexpr int M_TILES = 4;      // 16-column output tiles a warp computes at once
 constexpr int WARPS = 4, THREADS = 32 * WARPS;   // one warpgroup
 constexpr int BLOCKS_PER_SM = 4;                 // caps registers at 128
-constexpr int UNIT_TILES = WARPS * M_TILES;      // a unit of work: 64 x 16 output columns
+constexpr int UNIT_TILES = WARPS * M_TILES;      // a unit of work: M_TILES tiles per warp
 constexpr int N_STATS = 2 * CO_CHUNK;            // per channel: sum, sum of squares
 constexpr int B_WORDS = CO_CHUNK * 8;            // one 8-deep slice of a chunk's weights
 constexpr int FINAL_THREADS = 256;
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     }
 }
 
-// Pass 2: one block per sample. Adds the block partials in a fixed order (double), forms each
+// Pass 2: one block per sample. Adds the unit partials in a fixed order (double), forms each
 // group's mean and variance and writes mean_c(gamma_c * (mean_c - mu_g) * inv_std_g + beta_c).
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     const double* __restrict__ partials,  // (B, n_chunks, units_per_sample, N_STATS)
@@ -319,19 +319,14 @@ cudaError_t conv3d_groupnorm_mean_launch(
     const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK, k_steps = (C_in * TAPS + 7) / 8;
     cudaError_t err;
     const int ups = units_per_sample(D, H, W);
-    int device = 0;
+    int device = 0, sms = 0;
     if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-    static int sm_count[64] = {};   // per device, read once
-    if (device >= 64) return cudaErrorInvalidDevice;
-    if (sm_count[device] == 0 &&
-        (err = cudaDeviceGetAttribute(&sm_count[device], cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
-        return err;
-    const int sms = sm_count[device];
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
     const dim3 grid((unsigned)std::min<long long>((long long)B * ups, (long long)BLOCKS_PER_SM * sms), n_chunks);
     const int smem = (int)(k_steps * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
     const bool wide = W - K + 1 >= 16;
     const auto kernel = wide ? conv_gn_stats_kernel<true> : conv_gn_stats_kernel<false>;
-    if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in over 21)
+    if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in of 10 or more)
         (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
         return err;
     kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, partials, B, C_in, C_out, D, H, W, ups);
@@ -377,7 +372,7 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
     const int64_t B = x.size(0), C_out = w.size(0);
     auto out = torch::empty({B}, x.options());
     if (B == 0) return out;
-    TORCH_CHECK(x[0].numel() < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample must have fewer than "
+    TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample must have fewer than "
                 "2^31 elements");
     auto partials = torch::empty({conv3d_groupnorm_mean_workspace(B, C_out, x.size(2), x.size(3), x.size(4))},
                                  x.options().dtype(torch::kFloat64));
@@ -400,7 +395,8 @@ _ext = load_inline(name="conv3d_groupnorm_mean_ext", cpp_sources=cpp_source, cud
                    functions=["conv3d_groupnorm_mean"], verbose=False, **_header_option,
                    extra_cuda_cflags=["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
 
-KERNEL_SIZE = 3   # the CUDA kernel's K
+KERNEL_SIZE = 3        # the CUDA kernel's K
+MAX_IN_CHANNELS = 16   # all split weights stay in shared memory: 86 KB at 16, within any GPU since sm_80
 
 
 class ModelNew(nn.Module):
@@ -411,6 +407,8 @@ class ModelNew(nn.Module):
         if self.conv.kernel_size != (KERNEL_SIZE,) * 3:
             raise ValueError(f"kernel_size must be {KERNEL_SIZE} (the fused kernel is specialised for "
                              f"{KERNEL_SIZE}x{KERNEL_SIZE}x{KERNEL_SIZE}), got {kernel_size}")
+        if in_channels > MAX_IN_CHANNELS:
+            raise ValueError(f"in_channels must be at most {MAX_IN_CHANNELS}, got {in_channels}")
 
     def forward(self, x):
         if not x.is_cuda:
