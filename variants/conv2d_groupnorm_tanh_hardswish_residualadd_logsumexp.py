@@ -35,209 +35,402 @@ from torch.utils.cpp_extension import load_inline
 
 cuda_source = r"""
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cstdint>
 
 constexpr int K = 3;             // kernel size the conv is specialised for (refused otherwise in Python)
-constexpr int CO_CHUNK = 16;     // output channels per thread
-constexpr int W_TILE = 8;        // adjacent output columns per thread
-constexpr int THREADS = 128;
-constexpr int MIN_BLOCKS = 3;    // caps registers at 168: 128 accumulators + one row's operands
-constexpr int ROW_THREADS = 512; // row kernels: 16 warps, one (sample, channel) row each at a time
+constexpr int TAPS = K * K;
+constexpr int N_TILES = 8;       // 8-channel tiles: the conv's channels, padded to 64
+constexpr int C_PAD = 8 * N_TILES;
+constexpr int M_TILES = 2;       // 16-column output tiles a warp computes at once
+constexpr int WARPS = 8, THREADS = 32 * WARPS;   // two warpgroups share one copy of the weights
+constexpr int BLOCKS_PER_SM = 2;                 // caps registers at 128
+constexpr int UNIT_TILES = WARPS * M_TILES;      // a unit of work: M_TILES tiles per warp
+constexpr int N_STATS = 2 * C_PAD;               // per channel: sum, sum of squares
+constexpr int B_WORDS = C_PAD * 8;               // one 8-deep slice of the weights
+constexpr int FINAL_THREADS = 256;
+constexpr int ROW_THREADS = 512; // backward row kernels: 16 warps, one (sample, channel) row each at a time
 
 enum Mode { STATS = 0, LOGSUMEXP = 1, STORE = 2 };
 
-// Launch geometry shared by host and kernels. Threads are grouped by `chunks` (1, 2, 4 or 8)
-// consecutive lanes: same pixels, one CO_CHUNK channel chunk each; C_out pads to chunks * CO_CHUNK.
-struct Geometry {
-    int C_in, C_out, H, W, Ho, Wo, chunks, n_wtiles, tiles, tiles_per_block, blocks_per_sample;
-};
+// The hardware's approximations (MUFU), flushing denormals so that no fix-up code surrounds them.
+__device__ __forceinline__ float ex2(float v) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v)); return r; }
+__device__ __forceinline__ float rcp(float v) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v)); return r; }
+constexpr float LOG2E = 1.4426950408889634f;
 
-__device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
+// tanh(y) from y2 = 2 y log2(e): 1 - 2 / (1 + 2^y2). Absolute error about 2e-7, which is all that
+// x_res (an absolute sum) and 1 - t^2 need, for two MUFU operations. Saturates to +-1 (2^y2 = inf
+// gives rcp = 0).
+__device__ __forceinline__ float tanh_of_exp2_arg(float y2) { return fmaf(-2.f, rcp(1.f + ex2(y2)), 1.f); }
 
-// tanh(v) = 1 - 2 / (1 + exp(2v)) with the fast exp and divide: absolute error about 2e-7, which is
-// all that x_res (an absolute sum) and 1 - t^2 need, at a third of tanhf's instructions. Saturates
-// to +-1 (exp overflow gives __fdividef(2, inf) = 0).
-__device__ __forceinline__ float fast_tanh(float v) { return 1.f - __fdividef(2.f, 1.f + __expf(2.f * v)); }
+// hardswish(t) = t * clamp(t + 3, 0, 6) / 6; for a tanh (|t| <= 1) the clamp is never active.
+__device__ __forceinline__ float hardswish_of_tanh(float t) { return t * fmaf(t, 1.f / 6.f, 0.5f); }
 
 __device__ __forceinline__ float hardswish_grad(float v) {   // PyTorch's convention at the joins
     return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
 }
 
-// Pass 1 (STATS), pass 2 (LOGSUMEXP) and the backward's recompute (STORE) share the conv.
-// Grid x: B * blocks_per_sample. Dynamic shared memory: weights [ci][kh][kw][chunks * CO_CHUNK],
-// then (STATS) the block's per-channel sums.
-template <int MODE>
-__global__ void __launch_bounds__(THREADS, MIN_BLOCKS) conv_kernel(
+// Split-TF32: v = big + small. big is v with its low 13 bits cleared, exact in TF32 (sign, 8
+// exponent bits, 10 mantissa bits); small = v - big (exact in fp32) holds the other 13 significant
+// bits, of which the tensor cores, which ignore an operand's low 13 bits, use the top 11.
+// big*big + big*small + small*big then loses at most ~2^-20 of each product (small*small and
+// those 2 bits): fp32-level accuracy. Finite inputs only (inf and NaN give NaN).
+struct Split { uint32_t big, small; };
+__device__ __forceinline__ Split split(float v) {
+    const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+    return {__float_as_uint(big), __float_as_uint(v - big)};
+}
+
+// The conv as a GEMM: rows = output pixels, columns = output channels, k = (ci, kh, kw) padded to
+// a multiple of 8. Each block keeps the weights, split, in shared memory per 8-deep step and part
+// (big, small), in the tensor cores' K-major layout: channel n, depth k at word
+// (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4 (8x4 blocks of 128 bytes); zero past C_out and
+// past C_in * TAPS.
+__device__ __forceinline__ uint32_t split_weight(const float* __restrict__ weight, int i, int C_out, int C_in) {
+    const int w = i % B_WORDS, part = i / B_WORDS % 2, step = i / (2 * B_WORDS);
+    const int co = w / 64 * 8 + w / 4 % 8, k = step * 8 + w / 32 % 2 * 4 + w % 4;
+    const Split s = split(co < C_out && k < C_in * TAPS ? weight[(size_t)co * C_in * TAPS + k] : 0.f);
+    return part == 0 ? s.big : s.small;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Hopper: one warpgroup multiplies 64 rows (16 per warp, A from registers in the m16n8k8 layout)
+// by the 64 channels read from shared memory, asynchronously.
+__device__ __forceinline__ void wgmma(float (&d)[4 * N_TILES], const uint32_t (&a)[4], uint64_t b_desc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+                 "{%32,%33,%34,%35}, %36, 1, 1, 1;"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
+// Shared-memory descriptor of one 64x8 weight slice: 8x4 blocks, 128 bytes apart along k, 256 along n.
+__device__ __forceinline__ uint64_t slice_desc(const uint32_t* p) {
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(128 >> 4) << 16 | (uint64_t)(256 >> 4) << 32;
+}
+#else
+// Other GPUs: the same products with mma.sync, 16 rows x 8 channels per instruction. Fragments
+// (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of channel g;
+// d = row g then g+8, channels 2t, 2t+1.
+__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
+// acc += a * (weight slice), with the slice's big and small parts at b[0, B_WORDS) and b[B_WORDS, 2 B_WORDS)
+// (on Hopper: b_desc, the descriptor of b).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32_t (&big)[4], const uint32_t (&small)[4],
+                                         uint64_t b_desc) {
+    wgmma(acc, small, b_desc);            // small terms first
+    wgmma(acc, big, b_desc + B_WORDS * 4 / 16);
+    wgmma(acc, big, b_desc);
+}
+#else
+__device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32_t (&big)[4], const uint32_t (&small)[4],
+                                         const uint32_t* b) {
+    const int lane = threadIdx.x % 32, nk = lane / 4 * 4 + lane % 4;   // channel g, depth t
+#pragma unroll
+    for (int j = 0; j < N_TILES; ++j) {
+        const uint32_t* bj = b + j * 64 + nk;
+        mma(acc + 4 * j, small, bj[0], bj[32]);
+        mma(acc + 4 * j, big, bj[B_WORDS], bj[B_WORDS + 32]);
+        mma(acc + 4 * j, big, bj[0], bj[32]);
+    }
+}
+#endif
+
+// An output tile: 16 adjacent columns of output row oh; a lane's rows are columns w0 + g and
+// w0 + g + 8. WIDE (Wo >= 16): the last tile of a row shifts left to stay inside it and does not
+// count the columns its neighbour owns. Otherwise one tile per row, columns past Wo clamped.
+struct Tile {
+    int oh, w0, w_first;
+    bool valid;
+    __device__ bool counted(int col, int Wo) const { return valid && col >= w_first && col < Wo; }
+};
+template <bool WIDE>
+__device__ __forceinline__ Tile tile_at(int tile, int tiles, int n_wtiles, int Wo) {
+    const bool valid = tile < tiles;
+    const int tt = valid ? tile : tiles - 1;    // idle rows recompute a real tile, count nothing
+    const int w_first = tt % n_wtiles * 16;
+    return {tt / n_wtiles, WIDE ? min(w_first, Wo - 16) : 0, w_first, valid};
+}
+
+// Pass 1 (STATS), pass 2 (LOGSUMEXP) and the backward's recompute (STORE) share the conv, on the
+// tensor cores. Persistent: block x takes a contiguous run of the B * units_per_sample units of work
+// (each inside one sample), so that a unit finds most of its input rows in L1, and prefetches the
+// next unit's rows into L1 while it computes. Dynamic shared memory: the split weights (k_steps * 2 * B_WORDS words), then
+// k_steps * 4 uint2, the input offsets of taps (k, k + 4) for k = step * 8 + t.
+template <int MODE, bool WIDE>
+__global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const float* __restrict__ x,        // (B, C_in, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K), contiguous
     const float* __restrict__ bias,     // (C_out)
-    const float* __restrict__ norm,     // LOGSUMEXP: (B, C_out, 2) scale, shift
-    double* __restrict__ partials,      // STATS: (B, blocks_per_sample, 2 * C_out)
+    const float* __restrict__ norm,     // LOGSUMEXP: (B, C_out, 2) from gn_stats_kernel
+    double* __restrict__ partials,      // STATS: (B, units_per_sample, N_STATS)
     float* __restrict__ out,            // LOGSUMEXP: (B, Ho, Wo); STORE: (B, C_out, Ho, Wo)
-    const Geometry g)
+    int B, int C_in, int C_out, int H, int W, int units_per_sample)
 {
-    extern __shared__ __align__(16) float smem[];
-    const int C_pad = g.chunks * CO_CHUNK;
-    float* w_s = smem;
-    const int b = blockIdx.x / g.blocks_per_sample, blk = blockIdx.x % g.blocks_per_sample;
-    for (int e = threadIdx.x; e < g.C_in * K * K * C_pad; e += THREADS) {
-        const int co = e % C_pad, tap = e / C_pad;   // tap runs over (ci, kh, kw)
-        w_s[e] = co < g.C_out ? weight[(size_t)co * g.C_in * K * K + tap] : 0.f;
+    extern __shared__ __align__(128) uint32_t w_s[];
+    __shared__ float red[MODE == STATS ? 2 : 1][WARPS][N_STATS];   // STATS: per warp, each channel's S and Q
+    const int Ho = H - K + 1, Wo = W - K + 1;
+    const int n_wtiles = (Wo + 15) / 16, tiles = Ho * n_wtiles;
+    const int k_steps = (C_in * TAPS + 7) / 8;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    const int n_words = k_steps * 2 * B_WORDS;
+    for (int i = threadIdx.x; i < n_words; i += THREADS) w_s[i] = split_weight(weight, i, C_out, C_in);
+    uint2* tap_s = reinterpret_cast<uint2*>(w_s + n_words);
+    for (int i = threadIdx.x; i < k_steps * 4; i += THREADS) {
+        unsigned off[2];
+        for (int h = 0; h < 2; ++h) {   // tap k = (ci, kh, kw); padding taps read offset 0
+            const int k = i / 4 * 8 + i % 4 + 4 * h, r = k % TAPS;
+            off[h] = k < C_in * TAPS ? (k / TAPS * H + r / K) * W + r % K : 0;
+        }
+        tap_s[i] = make_uint2(off[0], off[1]);
     }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the weights are read by wgmma
+#endif
     __syncthreads();
 
-    const int q = threadIdx.x % g.chunks;               // this lane's channel chunk
-    const int tile = blk * g.tiles_per_block + threadIdx.x / g.chunks;
-    const bool valid = tile < g.tiles;
-    const int t = valid ? tile : g.tiles - 1;           // idle threads recompute a real tile
-    const int w_first = (t % g.n_wtiles) * W_TILE;      // first column this thread counts
-    const bool wide = g.W >= W_TILE + K - 1;
-    // The last tile of a row shifts left to stay inside the row; its first columns are another
-    // thread's and are not counted here.
-    const int w0 = wide ? min(w_first, g.Wo - W_TILE) : 0;
-    const int oh = t / g.n_wtiles;
-
-    float acc[CO_CHUNK][W_TILE];
-#pragma unroll
-    for (int c = 0; c < CO_CHUNK; ++c)
-#pragma unroll
-        for (int p = 0; p < W_TILE; ++p) acc[c][p] = 0.f;
-
-    const float* xb = x + (size_t)b * g.C_in * g.H * g.W + (size_t)oh * g.W + w0;
-    const float4* w4 = reinterpret_cast<const float4*>(w_s + q * CO_CHUNK);
+    // This block's units: a contiguous run [u_begin, u_begin + count) of the B * units_per_sample,
+    // walked as (sample b, unit).
+    const long long n_units = (long long)B * units_per_sample, u_begin = n_units * blockIdx.x / gridDim.x;
+    const int count = (int)(n_units * (blockIdx.x + 1) / gridDim.x - u_begin);
+    int b = (int)(u_begin / units_per_sample), unit = (int)(u_begin % units_per_sample);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const uint64_t desc0 = slice_desc(w_s);
+#endif
 #pragma unroll 1
-    for (int row = 0; row < g.C_in * K; ++row) {       // (ci, kh)
-        const float* src = xb + (size_t)(row / K) * g.H * g.W + (row % K) * g.W;
-        float in[W_TILE + K - 1];
-#pragma unroll
-        for (int j = 0; j < W_TILE + K - 1; ++j) in[j] = __ldg(src + (wide ? j : min(j, g.W - 1)));
-#pragma unroll
-        for (int kw = 0; kw < K; ++kw) {
-#pragma unroll
-            for (int c4 = 0; c4 < CO_CHUNK / 4; ++c4) {
-                const float4 wv = w4[(row * K + kw) * (C_pad / 4) + c4];
-#pragma unroll
-                for (int p = 0; p < W_TILE; ++p) {
-                    acc[4 * c4 + 0][p] = fmaf(wv.x, in[p + kw], acc[4 * c4 + 0][p]);
-                    acc[4 * c4 + 1][p] = fmaf(wv.y, in[p + kw], acc[4 * c4 + 1][p]);
-                    acc[4 * c4 + 2][p] = fmaf(wv.z, in[p + kw], acc[4 * c4 + 2][p]);
-                    acc[4 * c4 + 3][p] = fmaf(wv.w, in[p + kw], acc[4 * c4 + 3][p]);
-                }
+    for (int n = 0, parity = 0; n < count; ++n, parity ^= 1) {
+        const int tile0 = (unit * WARPS + warp) * M_TILES;
+        if (n + 1 < count) {   // the next unit's input rows, whole, into L1: a warp per row, a lane per line
+            const bool last = unit + 1 == units_per_sample;
+            const int next_b = last ? b + 1 : b, first = last ? 0 : (unit + 1) * UNIT_TILES;
+            const int row0 = first / n_wtiles, rows = (min(first + UNIT_TILES, tiles) - 1) / n_wtiles + K - row0;
+            const int row_lines = W / 32 + 2;   // the row's 128-byte lines, whatever its alignment
+            for (int i = warp; i < C_in * rows; i += WARPS) {
+                const float* row = x + (((size_t)next_b * C_in + i / rows) * H + row0 + i % rows) * W;
+                for (int line = lane; line < row_lines; line += 32)
+                    asm volatile("prefetch.global.L1 [%0];" :: "l"(row + min(line * 32, W - 1)));
             }
         }
-    }
+        // The host checks one sample is < 2^31 elements. Opaque to the compiler, so that each load's
+        // address is one 32-bit add and one wide multiply-add instead of a re-derived 64-bit index.
+        const float* xb;
+        asm("mov.b64 %0, %1;" : "=l"(xb) : "l"(x + (size_t)b * C_in * H * W));
+        unsigned corner[M_TILES][2];   // input offset of this lane's rows g and g + 8 of each tile
+#pragma unroll
+        for (int i = 0; i < M_TILES; ++i) {
+            const Tile tl = tile_at<WIDE>(tile0 + i, tiles, n_wtiles, Wo);
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int col = tl.w0 + g + 8 * r;
+                corner[i][r] = tl.oh * W + (WIDE ? col : min(col, Wo - 1));
+            }
+        }
 
-    const auto counted = [&](int p) { return valid && w0 + p >= w_first && w0 + p < g.Wo; };
-    if (MODE == STORE) {
+        float a_next[M_TILES][4];
+        const auto load = [&](int step) {
+            const uint2 off = tap_s[step * 4 + t];
 #pragma unroll
-        for (int c = 0; c < CO_CHUNK; ++c) {
-            const int co = q * CO_CHUNK + c;
-            if (co >= g.C_out) continue;
-            float* dst = out + (((size_t)b * g.C_out + co) * g.Ho + oh) * g.Wo + w0;
-#pragma unroll
-            for (int p = 0; p < W_TILE; ++p) if (counted(p)) dst[p] = acc[c][p] + bias[co];
-        }
-    } else if (MODE == STATS) {
-        // Per-thread sums, then per channel a fixed-order sum over the block's tiles (double).
-        float (*red)[THREADS] = reinterpret_cast<float (*)[THREADS]>(smem + g.C_in * K * K * C_pad);
-#pragma unroll
-        for (int c = 0; c < CO_CHUNK; ++c) {
-            const int co = q * CO_CHUNK + c;
-            const float bc = co < g.C_out ? bias[co] : 0.f;
-            float s = 0.f, sq = 0.f;
-#pragma unroll
-            for (int p = 0; p < W_TILE; ++p) {
-                if (counted(p)) {
-                    const float v = acc[c][p] + bc;
-                    s += v;
-                    sq = fmaf(v, v, sq);
-                }
+            for (int i = 0; i < M_TILES; ++i) {
+                const float* p0 = xb + (corner[i][0] + off.x);
+                const float* p1 = xb + (corner[i][0] + off.y);
+                a_next[i][0] = __ldg(p0);
+                a_next[i][1] = __ldg(WIDE ? p0 + 8 : xb + (corner[i][1] + off.x));
+                a_next[i][2] = __ldg(p1);
+                a_next[i][3] = __ldg(WIDE ? p1 + 8 : xb + (corner[i][1] + off.y));
             }
-            red[2 * c][threadIdx.x] = s;
-            red[2 * c + 1][threadIdx.x] = sq;
+        };
+
+        float acc[M_TILES][4 * N_TILES] = {};
+        load(0);
+#pragma unroll 1
+        for (int step = 0; step < k_steps; ++step) {
+            uint32_t big[M_TILES][4], small[M_TILES][4];
+#pragma unroll
+            for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const Split s = split(a_next[i][e]);
+                    big[i][e] = s.big;
+                    small[i][e] = s.small;
+                }
+            if (step + 1 < k_steps) load(step + 1);   // next step's inputs in flight during these products
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+#pragma unroll
+            for (int i = 0; i < M_TILES; ++i) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+                multiply(acc[i], big[i], small[i], desc0 + step * (2 * B_WORDS * 4 / 16));
+#else
+                multiply(acc[i], big[i], small[i], w_s + step * 2 * B_WORDS);
+#endif
+            }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
         }
-        __syncthreads();
-        // Stat (channel co, kind) lives in red[2 * (co % CO_CHUNK) + kind][thread] of the threads
-        // whose chunk is co / CO_CHUNK.
-        double* dst = partials + ((size_t)b * g.blocks_per_sample + blk) * 2 * g.C_out;
-        for (int i = threadIdx.x; i < 2 * g.C_out; i += THREADS) {
-            const int co = i / 2, kind = i % 2, chunk = co / CO_CHUNK;
-            double v = 0.0;
-            for (int th = chunk; th < THREADS; th += g.chunks) v += red[2 * (co % CO_CHUNK) + kind][th];
-            dst[i] = v;
+
+        // acc[i][4 * j + 2 * r + e]: tile i, row (column w0 + g + 8 r), channel 8 j + 2 t + e.
+        Tile tl[M_TILES];
+#pragma unroll
+        for (int i = 0; i < M_TILES; ++i) tl[i] = tile_at<WIDE>(tile0 + i, tiles, n_wtiles, Wo);
+        const auto counted = [&](int i, int r) { return tl[i].counted(tl[i].w0 + g + 8 * r, Wo); };
+        const auto pixel = [&](int i, int r) { return tl[i].oh * Wo + tl[i].w0 + g + 8 * r; };   // if counted
+        if (MODE == STORE) {
+#pragma unroll
+            for (int j = 0; j < N_TILES; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int c = j * 8 + 2 * t + e;
+                    if (c >= C_out) continue;
+                    const float bc = bias[c];
+                    float* dst = out + ((size_t)b * C_out + c) * Ho * Wo;
+#pragma unroll
+                    for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+                        for (int r = 0; r < 2; ++r)
+                            if (counted(i, r)) dst[pixel(i, r)] = acc[i][4 * j + 2 * r + e] + bc;
+                }
+        } else if (MODE == STATS) {
+            // The unit's sums per channel: this lane's counted rows, the 8 lanes holding the same
+            // channels, then the warps in double, all in a fixed order.
+#pragma unroll
+            for (int j = 0; j < N_TILES; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int c = j * 8 + 2 * t + e;
+                    const float bc = c < C_out ? bias[c] : 0.f;
+                    float s = 0.f, q = 0.f;
+#pragma unroll
+                    for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) {
+                            const float v = acc[i][4 * j + 2 * r + e] + bc;
+                            if (counted(i, r)) {
+                                s += v;
+                                q = fmaf(v, v, q);
+                            }
+                        }
+#pragma unroll
+                    for (int off = 4; off < 32; off *= 2) {
+                        s += __shfl_xor_sync(0xffffffffu, s, off);
+                        q += __shfl_xor_sync(0xffffffffu, q, off);
+                    }
+                    if (g == 0) {
+                        red[parity][warp][c] = s;
+                        red[parity][warp][C_PAD + c] = q;
+                    }
+                }
+            __syncthreads();   // red[parity] is written again two units later, after the next barrier
+            if (threadIdx.x < N_STATS) {
+                double v = 0.0;
+#pragma unroll
+                for (int w = 0; w < WARPS; ++w) v += red[parity][w][threadIdx.x];
+                partials[((size_t)b * units_per_sample + unit) * N_STATS + threadIdx.x] = v;
+            }
+        } else {
+            // LOGSUMEXP: x_res = x + hardswish(tanh(x * scale + shift)) in place (padding channels
+            // -inf), then per row the max and the sum of exp over this lane's 16 channels, merged
+            // across the quad (t = 0..3 hold the same rows); lane t writes row (t / 2, t % 2).
+            const float* nb = norm + (size_t)b * C_out * 2;
+#pragma unroll
+            for (int j = 0; j < N_TILES; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int c = j * 8 + 2 * t + e;
+                    const bool real = c < C_out;
+                    const int cc = real ? c : 0;
+                    const float bc = bias[cc], scale = nb[2 * cc], shift = nb[2 * cc + 1];
+#pragma unroll
+                    for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) {
+                            const float v = acc[i][4 * j + 2 * r + e] + bc;
+                            const float th = tanh_of_exp2_arg(fmaf(v, scale, shift));
+                            acc[i][4 * j + 2 * r + e] = real ? v + hardswish_of_tanh(th) : -INFINITY;
+                        }
+                }
+#pragma unroll
+            for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    float m = -INFINITY;
+#pragma unroll
+                    for (int n = 0; n < N_TILES * 2; ++n) m = fmaxf(m, acc[i][4 * (n / 2) + 2 * r + n % 2]);
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));   // finite: channel 0 is real
+                    float s = 0.f;
+#pragma unroll
+                    for (int n = 0; n < N_TILES * 2; ++n) s += ex2((acc[i][4 * (n / 2) + 2 * r + n % 2] - m) * LOG2E);
+                    s += __shfl_xor_sync(0xffffffffu, s, 1);
+                    s += __shfl_xor_sync(0xffffffffu, s, 2);
+                    if (t == 2 * i + r && counted(i, r)) out[(size_t)b * Ho * Wo + pixel(i, r)] = m + __logf(s);
+                }
         }
-    } else {
-    // LOGSUMEXP: x_res = x + hardswish(tanh(x * scale + shift)) in place, then per column the max
-    // and the sum of exp over this chunk's channels, merged across the quad. A chunk of padding
-    // channels only has max -inf and sum 0.
-#pragma unroll
-    for (int c = 0; c < CO_CHUNK; ++c) {
-        const int co = q * CO_CHUNK + c;
-        const bool real = co < g.C_out;
-        const int cc = real ? co : 0;
-        const float bc = bias[cc];
-        const float scale = norm[((size_t)b * g.C_out + cc) * 2], shift = norm[((size_t)b * g.C_out + cc) * 2 + 1];
-#pragma unroll
-        for (int p = 0; p < W_TILE; ++p) {
-            const float v = acc[c][p] + bc;
-            acc[c][p] = real ? v + hardswish(fast_tanh(fmaf(v, scale, shift))) : -INFINITY;
+        if (++unit == units_per_sample) {
+            unit = 0;
+            ++b;
         }
-    }
-#pragma unroll
-    for (int p = 0; p < W_TILE; ++p) {
-        float m = acc[0][p];
-#pragma unroll
-        for (int c = 1; c < CO_CHUNK; ++c) m = fmaxf(m, acc[c][p]);
-        float s = 0.f;
-#pragma unroll
-        for (int c = 0; c < CO_CHUNK; ++c) s += __expf(acc[c][p] - m);   // padded channels: exp(-inf) = 0
-        if (m == -INFINITY) s = 0.f;
-        for (int off = 1; off < g.chunks; off *= 2) {
-            const float m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
-            const float mm = fmaxf(m, m2);
-            s = mm == -INFINITY ? 0.f : s * __expf(m - mm) + s2 * __expf(m2 - mm);
-            m = mm;
-        }
-        if (p % g.chunks == q && counted(p)) out[((size_t)b * g.Ho + oh) * g.Wo + w0 + p] = m + __logf(s);
-    }
     }
 }
 
-// Per (sample, group): add the block partials of the group's channels in a fixed order (double),
-// then per channel fold mean, 1/std and the affine parameters into one scale and shift.
-__global__ void gn_stats_kernel(
-    const double* __restrict__ partials,  // (B, blocks_per_sample, 2 * C_out)
+// Per sample: add the unit partials in a fixed order (double), then per group the mean and 1/std,
+// and per channel fold them and the affine parameters into one scale and shift (of 2 log2(e) y,
+// with y the GroupNorm output: what tanh_of_exp2_arg takes).
+__global__ void __launch_bounds__(FINAL_THREADS) gn_stats_kernel(
+    const double* __restrict__ partials,  // (B, units_per_sample, N_STATS)
     const float* __restrict__ gn_weight,  // (C_out)
     const float* __restrict__ gn_bias,    // (C_out)
-    float* __restrict__ norm,             // (B, C_out, 2): scale, shift
+    float* __restrict__ norm,             // (B, C_out, 2): 2 log2(e) x (scale, shift)
     float* __restrict__ group_stats,      // (B, groups, 2): mean, 1/std (for the backward)
-    int C_out, int groups, int blocks_per_sample, double n_per_channel, double eps)
+    int C_out, int groups, int units_per_sample, double n_per_channel, double eps)
 {
-    const int b = blockIdx.x, cpg = C_out / groups;
-    for (int grp = threadIdx.x; grp < groups; grp += blockDim.x) {
+    extern __shared__ double sums[];      // [0, C_out): S_c, [C_out, 2 C_out): Q_c
+    const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int i = warp; i < 2 * C_out; i += FINAL_THREADS / 32) {   // one warp per (kind, channel)
+        const int kind = i / C_out, c = i % C_out;
+        const double* p = partials + (size_t)b * units_per_sample * N_STATS + kind * C_PAD + c;
+        double v = 0.0;
+        for (int unit = lane; unit < units_per_sample; unit += 32) v += p[(size_t)unit * N_STATS];
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0) sums[i] = v;
+    }
+    __syncthreads();
+    const int cpg = C_out / groups;
+    for (int grp = threadIdx.x; grp < groups; grp += FINAL_THREADS) {
         double s = 0.0, sq = 0.0;
-        for (int blk = 0; blk < blocks_per_sample; ++blk) {
-            const double* p = partials + ((size_t)b * blocks_per_sample + blk) * 2 * C_out;
-            for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) { s += p[2 * c]; sq += p[2 * c + 1]; }
-        }
+        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) { s += sums[c]; sq += sums[C_out + c]; }
         const double n = n_per_channel * cpg, mean = s / n;
         const double rstd = 1.0 / sqrt(fmax(sq / n - mean * mean, 0.0) + eps);
         group_stats[((size_t)b * groups + grp) * 2] = (float)mean;
         group_stats[((size_t)b * groups + grp) * 2 + 1] = (float)rstd;
-        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) {
-            const double scale = gn_weight[c] * rstd;
-            norm[((size_t)b * C_out + c) * 2] = (float)scale;
-            norm[((size_t)b * C_out + c) * 2 + 1] = (float)(gn_bias[c] - mean * scale);
+        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) {   // times 2 log2(e): tanh's exp2 argument
+            const double scale = gn_weight[c] * rstd, log2e2 = 2.0 * 1.4426950408889634;
+            norm[((size_t)b * C_out + c) * 2] = (float)(scale * log2e2);
+            norm[((size_t)b * C_out + c) * 2 + 1] = (float)((gn_bias[c] - mean * scale) * log2e2);
         }
     }
 }
-
 // Backward, one element: from the conv output v, the upstream gradient g of its pixel and the
 // pixel's output, u = dL/dx_res (= dL/dx_conv through the residual) and vn = dL/d(GroupNorm output).
 struct Grads { float u, vn; };
 __device__ __forceinline__ Grads backward_elem(float v, float g, float out, float scale, float shift) {
-    const float t = fast_tanh(fmaf(v, scale, shift));
-    const float u = g * __expf(v + hardswish(t) - out);   // g * softmax over the channels
+    const float t = tanh_of_exp2_arg(fmaf(v, scale, shift));
+    const float u = g * ex2((v + hardswish_of_tanh(t) - out) * LOG2E);   // g * softmax over the channels
     return {u, u * hardswish_grad(t) * (1.f - t * t)};
 }
 
@@ -329,46 +522,41 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, float* __r
     if (i < C) grad_bias[i] = (float)s; else grad_weight[i - C] = (float)s;
 }
 
-static Geometry make_geometry(int C_in, int C_out, int H, int W) {
-    Geometry g;
-    g.C_in = C_in; g.C_out = C_out; g.H = H; g.W = W; g.Ho = H - K + 1; g.Wo = W - K + 1;
-    for (g.chunks = 1; g.chunks * CO_CHUNK < C_out; g.chunks *= 2) {}
-    g.n_wtiles = (g.Wo + W_TILE - 1) / W_TILE;
-    g.tiles = g.Ho * g.n_wtiles;
-    g.tiles_per_block = THREADS / g.chunks;
-    g.blocks_per_sample = (g.tiles + g.tiles_per_block - 1) / g.tiles_per_block;
-    return g;
-}
-
-static size_t conv_smem(const Geometry& g, int mode) {
-    return sizeof(float) * ((size_t)g.C_in * K * K * g.chunks * CO_CHUNK + (mode == STATS ? 2 * CO_CHUNK * THREADS : 0));
+static int units_per_sample(int H, int W) {
+    return ((H - K + 1) * ((W - K + 1 + 15) / 16) + UNIT_TILES - 1) / UNIT_TILES;
 }
 
 template <int MODE>
 static cudaError_t launch_conv(const float* x, const float* weight, const float* bias, const float* norm,
-                               double* partials, float* out, int B, const Geometry& g, cudaStream_t stream) {
-    const size_t smem = conv_smem(g, MODE);
-    cudaError_t err = cudaFuncSetAttribute(conv_kernel<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (err != cudaSuccess) return err;
-    conv_kernel<MODE><<<(unsigned)((long long)B * g.blocks_per_sample), THREADS, smem, stream>>>(
-        x, weight, bias, norm, partials, out, g);
+                               double* partials, float* out, int B, int C_in, int C_out, int H, int W,
+                               cudaStream_t stream) {
+    const int k_steps = (C_in * TAPS + 7) / 8, ups = units_per_sample(H, W);
+    cudaError_t err;
+    int device = 0, sms = 0;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+    const unsigned grid = (unsigned)std::min<long long>((long long)B * ups, (long long)BLOCKS_PER_SM * sms);
+    const int smem = (int)(k_steps * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
+    const auto kernel = W - K + 1 >= 16 ? conv_kernel<MODE, true> : conv_kernel<MODE, false>;
+    if (smem + (int)sizeof(float) * 2 * WARPS * N_STATS > 48 * 1024 &&   // past the default: opt in (C_in >= 10)
+        (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+        return err;
+    kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, partials, out, B, C_in, C_out, H, W, ups);
     return cudaGetLastError();
 }
 
-long long forward_workspace_doubles(int C_in, int C_out, int H, int W) {
-    return (long long)make_geometry(C_in, C_out, H, W).blocks_per_sample * 2 * C_out;
-}
+long long forward_workspace_doubles(int H, int W) { return (long long)units_per_sample(H, W) * N_STATS; }
 
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* partials, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream) {
-    const Geometry g = make_geometry(C_in, C_out, H, W);
-    cudaError_t err = launch_conv<STATS>(x, weight, bias, nullptr, partials, nullptr, B, g, stream);
+    cudaError_t err = launch_conv<STATS>(x, weight, bias, nullptr, partials, nullptr, B, C_in, C_out, H, W, stream);
     if (err != cudaSuccess) return err;
-    gn_stats_kernel<<<B, 32, 0, stream>>>(partials, gn_weight, gn_bias, norm, group_stats, C_out, groups,
-                                          g.blocks_per_sample, (double)g.Ho * g.Wo, eps);
+    gn_stats_kernel<<<B, FINAL_THREADS, 2 * C_out * sizeof(double), stream>>>(
+        partials, gn_weight, gn_bias, norm, group_stats, C_out, groups, units_per_sample(H, W),
+        (double)(H - K + 1) * (W - K + 1), eps);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, B, g, stream);
+    return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, B, C_in, C_out, H, W, stream);
 }
 
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
@@ -376,9 +564,8 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
                             float* x_conv, double* sums, float* grad_x_conv, float* grad_gn_weight,
                             float* grad_gn_bias, int B, int C_in, int C_out, int groups, int H, int W,
                             cudaStream_t stream) {
-    const Geometry g = make_geometry(C_in, C_out, H, W);
-    const int HW = g.Ho * g.Wo;
-    cudaError_t err = launch_conv<STORE>(x, weight, bias, nullptr, nullptr, x_conv, B, g, stream);
+    const int HW = (H - K + 1) * (W - K + 1);
+    cudaError_t err = launch_conv<STORE>(x, weight, bias, nullptr, nullptr, x_conv, B, C_in, C_out, H, W, stream);
     if (err != cudaSuccess) return err;
     gn_backward_sums_kernel<<<B, ROW_THREADS, 0, stream>>>(x_conv, grad_out, out, norm, group_stats, sums,
                                                            C_out, groups, HW);
@@ -396,7 +583,7 @@ cpp_source = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-long long forward_workspace_doubles(int C_in, int C_out, int H, int W);
+long long forward_workspace_doubles(int H, int W);
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* partials, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream);
@@ -428,7 +615,8 @@ std::vector<torch::Tensor> forward(torch::Tensor x, torch::Tensor weight, torch:
     auto norm = torch::empty({B, C_out, 2}, x.options());
     auto group_stats = torch::empty({B, groups, 2}, x.options());
     if (out.numel() == 0) return {out, norm, group_stats};
-    auto partials = torch::empty({B * forward_workspace_doubles(C_in, C_out, H, W)}, x.options().dtype(torch::kFloat64));
+    TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
+    auto partials = torch::empty({B * forward_workspace_doubles(H, W)}, x.options().dtype(torch::kFloat64));
     check(forward_launch(x.data_ptr<float>(), weight.contiguous().data_ptr<float>(), bias.data_ptr<float>(),
                          gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(), partials.data_ptr<double>(),
                          norm.data_ptr<float>(), group_stats.data_ptr<float>(), out.data_ptr<float>(),
@@ -464,12 +652,16 @@ std::vector<torch::Tensor> backward(torch::Tensor x, torch::Tensor weight, torch
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
+# On Hopper (compute capability 9.0) build for sm_90a, whose wgmma runs the tensor cores at twice
+# mma.sync's rate; PyTorch adds no architecture flags of its own then. Other GPUs: its defaults.
+_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 _ext = load_inline(name="conv2d_gn_tanh_hardswish_res_lse_ext", cpp_sources=cpp_source, cuda_sources=cuda_source,
-                   functions=["forward", "backward"], extra_cuda_cflags=["-O3"], verbose=False, **_header_option)
+                   functions=["forward", "backward"], verbose=False, **_header_option,
+                   extra_cuda_cflags=["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
 
 KERNEL_SIZE = 3          # the CUDA kernel's K
-MAX_OUT_CHANNELS = 128   # up to 8 chunks of 16 channels per quad of lanes
-MAX_IN_CHANNELS = 32     # all weights stay in shared memory
+MAX_OUT_CHANNELS = 64    # one GEMM tile of 64 channels holds every channel of a pixel
+MAX_IN_CHANNELS = 16     # all split weights stay in shared memory: 74 KB at 16, within any GPU since sm_80
 
 
 class FusedConvGroupNormLogSumExp(torch.autograd.Function):
