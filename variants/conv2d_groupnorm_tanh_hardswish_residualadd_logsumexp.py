@@ -2,14 +2,21 @@
 problem 92), with a backward for autograd.
 
 Forward, two passes over the input; the 64-channel conv output never touches memory:
-  pass 1 (conv_kernel<STATS>): the conv in registers; each block writes per-channel sums and sums of
+  pass 1 (conv_kernel<STATS>): the conv; each unit of work writes per-channel sums and sums of
     squares (double); gn_stats_kernel adds them per (sample, group) in a fixed order and folds mean,
     1/std and the affine parameters into a per-channel scale and shift.
   pass 2 (conv_kernel<LOGSUMEXP>): recompute the conv, x_res = x + hardswish(tanh(x * scale + shift)),
-    and logsumexp over the channels (max first). The 4 lanes of a quad hold the 4 channel chunks of
-    the same pixels and merge their (max, sum) pairs with two shuffles; one value per pixel is written.
-Each thread computes 16 channels x 8 adjacent columns (128 accumulators): per input row it reads 10
-inputs and 48 weights for 384 FFMA.
+    and logsumexp over the channels (max first). A thread holds 16 channels of each of its pixels;
+    the 4 lanes of a quad hold the other channels of the same pixels and merge maxima and sums with
+    two shuffles each; one value per pixel is written.
+The conv is a GEMM on the tensor cores (rows: output pixels, 16 adjacent columns per tile; columns:
+the 64 output channels; depth: the C_in * 9 taps, padded to a multiple of 8) in split TF32
+("3xTF32": each fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which
+keeps fp32-level accuracy. A warp gathers its two tiles' inputs from global memory (L1) in the mma
+fragment layout and splits them; the weights, split once per block, sit in shared memory. On Hopper
+(sm_90a) each warpgroup issues wgmma m64n64k8; elsewhere mma.sync does the same products. Blocks
+are persistent, each takes a contiguous run of units (one output row each at this size) and
+prefetches the next unit's input rows into L1.
 Backward (autograd), with u = g * softmax_c(x_res) and v = u * hardswish'(t) * (1 - t^2), t the tanh:
   dL/dx_conv = u + rstd * (gamma * v - mean_g(gamma v) - xhat * mean_g(gamma v xhat)),
   dL/dgamma = sum v xhat, dL/dbeta = sum v. conv_kernel<STORE> recomputes x_conv, gn_backward_sums
@@ -21,9 +28,12 @@ Saved for backward: the input (the conv backward needs it; eager keeps it too), 
 its intermediates. The backward recomputes the conv output (one more conv) instead.
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add
-per conv = 0.28 ms at 67 TFLOP/s (the 67 MB input is 0.02 ms of bandwidth); two passes recompute it.
-Measured on an H200: 1.76 ms forward (2.0x eager, 0.8x torch.compile): the conv runs at about a
-third of the FP32 rate, bound like problem 23's by the load/store unit and latency.
+per conv = 0.28 ms at 67 TFLOP/s (the floor run_all.py reports; the 67 MB input is 0.02 ms of
+bandwidth). On the tensor cores each pass is 3 x 18.7 GFLOP of TF32, 0.11 ms at ~495 TFLOP/s; pass
+2 adds three MUFU operations per conv output (two for tanh, one exp), 0.10 ms at 16 per clock per
+SM. Measured on an H100 (ncu): pass 1 0.27 ms, pass 2 0.34 ms, at 44% and 35% of the tensor
+rate, bound by issue and latency (the stats and logsumexp epilogues are half the instructions);
+run_all.py times the forward at 0.67 ms (README.md has the table).
 
 Run: python variants/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.py
 """
@@ -265,7 +275,6 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                     big[i][e] = s.big;
                     small[i][e] = s.small;
                 }
-            if (step + 1 < k_steps) load(step + 1);   // next step's inputs in flight during these products
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #endif
@@ -277,6 +286,9 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                 multiply(acc[i], big[i], small[i], w_s + step * 2 * B_WORDS);
 #endif
             }
+            // The next step's inputs, in flight during these products. Loaded after the products
+            // are issued, so that the compiler needs no copies of them to free the split registers.
+            if (step + 1 < k_steps) load(step + 1);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");

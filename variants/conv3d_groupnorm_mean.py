@@ -210,12 +210,14 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
                     big[i][e] = s.big;
                     small[i][e] = s.small;
                 }
-            if (step + 1 < k_steps) load(step + 1);   // next step's inputs in flight during these products
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #endif
 #pragma unroll
             for (int i = 0; i < M_TILES; ++i) multiply(acc[i], big[i], small[i], w_s + step * 2 * B_WORDS);
+            // The next step's inputs, in flight during these products. Loaded after the products
+            // are issued, so that the compiler needs no copies of them to free the split registers.
+            if (step + 1 < k_steps) load(step + 1);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
