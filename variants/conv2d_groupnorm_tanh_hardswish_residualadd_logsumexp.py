@@ -550,8 +550,20 @@ static cudaError_t launch_conv(const float* x, const float* weight, const float*
     const unsigned grid = (unsigned)std::min<long long>((long long)B * ups, (long long)BLOCKS_PER_SM * sms);
     const int smem = (int)(k_steps * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
     const auto kernel = W - K + 1 >= 16 ? conv_kernel<MODE, true> : conv_kernel<MODE, false>;
-    if (smem + (int)sizeof(float) * 2 * WARPS * N_STATS > 48 * 1024 &&   // past the default: opt in (C_in >= 10)
+    cudaFuncAttributes attr;
+    int sm_smem = 0;
+    if ((err = cudaFuncGetAttributes(&attr, kernel)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) != cudaSuccess)
+        return err;
+    if (smem + (int)attr.sharedSizeBytes > 48 * 1024 &&   // past the default: opt in (C_in of 10 or more)
         (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+        return err;
+    // Shared memory for BLOCKS_PER_SM blocks (the system reserves 1 KB of each), as a percentage of
+    // the most an SM has. Left to the driver's choice, this forward has been seen to take twice its
+    // time in some runs (a split that fits fewer blocks, it seems); with it, six runs in a row agreed.
+    const long long need = (long long)BLOCKS_PER_SM * (smem + attr.sharedSizeBytes + 1024);
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    (int)std::min(100LL, (100 * need + sm_smem - 1) / sm_smem))) != cudaSuccess)
         return err;
     kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, partials, out, B, C_in, C_out, H, W, ups);
     return cudaGetLastError();
