@@ -176,8 +176,9 @@ __device__ __forceinline__ Tile tile_at(int tile, int tiles, int n_wtiles, int W
 // Pass 1 (STATS), pass 2 (LOGSUMEXP) and the backward's recompute (STORE) share the conv, on the
 // tensor cores. Persistent: block x takes a contiguous run of the B * units_per_sample units of work
 // (each inside one sample), so that a unit finds most of its input rows in L1, and prefetches the
-// next unit's rows into L1 while it computes. Dynamic shared memory: the split weights (k_steps * 2 * B_WORDS words), then
-// k_steps * 4 uint2, the input offsets of taps (k, k + 4) for k = step * 8 + t.
+// next unit's rows into L1 while it computes. Dynamic shared memory: the split weights
+// (k_steps * 2 * B_WORDS words), then k_steps * 4 uint2, the input offsets of taps (k, k + 4) for
+// k = step * 8 + t.
 template <int MODE, bool WIDE>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const float* __restrict__ x,        // (B, C_in, H, W), contiguous
@@ -295,7 +296,9 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
 #endif
         }
 
-        // acc[i][4 * j + 2 * r + e]: tile i, row (column w0 + g + 8 r), channel 8 j + 2 t + e.
+        // acc[i][4 * j + 2 * r + e]: tile i, row (column w0 + g + 8 r), channel 8 j + 2 t + e. The
+        // tiles are derived again rather than kept through the main loop: held there, they cost the
+        // logsumexp kernel more spilled registers.
         Tile tl[M_TILES];
 #pragma unroll
         for (int i = 0; i < M_TILES; ++i) tl[i] = tile_at<WIDE>(tile0 + i, tiles, n_wtiles, Wo);
@@ -381,12 +384,12 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                 for (int r = 0; r < 2; ++r) {
                     float m = -INFINITY;
 #pragma unroll
-                    for (int n = 0; n < N_TILES * 2; ++n) m = fmaxf(m, acc[i][4 * (n / 2) + 2 * r + n % 2]);
+                    for (int ch = 0; ch < N_TILES * 2; ++ch) m = fmaxf(m, acc[i][4 * (ch / 2) + 2 * r + ch % 2]);
                     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
                     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));   // finite: channel 0 is real
                     float s = 0.f;
 #pragma unroll
-                    for (int n = 0; n < N_TILES * 2; ++n) s += ex2((acc[i][4 * (n / 2) + 2 * r + n % 2] - m) * LOG2E);
+                    for (int ch = 0; ch < N_TILES * 2; ++ch) s += ex2((acc[i][4 * (ch / 2) + 2 * r + ch % 2] - m) * LOG2E);
                     s += __shfl_xor_sync(0xffffffffu, s, 1);
                     s += __shfl_xor_sync(0xffffffffu, s, 2);
                     if (t == 2 * i + r && counted(i, r)) out[(size_t)b * Ho * Wo + pixel(i, r)] = m + __logf(s);
