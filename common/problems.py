@@ -161,7 +161,13 @@ PROBLEMS = {p.name: p for p in (
         init_args=(3, 16, 3, 2, 1, 4, 1e-5), input_shape=(128, 3, 16, 32, 32), out_shape=_p3_shape,
         flops=_p3_flops, min_bytes=_p3_bytes,
         cases=_edge_cases((3, 16, 3, 2, 1, 4, 1e-5), 3, (5, 7, 9), (1, 1, 1), 5, 16,
-                          extra=(Case("no_bias", (3, 16, 3, 2, 1, 4, 1e-5, False), (2, 3, 5, 7, 9)),)),
+                          extra=(Case("no_bias", (3, 16, 3, 2, 1, 4, 1e-5, False), (2, 3, 5, 7, 9)),
+                                 # several row and column tiles per depth
+                                 Case("wide_tall", (3, 16, 3, 2, 1, 4, 1e-5), (2, 3, 3, 37, 45)),
+                                 # input channels in two chunks, output channels in two groups, a
+                                 # partial chunk of channels
+                                 Case("many_channels", (6, 36, 3, 2, 1, 4, 1e-5), (2, 6, 3, 9, 11)),
+                                 Case("odd_channels", (3, 6, 3, 2, 1, 3, 1e-5), (2, 3, 4, 5, 6)))),
         other_configs=((4, 8, 3, 2, 1, 2, 1e-3), (3, 16, 4, 2, 1, 4, 1e-5), (3, 16, 3, 1, 1, 4, 1e-5)),
         rejects_small_input=False,   # a transposed conv grows its input: any size >= 1 is valid
     ),

@@ -8,16 +8,21 @@ divisibility tests and no wasted multiply-adds (27 taps per input channel for 8 
     its per-channel sum and sum of squares (double). Nothing of output size is written.
   finalize (gn_stats_kernel): per (sample, group), add the block partials in a fixed order.
   pass 2 (convt_swish_gn_kernel<true>): recompute, normalise, HardSwish, write the output once.
-Each thread owns one input column m_w (lanes along W: coalesced loads), 3 input rows m_h, the
-2 x 2 x 2 parities and 4 output channels: 96 accumulators. In pass 2, lanes swap their two output
-columns with shuffles so that each store instruction writes 32 consecutive floats.
+A block stages one input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4
+input channels at a time) and the weights of up to 32 output channels in shared memory, with
+cp.async (zero-filled outside the input). Warp w owns 4 input rows, lane l one input column; a
+thread computes all 2 x 2 x 2 parities of its 4 positions for 4 output channels at a time, one
+output depth parity after the other (64 accumulators). Weights and bias carry a factor -log2(e), so
+Swish needs no multiply before its exponential. In pass 2 each warp's output rows go through shared
+memory so that every store instruction writes 32 consecutive floats.
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB
-output once, 0.24 ms at 4.2 TB/s. The arithmetic is small (5.4 GFLOP per pass, 0.08 ms), but Swish
-costs two MUFU operations per output (exp, reciprocal: 16 per clock per SM), 0.12 ms per pass.
-Measured on an H200: 1.3 ms, 5.4x the floor (pass 1 0.47 ms, pass 2 0.79 ms under ncu). Both passes
-are latency-bound: each thread's chain (loads, multiply-adds, MUFU, shuffles, stores) leaves few
-eligible warps at 12 warps per SM.
+output once, 0.35 ms at an H100's 2.95 TB/s copy bandwidth. Per pass the arithmetic is 10.1
+multiply-adds per output (2.6 G, 0.04 ms at 67 TFLOP/s) but Swish needs two MUFU operations per
+output (16 per clock per SM: 0.13 ms at 1.98 GHz) and a thread issues about 20 instructions per
+output (0.16 ms at one instruction per clock per scheduler), so each pass is bound by instruction
+issue, and pass 2 also by the write. Measured on an H100 (ncu): pass 1 0.28 ms, pass 2 0.42 ms
+(75% of DRAM bandwidth); 0.73 ms in all, 2.1x the floor.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
@@ -30,223 +35,354 @@ from torch.utils.cpp_extension import load_inline
 cuda_source = r"""
 #include <cuda_runtime.h>
 #include <cstdint>
+#include <type_traits>
 
-constexpr int K = 3, STRIDE = 2, PAD = 1;   // the configuration the parity split is written for
-constexpr int CO_TILE = 4;      // output channels per thread: one float4 of weights per tap
-constexpr int ROWS = 3;         // input rows m_h per thread: 96 accumulators leave room to prefetch
-constexpr int THREADS = 128;
-constexpr int MIN_BLOCKS = 3;   // caps registers at 168: 12 warps per SM
-constexpr int N_STATS = 2 * CO_TILE;   // per channel: sum, sum of squares
+constexpr int K = 3, TAPS = K * K * K;   // stride 2, padding 1: the configuration the parity split is for
+constexpr int CO_TILE = 4;      // output channels per pass of a thread: one float4 of weights per tap
+constexpr int ROWS = 4;         // input rows m_h per thread
+constexpr int WARPS = 8, THREADS = 32 * WARPS;
+constexpr int MIN_BLOCKS = 2;   // caps registers at 128: 16 warps per SM
+constexpr int CI_CHUNK = 4;     // input channels staged in shared memory at once
+constexpr int CO_GROUP = 32;    // output channels per block
+constexpr int CHUNKS = CO_GROUP / CO_TILE;
+constexpr int TILE_H = WARPS * ROWS + 1, TILE_W = 33;   // input rows and columns a block reads (+1 halo)
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr double LN2 = 0.69314718055994531;
 
 struct Geometry {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
-    int row_blocks, tiles, blocks_per_chunk;   // tiles: (m_d, row block, m_w) per sample and chunk
+    int h_tiles, w_tiles, tiles;   // tiles per sample: (m_d, TILE_H - 1 rows, 32 columns)
+};
+
+struct Smem {
+    float in[CI_CHUNK][2][TILE_H][TILE_W];   // input depths m_d and m_d + 1, zero outside the input
+    float4 w[CI_CHUNK][TAPS][CHUNKS];        // weights times -log2(e), a float4 over 4 output channels
+    float rows[WARPS][2 * ROWS][64];         // pass 2: a warp's output rows, for coalesced stores
+    float4 bias[CHUNKS];                     // times -log2(e)
+    float4 scale[CHUNKS], shift[CHUNKS];     // pass 2: the normalisation
+    double red[CO_GROUP][2][WARPS];          // pass 1: per channel and warp, sum and sum of squares
 };
 
 // Tap k of a stride-2, padding-1 axis: which output parity it feeds and which input offset it reads.
 __device__ __forceinline__ constexpr int parity_of(int k) { return k == 1 ? 0 : 1; }
 __device__ __forceinline__ constexpr int offset_of(int k) { return k == 0 ? 1 : 0; }
 
-// Fast exp and reciprocal (one MUFU op each, a few ulp): the output's error budget is 1e-5 relative.
-// For v < -88, exp(-v) overflows and __fdividef gives 0, the limit of v * sigmoid(v).
-__device__ __forceinline__ float swish(float v) { return __fdividef(v, 1.f + __expf(-v)); }
-__device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
+// One MUFU operation each (ex2 to 2 ulp, rcp to 1 ulp): the output's error budget is 1e-5 relative.
+__device__ __forceinline__ float exp2_approx(float v) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+__device__ __forceinline__ float rcp_approx(float v) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+// *dst = ok ? *src : 0, asynchronously where the GPU can (sm_80+): the loads of a whole tile are in
+// flight at once. `src` must be a valid address even when !ok.
+__device__ __forceinline__ void copy_async(float* dst, const float* src, bool ok) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 4 : 0) : "memory");
+#else
+    *dst = ok ? __ldg(src) : 0.f;
+#endif
+}
+__device__ __forceinline__ void copy_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// Stages input channels ci0 .. ci0 + n - 1 of the block's tile (one tile row per warp instruction)
+// and their weights for the block's output channels. The caller waits and synchronises. Not inlined: it is
+// called in two places and would double the kernel's code.
+__device__ __noinline__ void stage(Smem& s, const float* __restrict__ x, const float* __restrict__ weight,
+                                      int ci0, int b, int md, int h0, int w0, int cg0, const Geometry& g)
+{
+    const int n = min(CI_CHUNK, g.C_in - ci0);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const bool col0_ok = w0 + lane < g.W, col1_ok = lane == 0 && w0 + 32 < g.W;   // columns lane, 32
+    for (int ci = 0; ci < n; ++ci)
+#pragma unroll
+    for (int dd = 0; dd < 2; ++dd) {
+        const bool d_ok = md + dd < g.D;
+        const float* src = x + (((size_t)b * g.C_in + ci0 + ci) * g.D + md + dd) * g.H * g.W
+                             + (size_t)(h0 + warp) * g.W + w0 + lane;
+        for (int r = warp; r < TILE_H; r += WARPS, src += WARPS * g.W) {
+            const bool ok = d_ok && h0 + r < g.H;
+            copy_async(&s.in[ci][dd][r][lane], ok && col0_ok ? src : x, ok && col0_ok);
+            if (lane == 0) copy_async(&s.in[ci][dd][r][32], ok && col1_ok ? src + 32 : x, ok && col1_ok);
+        }
+    }
+    // Weights: all loads first, then the stores (no load waits for the previous store).
+    constexpr int ITERS = (CI_CHUNK * TAPS * CHUNKS + THREADS - 1) / THREADS;
+    float v[ITERS][CO_TILE];
+#pragma unroll
+    for (int it = 0; it < ITERS; ++it) {
+        const int e = threadIdx.x + it * THREADS, tap = e / CHUNKS % TAPS, co = cg0 + e % CHUNKS * CO_TILE;
+        const float* src = weight + ((size_t)(ci0 + e / (TAPS * CHUNKS)) * g.C_out + co) * TAPS + tap;
+#pragma unroll
+        for (int q = 0; q < CO_TILE; ++q)
+            v[it][q] = e < n * TAPS * CHUNKS && co + q < g.C_out ? __ldg(src + q * TAPS) * -LOG2E : 0.f;
+    }
+#pragma unroll
+    for (int it = 0; it < ITERS; ++it) {
+        const int e = threadIdx.x + it * THREADS;
+        if (e < n * TAPS * CHUNKS)
+            s.w[e / (TAPS * CHUNKS)][e / CHUNKS % TAPS][e % CHUNKS] = make_float4(v[it][0], v[it][1], v[it][2], v[it][3]);
+    }
+}
+
+// Adds input channel ci's contributions to the outputs of depth parity A that a thread owns: output
+// depth 2 m_d + A, rows 2 (m_h0 + r) + bb, columns 2 m_w + c, CO_TILE channels (chunk k of the block's
+// group). A = 0 takes tap kd = 1 from input depth m_d; A = 1 takes kd = 2 from m_d and kd = 0 from
+// m_d + 1. Every tap is a multiply-add: no tests, no wasted products. FIRST: the first tap of each
+// accumulator adds to the bias instead (no separate initialisation).
+template <int A, bool FIRST>
+__device__ __forceinline__ void convolve_channel(float (&acc)[2][2][ROWS][CO_TILE], const Smem& s, int ci, int k)
+{
+    constexpr int ND = A == 0 ? 1 : 2;   // input depths read: m_d (and m_d + 1)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float in[ND][ROWS + 1][2];
+#pragma unroll
+    for (int dd = 0; dd < ND; ++dd)
+#pragma unroll
+    for (int r = 0; r <= ROWS; ++r)
+#pragma unroll
+    for (int ww = 0; ww < 2; ++ww) in[dd][r][ww] = s.in[ci][dd][ROWS * warp + r][lane + ww];
+#pragma unroll
+    for (int kd = 0; kd < K; ++kd) {
+        if (parity_of(kd) != A) continue;
+#pragma unroll
+        for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+        for (int kw = 0; kw < K; ++kw) {
+            const float4 wv = s.w[ci][(kd * K + kh) * K + kw][k];
+            const int bb = parity_of(kh), c = parity_of(kw);
+            // The loops visit kd = 1 (A = 0) or 0 (A = 1) first, kh = 1 or 0 first, kw = 1 or 0 first.
+            const bool first = FIRST && kd == 1 - A && kh == 1 - bb && kw == 1 - c;
+            const float4 b4 = first ? s.bias[k] : float4();
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                const float v = in[A == 0 ? 0 : offset_of(kd)][r + offset_of(kh)][offset_of(kw)];
+                float (&a)[CO_TILE] = acc[bb][c][r];
+                a[0] = fmaf(wv.x, v, first ? b4.x : a[0]);
+                a[1] = fmaf(wv.y, v, first ? b4.y : a[1]);
+                a[2] = fmaf(wv.z, v, first ? b4.z : a[2]);
+                a[3] = fmaf(wv.w, v, first ? b4.w : a[3]);
+            }
+        }
+    }
+}
 
 // One kernel for both passes: WRITE = false gathers statistics, WRITE = true writes the output.
-// Grid: x = B * blocks_per_chunk, y = chunk of CO_TILE output channels.
+// Grid: x = B * tiles, y = group of CO_GROUP output channels. A block owns one input tile (depth m_d,
+// TILE_H - 1 rows, 32 columns); warp w owns ROWS of its rows, lane l one column. For each chunk of
+// CO_TILE channels and each output depth parity a thread convolves, applies Swish, and either adds to
+// its sums or normalises, applies HardSwish and stores. Shared memory: a dynamic Smem.
+//
+// The staged weights and the bias carry a factor -log2(e), so an accumulator holds a = -log2(e) v and
+// Swish is v sigmoid(v) = -ln(2) a / (1 + 2^a): no multiply before the exponential. The sums are
+// scaled back in double, and the normalisation's scale carries the -ln(2) (gn_stats_kernel).
 template <bool WRITE>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
     const float* __restrict__ x,        // (B, C_in, D, H, W), contiguous
     const float* __restrict__ weight,   // (C_in, C_out, K, K, K), contiguous (ConvTranspose3d layout)
     const float* __restrict__ bias,     // (C_out) or nullptr
-    const float* __restrict__ norm,     // WRITE: (B, C_out, 2) per-channel scale and shift
-    double* __restrict__ partials,      // !WRITE: (B, n_chunks, blocks_per_chunk, N_STATS)
+    const float* __restrict__ norm,     // WRITE: (B, C_out, 2) per-channel scale (times -ln 2) and shift
+    double* __restrict__ partials,      // !WRITE: (B, C_out, tiles, 2) per tile: sum, sum of squares
     float* __restrict__ out,            // WRITE: (B, C_out, Do, Ho, Wo)
     const Geometry g)
 {
-    __shared__ __align__(16) float w_s[64 * K * K * K * CO_TILE];   // [ci][kd][kh][kw][co]; C_in <= 64
-    __shared__ double red[N_STATS][THREADS / 32];
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    Smem& s = *reinterpret_cast<Smem*>(smem_raw);
 
-    const int b = blockIdx.x / g.blocks_per_chunk, blk = blockIdx.x % g.blocks_per_chunk;
-    const int co0 = blockIdx.y * CO_TILE;
-    const int tile = blk * THREADS + threadIdx.x;
-    const bool valid = tile < g.tiles;
-    const int t = valid ? tile : 0;
-    const int mw = t % g.W, mh0 = (t / g.W) % g.row_blocks * ROWS, md = t / (g.W * g.row_blocks);
+    const int b = blockIdx.x / g.tiles, tile = blockIdx.x % g.tiles;
+    const int w0 = tile % g.w_tiles * 32, h0 = tile / g.w_tiles % g.h_tiles * (TILE_H - 1);
+    const int md = tile / (g.w_tiles * g.h_tiles), cg0 = blockIdx.y * CO_GROUP;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int mh0 = h0 + ROWS * warp, mw = w0 + lane;
+    const int n_cc = (g.C_in + CI_CHUNK - 1) / CI_CHUNK;
+    const int n_chunks = (min(CO_GROUP, g.C_out - cg0) + CO_TILE - 1) / CO_TILE;
+    const int n_parities = 2 * md + 1 < g.Do ? 2 : 1;   // the last input depth feeds one output depth
+    const int n_out_rows = min(2 * ROWS, g.Ho - 2 * mh0);   // this warp's output rows inside the output
+    const int n_out_cols = min(64, g.Wo - 2 * w0);          // this tile's output columns
+    const size_t vol = (size_t)g.Do * g.Ho * g.Wo;
+    const bool col_lo = lane < n_out_cols, col_hi = lane + 32 < n_out_cols;   // output columns lane, lane + 32
+    float2* const row_wr = reinterpret_cast<float2*>(s.rows[warp][0]) + lane;   // pass 2: this lane's slots
+    const float* const row_rd = s.rows[warp][0] + lane;
 
-    float acc[2][2][2][ROWS][CO_TILE];   // [a][b][c][row][channel]: output (2md+a, 2(mh0+row)+b, 2mw+c)
-#pragma unroll
-    for (int a = 0; a < 2; ++a)
-#pragma unroll
-    for (int bb = 0; bb < 2; ++bb)
-#pragma unroll
-    for (int c = 0; c < 2; ++c)
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-    for (int q = 0; q < CO_TILE; ++q) acc[a][bb][c][r][q] = 0.f;
-
-    // The inputs a thread reads per input channel: depth md, md + 1; rows mh0 .. mh0 + ROWS;
-    // columns mw, mw + 1. The next channel's are loaded while this one's multiply-adds run.
-    const size_t plane = (size_t)g.H * g.W;
-    const float* xb = x + (size_t)b * g.C_in * g.D * plane;
-    float in[2][ROWS + 1][2], next[2][ROWS + 1][2];
-    const auto load_inputs = [&](float (&dst)[2][ROWS + 1][2], int ci) {
-        const float* xc = xb + (size_t)ci * g.D * plane;
-#pragma unroll
-        for (int dd = 0; dd < 2; ++dd)
-#pragma unroll
-        for (int r = 0; r <= ROWS; ++r)
-#pragma unroll
-        for (int ww = 0; ww < 2; ++ww) {
-            const int d = md + dd, h = mh0 + r, w = mw + ww;
-            dst[dd][r][ww] = (d < g.D && h < g.H && w < g.W) ? __ldg(xc + d * plane + (size_t)h * g.W + w) : 0.f;
-        }
-    };
-    // Global loads first (the first channel's inputs, the per-channel parameters), then the weights'
-    // staging and the barrier while they are in flight.
-    load_inputs(next, 0);
-    float bias_q[CO_TILE], scale[CO_TILE], shift[CO_TILE];
-#pragma unroll
-    for (int q = 0; q < CO_TILE; ++q) {
-        const int co = min(co0 + q, g.C_out - 1);
-        bias_q[q] = bias != nullptr ? bias[co] : 0.f;
+    if (threadIdx.x < CO_GROUP) {   // per-channel parameters
+        const int co = min(cg0 + (int)threadIdx.x, g.C_out - 1);
+        reinterpret_cast<float*>(s.bias)[threadIdx.x] = bias != nullptr ? bias[co] * -LOG2E : 0.f;
         if (WRITE) {
-            scale[q] = norm[((size_t)b * g.C_out + co) * 2];
-            shift[q] = norm[((size_t)b * g.C_out + co) * 2 + 1];
+            reinterpret_cast<float*>(s.scale)[threadIdx.x] = norm[((size_t)b * g.C_out + co) * 2];
+            reinterpret_cast<float*>(s.shift)[threadIdx.x] = norm[((size_t)b * g.C_out + co) * 2 + 1];
         }
     }
-    for (int e = threadIdx.x; e < g.C_in * K * K * K * CO_TILE; e += THREADS) {
-        const int q = e % CO_TILE, ci = e / (K * K * K * CO_TILE), tap = (e / CO_TILE) % (K * K * K);
-        w_s[e] = co0 + q < g.C_out ? weight[((size_t)ci * g.C_out + co0 + q) * K * K * K + tap] : 0.f;
+    if (n_cc == 1) {   // staged once for every chunk and parity
+        stage(s, x, weight, 0, b, md, h0, w0, cg0, g);
+        copy_async_wait();
     }
     __syncthreads();
 
-    for (int ci = 0; ci < g.C_in; ++ci) {
-#pragma unroll
-        for (int dd = 0; dd < 2; ++dd)
-#pragma unroll
-        for (int r = 0; r <= ROWS; ++r)
-#pragma unroll
-        for (int ww = 0; ww < 2; ++ww) in[dd][r][ww] = next[dd][r][ww];
-        if (ci + 1 < g.C_in) load_inputs(next, ci + 1);
-        const float4* wc = reinterpret_cast<const float4*>(w_s) + ci * K * K * K;
-#pragma unroll
-        for (int kd = 0; kd < K; ++kd)
-#pragma unroll
-        for (int kh = 0; kh < K; ++kh)
-#pragma unroll
-        for (int kw = 0; kw < K; ++kw) {
-            const float4 wv = wc[(kd * K + kh) * K + kw];
-            const int a = parity_of(kd), bb = parity_of(kh), c = parity_of(kw);
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) {
-                const float v = in[offset_of(kd)][r + offset_of(kh)][offset_of(kw)];
-                acc[a][bb][c][r][0] = fmaf(wv.x, v, acc[a][bb][c][r][0]);
-                acc[a][bb][c][r][1] = fmaf(wv.y, v, acc[a][bb][c][r][1]);
-                acc[a][bb][c][r][2] = fmaf(wv.z, v, acc[a][bb][c][r][2]);
-                acc[a][bb][c][r][3] = fmaf(wv.w, v, acc[a][bb][c][r][3]);
+    float acc[2][2][ROWS][CO_TILE];   // [bb][c][r][q]
+    for (int k = 0; k < n_chunks; ++k) {
+        const int co0 = cg0 + k * CO_TILE;
+        float tot[CO_TILE] = {}, tot_sq[CO_TILE] = {};   // pass 1: the thread's sums
+#pragma unroll 1
+        for (int A = 0; A < n_parities; ++A) {
+            for (int cc = 0; cc < n_cc; ++cc) {
+                if (n_cc > 1) {
+                    __syncthreads();
+                    stage(s, x, weight, cc * CI_CHUNK, b, md, h0, w0, cg0, g);
+                    copy_async_wait();
+                    __syncthreads();
+                }
+                const int n_ci = min(CI_CHUNK, g.C_in - cc * CI_CHUNK);
+                if (A == 0) {
+                    if (cc == 0) convolve_channel<0, true>(acc, s, 0, k);
+#pragma unroll 1
+                    for (int ci = cc == 0 ? 1 : 0; ci < n_ci; ++ci) convolve_channel<0, false>(acc, s, ci, k);
+                } else {
+                    if (cc == 0) convolve_channel<1, true>(acc, s, 0, k);
+#pragma unroll 1
+                    for (int ci = cc == 0 ? 1 : 0; ci < n_ci; ++ci) convolve_channel<1, false>(acc, s, ci, k);
+                }
             }
-        }
-    }
 
-    // Offsets inside one (sample, channel) output volume fit in 32 bits (checked on the host).
-    const int vol = g.Do * g.Ho * g.Wo;
-    const int lane = threadIdx.x % 32;
-    if (WRITE) {
-        // A lane holds columns 2 mw and 2 mw + 1. Lanes swap values so that each store instruction
-        // writes 32 consecutive floats: lane l writes column 2 mw_src + (l & 1) of lane src = l / 2,
-        // then of lane 16 + l / 2. Coordinates travel with the values, so a warp may span rows.
-        float* out_q = out + ((size_t)b * g.C_out + co0) * vol;
-        const int c = lane & 1, src_lo = lane >> 1, src_hi = 16 + (lane >> 1);
-        const int mw_lo = __shfl_sync(0xffffffffu, mw, src_lo), mw_hi = __shfl_sync(0xffffffffu, mw, src_hi);
+            if (!WRITE) {
+                // -log2(e) Swish, in place. For v < -88, 2^a is inf and the reciprocal 0: the limit of
+                // Swish. MASKED: some of the warp's rows lie outside the output (the last input row's
+                // second output row, rows past the input) and are dropped; uniform across the warp.
+                // Columns outside the output are summed apart and dropped afterwards.
+                const auto sums = [&](auto masked) {
+                    constexpr bool MASKED = decltype(masked)::value;
+                    float sum[2][CO_TILE] = {}, sumsq[2][CO_TILE] = {};   // [c][q]
 #pragma unroll
-        for (int a = 0; a < 2; ++a)
+                    for (int bb = 0; bb < 2; ++bb)
 #pragma unroll
-        for (int bb = 0; bb < 2; ++bb)
+                    for (int c = 0; c < 2; ++c)
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-            const int od = 2 * md + a, oh = 2 * (mh0 + r) + bb;
-            const int row = valid && od < g.Do && oh < g.Ho ? (od * g.Ho + oh) * g.Wo : -1;
-            const int row_lo = __shfl_sync(0xffffffffu, row, src_lo), row_hi = __shfl_sync(0xffffffffu, row, src_hi);
-            const bool ok_lo = row_lo >= 0 && 2 * mw_lo + c < g.Wo, ok_hi = row_hi >= 0 && 2 * mw_hi + c < g.Wo;
+                    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                    for (int q = 0; q < CO_TILE; ++q) {
+                        float a = acc[bb][c][r][q];
+                        a *= rcp_approx(1.f + exp2_approx(a));
+                        if (MASKED && 2 * r + bb >= n_out_rows) a = 0.f;
+                        sum[c][q] += a;
+                        sumsq[c][q] = fmaf(a, a, sumsq[c][q]);
+                    }
+                    const float m0 = mw < g.W ? 1.f : 0.f, m1 = 2 * mw + 1 < g.Wo ? 1.f : 0.f;
+#pragma unroll
+                    for (int q = 0; q < CO_TILE; ++q) {
+                        tot[q] += fmaf(m1, sum[1][q], m0 * sum[0][q]);
+                        tot_sq[q] += fmaf(m1, sumsq[1][q], m0 * sumsq[0][q]);
+                    }
+                };
+                if (n_out_rows >= 2 * ROWS) sums(std::false_type());
+                else sums(std::true_type());
+                continue;
+            }
+
+            // -log2(e) Swish as above, then hardswish(y) = y clamp(y / 6 + 1 / 2, 0, 1) of the
+            // normalised y, in place.
+            const float4 sc4 = s.scale[k], sh4 = s.shift[k];
+            const float sc[CO_TILE] = {sc4.x, sc4.y, sc4.z, sc4.w}, sh[CO_TILE] = {sh4.x, sh4.y, sh4.z, sh4.w};
+#pragma unroll
+            for (int bb = 0; bb < 2; ++bb)
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
 #pragma unroll
             for (int q = 0; q < CO_TILE; ++q) {
-                const float y0 = hardswish(fmaf(swish(acc[a][bb][0][r][q] + bias_q[q]), scale[q], shift[q]));
-                const float y1 = hardswish(fmaf(swish(acc[a][bb][1][r][q] + bias_q[q]), scale[q], shift[q]));
-                const float lo0 = __shfl_sync(0xffffffffu, y0, src_lo), lo1 = __shfl_sync(0xffffffffu, y1, src_lo);
-                const float hi0 = __shfl_sync(0xffffffffu, y0, src_hi), hi1 = __shfl_sync(0xffffffffu, y1, src_hi);
-                if (co0 + q < g.C_out) {
-                    if (ok_lo) out_q[q * vol + row_lo + 2 * mw_lo + c] = c ? lo1 : lo0;
-                    if (ok_hi) out_q[q * vol + row_hi + 2 * mw_hi + c] = c ? hi1 : hi0;
+                float& a = acc[bb][c][r][q];
+                a *= rcp_approx(1.f + exp2_approx(a));
+                const float y = fmaf(a, sc[q], sh[q]);
+                a = y * __saturatef(fmaf(y, 1.f / 6.f, 0.5f));
+            }
+            // Per channel, the warp's 2 ROWS x 64 values go through shared memory so that each store
+            // writes 32 consecutive floats (rows start at any alignment: the output width is odd).
+            // MASKED as above.
+            float* dst_q = out + ((size_t)b * g.C_out + co0) * vol + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane;
+            const auto store = [&](auto masked) {
+                constexpr bool MASKED = decltype(masked)::value;
+#pragma unroll
+                for (int j = 0; j < 2 * ROWS; ++j) {
+                    const bool row_ok = !MASKED || j < n_out_rows;
+                    float* dst = dst_q + j * g.Wo;
+                    if (row_ok && col_lo) dst[0] = row_rd[j * 64];
+                    if (row_ok && col_hi) dst[32] = row_rd[j * 64 + 32];
+                }
+            };
+#pragma unroll
+            for (int q = 0; q < CO_TILE; ++q, dst_q += vol) {
+                if (co0 + q >= g.C_out) break;   // uniform across the block
+#pragma unroll
+                for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int bb = 0; bb < 2; ++bb) row_wr[(2 * r + bb) * 32] = make_float2(acc[bb][0][r][q], acc[bb][1][r][q]);
+                __syncwarp();
+                if (n_out_rows >= 2 * ROWS) store(std::false_type());
+                else store(std::true_type());
+                __syncwarp();
+            }
+        }
+        if (!WRITE) {   // warp sums (float, fixed tree), kept per warp in double
+#pragma unroll
+            for (int q = 0; q < CO_TILE; ++q) {
+                float t = tot[q], tt = tot_sq[q];
+#pragma unroll
+                for (int off = 16; off > 0; off /= 2) {
+                    t += __shfl_xor_sync(0xffffffffu, t, off);
+                    tt += __shfl_xor_sync(0xffffffffu, tt, off);
+                }
+                if (lane == 0) {
+                    s.red[k * CO_TILE + q][0][warp] = t;
+                    s.red[k * CO_TILE + q][1][warp] = tt;
                 }
             }
         }
-        return;
     }
-
-    float s[CO_TILE] = {}, sq[CO_TILE] = {};
-#pragma unroll
-    for (int a = 0; a < 2; ++a)
-#pragma unroll
-    for (int bb = 0; bb < 2; ++bb)
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-        const bool row_ok = valid && 2 * md + a < g.Do && 2 * (mh0 + r) + bb < g.Ho;
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            if (!row_ok || 2 * mw + c >= g.Wo) continue;
-#pragma unroll
-            for (int q = 0; q < CO_TILE; ++q) {
-                const float v = swish(acc[a][bb][c][r][q] + bias_q[q]);
-                s[q] += v;
-                sq[q] = fmaf(v, v, sq[q]);
-            }
-        }
-    }
-
-    // Block reduction of the 2 * CO_TILE sums: warp shuffles (double), then the warps in order.
-    const int warp = threadIdx.x / 32;
-#pragma unroll
-    for (int i = 0; i < N_STATS; ++i) {
-        double v = i < CO_TILE ? s[i] : sq[i - CO_TILE];
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-        if (lane == 0) red[i][warp] = v;
-    }
+    if (WRITE) return;
     __syncthreads();
-    if (threadIdx.x < N_STATS) {
-        double v = 0.0;
+    if (threadIdx.x < 2 * CO_GROUP) {   // the warps in order, double; undo the -log2(e)
+        const int c = threadIdx.x / 2, i = threadIdx.x % 2;
+        if (cg0 + c < g.C_out) {
+            double v = 0.0;
 #pragma unroll
-        for (int w = 0; w < THREADS / 32; ++w) v += red[threadIdx.x][w];
-        partials[(((size_t)b * gridDim.y + blockIdx.y) * g.blocks_per_chunk + blk) * N_STATS + threadIdx.x] = v;
+            for (int w = 0; w < WARPS; ++w) v += s.red[c][i][w];
+            partials[(((size_t)b * g.C_out + cg0 + c) * g.tiles + tile) * 2 + i] = v * (i == 0 ? -LN2 : LN2 * LN2);
+        }
     }
 }
 
-// Per (sample, group): add the block partials of the group's channels in a fixed order (double),
-// then per channel fold mean, 1/std and the affine parameters into one scale and shift.
+// Per (sample, group): add the tile partials of the group's channels in a fixed order (double), then
+// per channel fold mean, 1/std and the affine parameters into one scale and shift. The scale carries
+// the -ln(2) of the kernels' scaled Swish.
 __global__ void gn_stats_kernel(
-    const double* __restrict__ partials,  // (B, n_chunks, blocks_per_chunk, N_STATS)
+    const double* __restrict__ partials,  // (B, C_out, tiles, 2)
     const float* __restrict__ gn_weight,  // (C_out)
     const float* __restrict__ gn_bias,    // (C_out)
     float* __restrict__ norm,             // (B, C_out, 2): scale, shift
-    int C_out, int groups, int blocks_per_chunk, double n_per_channel, double eps)
+    int C_out, int groups, int tiles, double n_per_channel, double eps)
 {
-    const int b = blockIdx.x, n_chunks = (C_out + CO_TILE - 1) / CO_TILE, cpg = C_out / groups;
+    const int b = blockIdx.x, cpg = C_out / groups;
     for (int grp = threadIdx.x; grp < groups; grp += blockDim.x) {
         double s = 0.0, q = 0.0;
-        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) {
-            const double* p = partials + ((size_t)b * n_chunks + c / CO_TILE) * blocks_per_chunk * N_STATS;
-            for (int blk = 0; blk < blocks_per_chunk; ++blk) {
-                s += p[blk * N_STATS + c % CO_TILE];
-                q += p[blk * N_STATS + CO_TILE + c % CO_TILE];
-            }
+        const double* p = partials + ((size_t)b * C_out + grp * cpg) * tiles * 2;
+        for (int i = 0; i < cpg * tiles; ++i) {
+            s += p[2 * i];
+            q += p[2 * i + 1];
         }
         const double n = n_per_channel * cpg, mean = s / n;
         const double rstd = 1.0 / sqrt(fmax(q / n - mean * mean, 0.0) + eps);
         for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) {
             const double scale = gn_weight[c] * rstd;
-            norm[((size_t)b * C_out + c) * 2] = (float)scale;
+            norm[((size_t)b * C_out + c) * 2] = (float)(scale * -LN2);
             norm[((size_t)b * C_out + c) * 2 + 1] = (float)(gn_bias[c] - mean * scale);
         }
     }
@@ -255,15 +391,15 @@ __global__ void gn_stats_kernel(
 static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
     Geometry g;
     g.C_in = C_in; g.C_out = C_out; g.D = D; g.H = H; g.W = W;
-    g.Do = (D - 1) * STRIDE - 2 * PAD + K; g.Ho = (H - 1) * STRIDE - 2 * PAD + K; g.Wo = (W - 1) * STRIDE - 2 * PAD + K;
-    g.row_blocks = (H + ROWS - 1) / ROWS;
-    g.tiles = D * g.row_blocks * W;
-    g.blocks_per_chunk = (g.tiles + THREADS - 1) / THREADS;
+    g.Do = 2 * D - 1; g.Ho = 2 * H - 1; g.Wo = 2 * W - 1;
+    g.h_tiles = (H + TILE_H - 2) / (TILE_H - 1);
+    g.w_tiles = (W + 31) / 32;
+    g.tiles = D * g.h_tiles * g.w_tiles;
     return g;
 }
 
 long long convt_workspace_doubles(int C_in, int C_out, int D, int H, int W) {
-    return (long long)((C_out + CO_TILE - 1) / CO_TILE) * make_geometry(C_in, C_out, D, H, W).blocks_per_chunk * N_STATS;
+    return (long long)C_out * make_geometry(C_in, C_out, D, H, W).tiles * 2;
 }
 
 cudaError_t convt_swish_gn_hardswish_launch(
@@ -272,15 +408,20 @@ cudaError_t convt_swish_gn_hardswish_launch(
     double eps, cudaStream_t stream)
 {
     const Geometry g = make_geometry(C_in, C_out, D, H, W);
-    const dim3 grid((unsigned)((long long)B * g.blocks_per_chunk), (C_out + CO_TILE - 1) / CO_TILE);
-    convt_swish_gn_kernel<false><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, partials, nullptr, g);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    gn_stats_kernel<<<B, 32, 0, stream>>>(partials, gn_weight, gn_bias, norm, C_out, groups, g.blocks_per_chunk,
+    const dim3 grid((unsigned)((long long)B * g.tiles), (C_out + CO_GROUP - 1) / CO_GROUP);
+    const int smem = (int)sizeof(Smem);
+    cudaError_t err;
+    if ((err = cudaFuncSetAttribute(convt_swish_gn_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem))
+            != cudaSuccess ||
+        (err = cudaFuncSetAttribute(convt_swish_gn_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem))
+            != cudaSuccess)
+        return err;
+    convt_swish_gn_kernel<false><<<grid, THREADS, smem, stream>>>(x, weight, bias, nullptr, partials, nullptr, g);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    gn_stats_kernel<<<B, 32, 0, stream>>>(partials, gn_weight, gn_bias, norm, C_out, groups, g.tiles,
                                           (double)g.Do * g.Ho * g.Wo, eps);
-    err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    convt_swish_gn_kernel<true><<<grid, THREADS, 0, stream>>>(x, weight, bias, norm, nullptr, out, g);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    convt_swish_gn_kernel<true><<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, nullptr, out, g);
     return cudaGetLastError();
 }
 """
@@ -332,7 +473,6 @@ _ext = load_inline(name="convtranspose3d_swish_groupnorm_hardswish_ext", cpp_sou
                    verbose=False, **_header_option)
 
 SUPPORTED = {"kernel_size": 3, "stride": 2, "padding": 1}   # the parity split in the kernel
-MAX_IN_CHANNELS = 64                                         # the kernel's shared weight buffer
 
 
 class ModelNew(nn.Module):
@@ -345,8 +485,6 @@ class ModelNew(nn.Module):
             if getattr(self.conv_transpose, name) != (value,) * 3:
                 raise ValueError(f"{name} must be {value} (the fused kernel is written for kernel_size 3, "
                                  f"stride 2, padding 1), got {getattr(self.conv_transpose, name)}")
-        if in_channels > MAX_IN_CHANNELS:
-            raise ValueError(f"in_channels must be at most {MAX_IN_CHANNELS}, got {in_channels}")
 
     def forward(self, x):
         if not x.is_cuda:
