@@ -99,21 +99,21 @@ __device__ __forceinline__ void copy_async_wait() {
 // and their weights for the block's output channels. The caller waits and synchronises. Not inlined: it is
 // called in two places and would double the kernel's code.
 __device__ __noinline__ void stage(Smem& s, const float* __restrict__ x, const float* __restrict__ weight,
-                                      int ci0, int b, int md, int h0, int w0, int cg0, const Geometry& g)
+                                   int ci0, int b, int md, int h0, int w0, int cg0, const Geometry g)
 {
     const int n = min(CI_CHUNK, g.C_in - ci0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const bool col0_ok = w0 + lane < g.W, col1_ok = lane == 0 && w0 + 32 < g.W;   // columns lane, 32
+    const bool col0_ok = w0 + lane < g.W, col1_ok = w0 + 32 < g.W;   // columns lane and 32 of the tile
     for (int ci = 0; ci < n; ++ci)
 #pragma unroll
     for (int dd = 0; dd < 2; ++dd) {
         const bool d_ok = md + dd < g.D;
-        const float* src = x + (((size_t)b * g.C_in + ci0 + ci) * g.D + md + dd) * g.H * g.W
-                             + (size_t)(h0 + warp) * g.W + w0 + lane;
-        for (int r = warp; r < TILE_H; r += WARPS, src += WARPS * g.W) {
+        const float* plane = x + (((size_t)b * g.C_in + ci0 + ci) * g.D + min(md + dd, g.D - 1)) * g.H * g.W;
+        for (int r = warp; r < TILE_H; r += WARPS) {
             const bool ok = d_ok && h0 + r < g.H;
-            copy_async(&s.in[ci][dd][r][lane], ok && col0_ok ? src : x, ok && col0_ok);
-            if (lane == 0) copy_async(&s.in[ci][dd][r][32], ok && col1_ok ? src + 32 : x, ok && col1_ok);
+            const int off = (h0 + r) * g.W + w0 + lane;   // read only where ok
+            copy_async(&s.in[ci][dd][r][lane], plane + (ok && col0_ok ? off : 0), ok && col0_ok);
+            if (lane == 0) copy_async(&s.in[ci][dd][r][32], plane + (ok && col1_ok ? off + 32 : 0), ok && col1_ok);
         }
     }
     // Weights: all loads first, then the stores (no load waits for the previous store).
@@ -360,9 +360,9 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
     }
 }
 
-// Per (sample, group): add the tile partials of the group's channels in a fixed order (double), then
-// per channel fold mean, 1/std and the affine parameters into one scale and shift. The scale carries
-// the -ln(2) of the kernels' scaled Swish.
+// Per (sample, group), one warp: add the tile partials of the group's channels in a fixed order (each
+// lane a fixed stride, then a fixed shuffle tree; double), then per channel fold mean, 1/std and the
+// affine parameters into one scale and shift. The scale carries the -ln(2) of the kernels' scaled Swish.
 __global__ void gn_stats_kernel(
     const double* __restrict__ partials,  // (B, C_out, tiles, 2)
     const float* __restrict__ gn_weight,  // (C_out)
@@ -370,17 +370,22 @@ __global__ void gn_stats_kernel(
     float* __restrict__ norm,             // (B, C_out, 2): scale, shift
     int C_out, int groups, int tiles, double n_per_channel, double eps)
 {
-    const int b = blockIdx.x, cpg = C_out / groups;
-    for (int grp = threadIdx.x; grp < groups; grp += blockDim.x) {
+    const int b = blockIdx.x, cpg = C_out / groups, lane = threadIdx.x % 32;
+    for (int grp = threadIdx.x / 32; grp < groups; grp += blockDim.x / 32) {
         double s = 0.0, q = 0.0;
         const double* p = partials + ((size_t)b * C_out + grp * cpg) * tiles * 2;
-        for (int i = 0; i < cpg * tiles; ++i) {
+        for (int i = lane; i < cpg * tiles; i += 32) {
             s += p[2 * i];
             q += p[2 * i + 1];
         }
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) {
+            s += __shfl_xor_sync(0xffffffffu, s, off);
+            q += __shfl_xor_sync(0xffffffffu, q, off);
+        }
         const double n = n_per_channel * cpg, mean = s / n;
         const double rstd = 1.0 / sqrt(fmax(q / n - mean * mean, 0.0) + eps);
-        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) {
+        for (int c = grp * cpg + lane; c < (grp + 1) * cpg; c += 32) {
             const double scale = gn_weight[c] * rstd;
             norm[((size_t)b * C_out + c) * 2] = (float)(scale * -LN2);
             norm[((size_t)b * C_out + c) * 2 + 1] = (float)(gn_bias[c] - mean * scale);
@@ -418,7 +423,7 @@ cudaError_t convt_swish_gn_hardswish_launch(
         return err;
     convt_swish_gn_kernel<false><<<grid, THREADS, smem, stream>>>(x, weight, bias, nullptr, partials, nullptr, g);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    gn_stats_kernel<<<B, 32, 0, stream>>>(partials, gn_weight, gn_bias, norm, C_out, groups, g.tiles,
+    gn_stats_kernel<<<B, 32 * min(groups, 8), 0, stream>>>(partials, gn_weight, gn_bias, norm, C_out, groups, g.tiles,
                                           (double)g.Do * g.Ho * g.Wo, eps);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     convt_swish_gn_kernel<true><<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, nullptr, out, g);
