@@ -134,7 +134,8 @@ __device__ __noinline__ void stage(Smem& s, const float* __restrict__ x, const f
     for (int it = 0; it < ITERS; ++it) {
         const int e = threadIdx.x + it * THREADS;
         if (e < n * TAPS * CHUNKS)
-            s.w[e / (TAPS * CHUNKS)][e / CHUNKS % TAPS][e % CHUNKS] = make_float4(v[it][0], v[it][1], v[it][2], v[it][3]);
+            s.w[e / (TAPS * CHUNKS)][e / CHUNKS % TAPS][e % CHUNKS] =
+                make_float4(v[it][0], v[it][1], v[it][2], v[it][3]);
     }
 }
 
@@ -178,6 +179,16 @@ __device__ __forceinline__ void convolve_channel(float (&acc)[2][2][ROWS][CO_TIL
             }
         }
     }
+}
+
+// All staged input channels, parity A; `first`: the first staged chunk, whose channel 0 starts from the bias.
+template <int A>
+__device__ __forceinline__ void convolve_staged(float (&acc)[2][2][ROWS][CO_TILE], const Smem& s, int n_ci, bool first,
+                                                int k)
+{
+    if (first) convolve_channel<A, true>(acc, s, 0, k);
+#pragma unroll 1
+    for (int ci = first ? 1 : 0; ci < n_ci; ++ci) convolve_channel<A, false>(acc, s, ci, k);
 }
 
 // One kernel for both passes: WRITE = false gathers statistics, WRITE = true writes the output.
@@ -245,15 +256,8 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
                     __syncthreads();
                 }
                 const int n_ci = min(CI_CHUNK, g.C_in - cc * CI_CHUNK);
-                if (A == 0) {
-                    if (cc == 0) convolve_channel<0, true>(acc, s, 0, k);
-#pragma unroll 1
-                    for (int ci = cc == 0 ? 1 : 0; ci < n_ci; ++ci) convolve_channel<0, false>(acc, s, ci, k);
-                } else {
-                    if (cc == 0) convolve_channel<1, true>(acc, s, 0, k);
-#pragma unroll 1
-                    for (int ci = cc == 0 ? 1 : 0; ci < n_ci; ++ci) convolve_channel<1, false>(acc, s, ci, k);
-                }
+                if (A == 0) convolve_staged<0>(acc, s, n_ci, cc == 0, k);
+                else convolve_staged<1>(acc, s, n_ci, cc == 0, k);
             }
 
             if (!WRITE) {
@@ -310,7 +314,8 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
             // Per channel, the warp's 2 ROWS x 64 values go through shared memory so that each store
             // writes 32 consecutive floats (rows start at any alignment: the output width is odd).
             // MASKED as above.
-            float* dst_q = out + ((size_t)b * g.C_out + co0) * vol + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane;
+            float* dst_q = out + ((size_t)b * g.C_out + co0) * vol
+                         + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane;
             const auto store = [&](auto masked) {
                 constexpr bool MASKED = decltype(masked)::value;
 #pragma unroll
@@ -327,7 +332,8 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
 #pragma unroll
                 for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-                for (int bb = 0; bb < 2; ++bb) row_wr[(2 * r + bb) * 32] = make_float2(acc[bb][0][r][q], acc[bb][1][r][q]);
+                for (int bb = 0; bb < 2; ++bb)
+                    row_wr[(2 * r + bb) * 32] = make_float2(acc[bb][0][r][q], acc[bb][1][r][q]);
                 __syncwarp();
                 if (n_out_rows >= 2 * ROWS) store(std::false_type());
                 else store(std::true_type());
