@@ -19,13 +19,14 @@ memory so that every store instruction writes 32 consecutive floats.
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB
 output once, 0.35 ms at an H100's 2.95 TB/s copy bandwidth. Per pass the arithmetic is 10.1
 multiply-adds per output (2.6 G, 0.04 ms at 67 TFLOP/s) but Swish needs two MUFU operations per
-output (16 per clock per SM: 0.13 ms at 1.98 GHz) and a thread issues about 20 instructions per
-output (0.16 ms at one instruction per clock per scheduler), so each pass is bound by instruction
-issue, and pass 2 also by the write. Measured on an H100 (ncu): pass 1 0.28 ms at 66% of the issue
-rate (MUFU and shared-memory queues, dependent chains at 16 warps per SM), finalize 4 us, pass 2
-0.41 ms at 74% of DRAM bandwidth; timed alone 0.73 to 0.75 ms, 0.82 ms in a full run_all.py
-(2.1x to 2.35x the floor). What is left: the two passes' instruction issue (185 M and 220 M warp
-instructions, half of them the conv's multiply-adds) and pass 2's stores not overlapping its math.
+output (16 per clock per SM: 0.13 ms at 1.98 GHz) and a thread issues about 22 (pass 1) to 26
+(pass 2) instructions per output (0.18 to 0.21 ms at one instruction per clock per scheduler), so
+each pass is bound by instruction issue, and pass 2 also by the write. Measured on an H100 (ncu):
+pass 1 0.28 ms at 66% of the issue rate (MUFU and shared-memory queues, dependent chains at 16 warps
+per SM), finalize 4 us, pass 2 0.41 ms at 74% of DRAM bandwidth; timed alone 0.73 to 0.78 ms, 0.82
+ms in a full run_all.py (2.1x to 2.35x the floor). What is left: the two passes' instruction issue
+(182-186 M and 214-220 M warp instructions, half of them the conv's multiply-adds) and pass 2's
+stores not overlapping its math.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
