@@ -142,7 +142,13 @@ PROBLEMS = {p.name: p for p in (
         model=reference.Conv3dGroupNormMean,
         init_args=(3, 24, 3, 8), input_shape=(128, 3, 24, 32, 32), out_shape=_p1_shape,
         flops=_conv3d_flops, min_bytes=_p1_bytes,
-        cases=_edge_cases((3, 24, 3, 8), 3, (9, 13, 17), (3, 3, 3), 3, 24),
+        cases=_edge_cases((3, 24, 3, 8), 3, (9, 13, 17), (3, 3, 3), 3, 24, extra=(
+            # rows of two 32-column segments, the second shifted left (45) or not (62)
+            Case("two_segments_shifted", (3, 24, 3, 8), (2, 3, 4, 5, 45)),
+            Case("two_segments", (3, 24, 3, 8), (2, 3, 3, 4, 62)),
+            # more samples than the conv kernel has blocks: blocks span several samples
+            Case("many_samples", (3, 24, 3, 8), (1500, 3, 3, 3, 3)),
+        )),
         other_configs=((4, 16, 3, 4), (2, 40, 3, 5), (3, 24, 5, 8), (12, 24, 3, 8), (20, 8, 3, 4)),
     ),
     Problem(
