@@ -382,30 +382,34 @@ long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W)
     return (long long)B * units_per_sample(D, H, W) * ((C_out + CO_CHUNK - 1) / CO_CHUNK) * N_STATS;
 }
 
-cudaError_t conv3d_groupnorm_mean_launch(
-    const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    double* partials, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
-    double eps, cudaStream_t stream)
-{
+static int conv_blocks(int B, int D, int H, int W, int sms) {   // the conv kernel's grid x
+    return (int)std::min<long long>((long long)B * units_per_sample(D, H, W), (long long)BLOCKS_PER_SM * sms);
+}
+
+// The two passes, launched apart so that the host's work between them overlaps the first.
+cudaError_t conv3d_groupnorm_mean_stats(const float* x, const float* weight, double* partials, int B, int C_in,
+                                        int C_out, int D, int H, int W, int sms, cudaStream_t stream) {
     const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK, k_steps = (C_in * K * K + 7) / 8;
-    cudaError_t err;
-    const int ups = units_per_sample(D, H, W);
-    const long long n_units = (long long)B * ups;
-    int device = 0, sms = 0;
-    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-    const int n_blocks = (int)std::min<long long>(n_units, (long long)BLOCKS_PER_SM * sms);
     const int smem = (int)(k_steps * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
     const auto kernel = W >= SEG ? conv_gn_stats_kernel<true> : conv_gn_stats_kernel<false>;
+    cudaError_t err;
     if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in of 11 or more)
         (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
         return err;
-    kernel<<<dim3(n_blocks, n_chunks), THREADS, smem, stream>>>(x, weight, partials, C_in, C_out, D, H, W, ups,
-                                                               n_units);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    const int ups = units_per_sample(D, H, W);
+    kernel<<<dim3(conv_blocks(B, D, H, W, sms), n_chunks), THREADS, smem, stream>>>(
+        x, weight, partials, C_in, C_out, D, H, W, ups, (long long)B * ups);
+    return cudaGetLastError();
+}
+
+cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const float* bias, const float* gn_weight,
+                                           const float* gn_bias, float* out, int B, int C_out, int groups, int D,
+                                           int H, int W, double eps, int sms, cudaStream_t stream) {
+    const int ups = units_per_sample(D, H, W);
     const double n_per_channel = (double)(D - K + 1) * (H - K + 1) * (W - K + 1);
     gn_mean_finalize_kernel<<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
-        partials, bias, gn_weight, gn_bias, out, C_out, groups, ups, n_units, n_blocks, n_per_channel, eps);
+        partials, bias, gn_weight, gn_bias, out, C_out, groups, ups, (long long)B * ups,
+        conv_blocks(B, D, H, W, sms), n_per_channel, eps);
     return cudaGetLastError();
 }
 """
@@ -413,13 +417,13 @@ cudaError_t conv3d_groupnorm_mean_launch(
 cpp_source = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 
 long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W);
-cudaError_t conv3d_groupnorm_mean_launch(
-    const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    double* partials, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
-    double eps, cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_stats(const float* x, const float* weight, double* partials, int B, int C_in,
+                                        int C_out, int D, int H, int W, int sms, cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const float* bias, const float* gn_weight,
+                                           const float* gn_bias, float* out, int B, int C_out, int groups, int D,
+                                           int H, int W, double eps, int sms, cudaStream_t stream);
 
 torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, torch::Tensor bias,
                                     torch::Tensor gn_weight, torch::Tensor gn_bias, int64_t groups, double eps) {
@@ -441,17 +445,23 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
     const c10::cuda::CUDAGuard guard(input.device());
     auto x = input.contiguous();
     auto w = weight.contiguous();
-    const int64_t B = x.size(0), C_out = w.size(0);
-    auto out = torch::empty({B}, x.options());
-    if (B == 0) return out;
+    const int64_t B = x.size(0), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
+    if (B == 0) return torch::empty({0}, x.options());
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample must have fewer than "
                 "2^31 elements");
-    auto partials = torch::empty({conv3d_groupnorm_mean_workspace(B, C_out, x.size(2), x.size(3), x.size(4))},
-                                 x.options().dtype(torch::kFloat64));
-    const cudaError_t err = conv3d_groupnorm_mean_launch(
-        x.data_ptr<float>(), w.data_ptr<float>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
-        gn_bias.data_ptr<float>(), partials.data_ptr<double>(), out.data_ptr<float>(), B, x.size(1), C_out,
-        groups, x.size(2), x.size(3), x.size(4), eps, c10::cuda::getCurrentCUDAStream());
+    int sms = 0;
+    cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device());
+    TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: ", cudaGetErrorString(err));
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    // The conv kernel first: the host's remaining work then overlaps it.
+    auto partials = torch::empty({conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
+    err = conv3d_groupnorm_mean_stats(x.data_ptr<float>(), w.data_ptr<float>(), partials.data_ptr<double>(),
+                                                  B, x.size(1), C_out, D, H, W, sms, stream);
+    TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
+    auto out = torch::empty({B}, x.options());
+    err = conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
+                                         gn_bias.data_ptr<float>(), out.data_ptr<float>(), B, C_out, groups, D, H, W,
+                                         eps, sms, stream);
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
     return out;
 }
