@@ -25,7 +25,7 @@ bandwidth. On the tensor cores the same work is 3 x 12.5 GFLOP (32 rows per 30 o
 padded to 32) of TF32, 0.076 ms at ~490 TFLOP/s. Measured on an H100: the conv kernel takes
 0.159 ms (ncu), the tensor pipe about half busy, the rest waiting on gathered loads and on each
 step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us;
-with the host's launch cost a forward times 0.19 ms alone (README.md has the table).
+with the host's launch cost run_all.py times 0.18 to 0.19 ms (README.md has the table).
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
