@@ -53,6 +53,22 @@ constexpr int LANE_STATS = 2 * (CO_CHUNK / 4);   // a lane's: those of its CO_CH
 constexpr int B_WORDS = N_COLS * 8;              // one 8-deep slice of a chunk's weights
 constexpr int FINAL_THREADS = 256;
 
+// Shared by the host and both kernels: the GEMM's 8-deep steps, the segments of an input row (see
+// conv_gn_stats_kernel) and the conv kernel's contiguous ranges of units, block i's starting at
+// first_unit(i) and the block holding unit u found by block_holding(u).
+__host__ __device__ inline int depth_steps(int C_in) { return (C_in * K * K + 7) / 8; }
+__host__ __device__ inline bool wide_rows(int W) { return W >= SEG; }
+__host__ __device__ inline int row_segments(int W, bool wide) {
+    return wide ? (W - K + 1 + SEG_OUT - 1) / SEG_OUT : 1;
+}
+template <class Block, class Count>   // the callers' own index types (blockIdx.x and gridDim.x, or 64-bit)
+__device__ inline long long first_unit(Block block, long long n_units, Count n_blocks) {
+    return block * n_units / n_blocks;
+}
+__device__ inline long long block_holding(long long u, long long n_units, int n_blocks) {
+    return ((u + 1) * n_blocks - 1) / n_units;
+}
+
 // Split-TF32: v = big + small. big is v with its low 13 bits cleared, exact in TF32 (sign, 8
 // exponent bits, 10 mantissa bits); small = v - big (exact in fp32) holds the other 13 significant
 // bits, of which the tensor cores, which ignore an operand's low 13 bits, use the top 11.
@@ -155,8 +171,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     extern __shared__ __align__(128) uint32_t w_s[];
     __shared__ double lane_sums[WARPS][LANE_STATS][32];
     const int Do = D - K + 1, Ho = H - K + 1, Wo = W - K + 1;
-    const int n_seg = WIDE ? (Wo + SEG_OUT - 1) / SEG_OUT : 1, segments = Do * Ho * n_seg;
-    const int k_steps = (C_in * K * K + 7) / 8;
+    const int n_seg = row_segments(W, WIDE), segments = Do * Ho * n_seg;   // WIDE == wide_rows(W)
+    const int k_steps = depth_steps(C_in);
     const int chunk = blockIdx.y, n_chunks = gridDim.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
@@ -177,7 +193,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
 #endif
     __syncthreads();
 
-    const long long u_begin = blockIdx.x * n_units / gridDim.x, u_end = (blockIdx.x + 1) * n_units / gridDim.x;
+    const long long u_begin = first_unit(blockIdx.x, n_units, gridDim.x);
+    const long long u_end = first_unit(blockIdx.x + 1, n_units, gridDim.x);
     int b = (int)(u_begin / units_per_sample), unit = (int)(u_begin % units_per_sample);   // of the next unit
     // The unit's geometry: its sample's input, this warp's segment (idle warps recompute a real
     // one and count nothing), the input offset of the segment's first column and the rows [lo, hi)
@@ -334,11 +351,13 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     // Runs start at the sample's first unit and wherever a conv block's range starts inside it:
     // blocks first_block .. last_block hold the sample's units [u0, u1).
     const long long u0 = (long long)b * units_per_sample, u1 = u0 + units_per_sample;
-    const long long first_block = ((u0 + 1) * n_blocks - 1) / n_units, last_block = (u1 * n_blocks - 1) / n_units;
+    const long long first_block = block_holding(u0, n_units, n_blocks);
+    const long long last_block = block_holding(u1 - 1, n_units, n_blocks);
     for (int i = threadIdx.x; i < 2 * C_out; i += FINAL_THREADS) sums[i] = 0.0;
     for (long long r0 = first_block; r0 <= last_block; r0 += FINAL_THREADS) {
         __syncthreads();
-        if (r0 + threadIdx.x <= last_block) run_first[threadIdx.x] = max(u0, (r0 + threadIdx.x) * n_units / n_blocks);
+        if (r0 + threadIdx.x <= last_block)
+            run_first[threadIdx.x] = max(u0, first_unit(r0 + threadIdx.x, n_units, n_blocks));
         __syncthreads();
         const int n = last_block - r0 + 1 < FINAL_THREADS ? (int)(last_block - r0 + 1) : FINAL_THREADS;
         for (int i = threadIdx.x; i < 2 * C_out; i += FINAL_THREADS) {   // S_c (i = c) or Q_c (i = C_out + c)
@@ -374,8 +393,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
 }
 
 static int units_per_sample(int D, int H, int W) {
-    const int Wo = W - K + 1, n_seg = W >= SEG ? (Wo + SEG_OUT - 1) / SEG_OUT : 1;
-    return ((D - K + 1) * (H - K + 1) * n_seg + WARPS - 1) / WARPS;
+    return ((D - K + 1) * (H - K + 1) * row_segments(W, wide_rows(W)) + WARPS - 1) / WARPS;
 }
 
 long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W) {   // doubles
@@ -389,11 +407,11 @@ static int conv_blocks(int B, int D, int H, int W, int sms) {   // the conv kern
 // The two passes, launched apart so that the host's work between them overlaps the first.
 cudaError_t conv3d_groupnorm_mean_stats(const float* x, const float* weight, double* partials, int B, int C_in,
                                         int C_out, int D, int H, int W, int sms, cudaStream_t stream) {
-    const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK, k_steps = (C_in * K * K + 7) / 8;
-    const int smem = (int)(k_steps * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
-    const auto kernel = W >= SEG ? conv_gn_stats_kernel<true> : conv_gn_stats_kernel<false>;
+    const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK;
+    const int smem = (int)(depth_steps(C_in) * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
+    const auto kernel = wide_rows(W) ? conv_gn_stats_kernel<true> : conv_gn_stats_kernel<false>;
     cudaError_t err;
-    if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in of 11 or more)
+    if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in of 9 or more)
         (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
         return err;
     const int ups = units_per_sample(D, H, W);
