@@ -56,15 +56,35 @@ constexpr double LN2 = 0.69314718055994531;
 struct Geometry {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int h_tiles, w_tiles, tiles;   // tiles per sample: (m_d, TILE_H - 1 rows, 32 columns)
+    int items;                     // blocks per sample and pass: tiles x groups of CO_GROUP channels
 };
 
+struct Params {
+    const float* x;          // (B, C_in, D, H, W), contiguous
+    const float* weight;     // (C_in, C_out, K, K, K), contiguous (ConvTranspose3d layout)
+    const float* bias;       // (C_out) or nullptr
+    const float* gn_weight;  // (C_out)
+    const float* gn_bias;    // (C_out)
+    double* partials;        // (B, C_out, tiles, 2): each pass-1 block's sum and sum of squares per channel
+    float* norm;             // (B, C_out, 2): per-channel scale (times -ln 2) and shift
+    int* counters;           // zeroed before the launch: [0] tickets, [1 + b] sample b's pass-1 blocks done,
+                             // [1 + B + b] sample b's norm written
+    float* out;              // (B, C_out, Do, Ho, Wo)
+    int B, groups;
+    double eps;
+    Geometry g;
+};
+
+typedef float InputTile[CI_CHUNK][2][TILE_H][TILE_W];   // input depths m_d and m_d + 1, zero outside the input
+
 struct Smem {
-    float in[CI_CHUNK][2][TILE_H][TILE_W];   // input depths m_d and m_d + 1, zero outside the input
+    InputTile in[2];                         // the current block's tile and the next one's, loading
     float4 w[CI_CHUNK][TAPS][CHUNKS];        // weights times -log2(e), a float4 over 4 output channels
     float rows[WARPS][2 * ROWS][64];         // pass 2: a warp's output rows, for coalesced stores
     float4 bias[CHUNKS];                     // times -log2(e)
     float4 scale[CHUNKS], shift[CHUNKS];     // pass 2: the normalisation
     double red[CO_GROUP][2][WARPS];          // pass 1: per channel and warp, sum and sum of squares
+    int ticket[2], last;
 };
 
 // Tap k of a stride-2, padding-1 axis: which output parity it feeds and which input offset it reads.
@@ -93,33 +113,70 @@ __device__ __forceinline__ void copy_async(float* dst, const float* src, bool ok
     *dst = ok ? __ldg(src) : 0.f;
 #endif
 }
+__device__ __forceinline__ void copy_async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits for this thread's copies, all of them or (ALL = false) all but the last committed group.
+template <bool ALL>
 __device__ __forceinline__ void copy_async_wait() {
 #if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    if (ALL) asm volatile("cp.async.wait_all;\n" ::: "memory");
+    else asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 #endif
 }
 
-// Stages input channels ci0 .. ci0 + n - 1 of the block's tile (one tile row per warp instruction)
-// and their weights for the block's output channels. The caller waits and synchronises. Not inlined: it is
-// called in two places and would double the kernel's code.
-__device__ __noinline__ void stage(Smem& s, const float* __restrict__ x, const float* __restrict__ weight,
-                                   int ci0, int b, int md, int h0, int w0, int cg0, const Geometry g)
+// Where a block's work lies: sample b, input depth md, first input row h0 and column w0, output
+// channels cg0 .. cg0 + CO_GROUP - 1; WRITE: pass 2.
+struct Item {
+    bool write;
+    int b, tile, md, h0, w0, cg0;
+};
+
+// Tickets 0 .. B items - 1 are pass 1, sample after sample; the rest are pass 2 in the same order.
+__device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
+{
+    Item it;
+    const int n = g.items, u = t % (B * n);
+    it.write = t >= B * n;
+    it.b = u / n;
+    it.tile = u % n % g.tiles;
+    it.cg0 = u % n / g.tiles * CO_GROUP;
+    it.w0 = it.tile % g.w_tiles * 32;
+    it.h0 = it.tile / g.w_tiles % g.h_tiles * (TILE_H - 1);
+    it.md = it.tile / (g.w_tiles * g.h_tiles);
+    return it;
+}
+
+// Starts copying input channels ci0 .. ci0 + CI_CHUNK - 1 (those that exist) of an item's tile into
+// `in`, one tile row per warp instruction. The caller commits, waits and synchronises.
+__device__ __noinline__ void stage_input(InputTile& in, const float* __restrict__ x, int ci0, const Item it,
+                                         const Geometry g)
 {
     const int n = min(CI_CHUNK, g.C_in - ci0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const bool col0_ok = w0 + lane < g.W, col1_ok = w0 + 32 < g.W;   // columns lane and 32 of the tile
+    const bool col0_ok = it.w0 + lane < g.W, col1_ok = it.w0 + 32 < g.W;   // columns lane and 32 of the tile
     for (int ci = 0; ci < n; ++ci)
 #pragma unroll
     for (int dd = 0; dd < 2; ++dd) {
-        const bool d_ok = md + dd < g.D;
-        const float* plane = x + (((size_t)b * g.C_in + ci0 + ci) * g.D + min(md + dd, g.D - 1)) * g.H * g.W;
+        const bool d_ok = it.md + dd < g.D;
+        const float* plane = x + (((size_t)it.b * g.C_in + ci0 + ci) * g.D + min(it.md + dd, g.D - 1)) * g.H * g.W;
         for (int r = warp; r < TILE_H; r += WARPS) {
-            const bool ok = d_ok && h0 + r < g.H;
-            const int off = (h0 + r) * g.W + w0 + lane;   // read only where ok
-            copy_async(&s.in[ci][dd][r][lane], plane + (ok && col0_ok ? off : 0), ok && col0_ok);
-            if (lane == 0) copy_async(&s.in[ci][dd][r][32], plane + (ok && col1_ok ? off + 32 : 0), ok && col1_ok);
+            const bool ok = d_ok && it.h0 + r < g.H;
+            const int off = (it.h0 + r) * g.W + it.w0 + lane;   // read only where ok
+            copy_async(&in[ci][dd][r][lane], plane + (ok && col0_ok ? off : 0), ok && col0_ok);
+            if (lane == 0) copy_async(&in[ci][dd][r][32], plane + (ok && col1_ok ? off + 32 : 0), ok && col1_ok);
         }
     }
+}
+
+// Stages the weights of input channels ci0 .. ci0 + CI_CHUNK - 1 for output channels cg0 .. cg0 +
+// CO_GROUP - 1 (zero where a channel does not exist), times -log2(e). Synchronous; the caller synchronises.
+__device__ __noinline__ void stage_weights(Smem& s, const float* __restrict__ weight, int ci0, int cg0,
+                                           const Geometry g)
+{
+    const int n = min(CI_CHUNK, g.C_in - ci0);
     // Weights: all loads first, then the stores (no load waits for the previous store).
     constexpr int ITERS = (CI_CHUNK * TAPS * CHUNKS + THREADS - 1) / THREADS;
     float v[ITERS][CO_TILE];
@@ -146,7 +203,8 @@ __device__ __noinline__ void stage(Smem& s, const float* __restrict__ x, const f
 // m_d + 1. Every tap is a multiply-add: no tests, no wasted products. FIRST: the first tap of each
 // accumulator adds to the bias instead (no separate initialisation).
 template <int A, bool FIRST>
-__device__ __forceinline__ void convolve_channel(float (&acc)[2][2][ROWS][CO_TILE], const Smem& s, int ci, int k)
+__device__ __forceinline__ void convolve_channel(float (&acc)[2][2][ROWS][CO_TILE], const Smem& s,
+                                                 const InputTile& tile, int ci, int k)
 {
     constexpr int ND = A == 0 ? 1 : 2;   // input depths read: m_d (and m_d + 1)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -156,7 +214,7 @@ __device__ __forceinline__ void convolve_channel(float (&acc)[2][2][ROWS][CO_TIL
 #pragma unroll
     for (int r = 0; r <= ROWS; ++r)
 #pragma unroll
-    for (int ww = 0; ww < 2; ++ww) in[dd][r][ww] = s.in[ci][dd][ROWS * warp + r][lane + ww];
+    for (int ww = 0; ww < 2; ++ww) in[dd][r][ww] = tile[ci][dd][ROWS * warp + r][lane + ww];
 #pragma unroll
     for (int kd = 0; kd < K; ++kd) {
         if (parity_of(kd) != A) continue;
@@ -184,41 +242,71 @@ __device__ __forceinline__ void convolve_channel(float (&acc)[2][2][ROWS][CO_TIL
 
 // All staged input channels, parity A; `first`: the first staged chunk, whose channel 0 starts from the bias.
 template <int A>
-__device__ __forceinline__ void convolve_staged(float (&acc)[2][2][ROWS][CO_TILE], const Smem& s, int n_ci, bool first,
-                                                int k)
+__device__ __forceinline__ void convolve_staged(float (&acc)[2][2][ROWS][CO_TILE], const Smem& s,
+                                                const InputTile& tile, int n_ci, bool first, int k)
 {
-    if (first) convolve_channel<A, true>(acc, s, 0, k);
+    if (first) convolve_channel<A, true>(acc, s, tile, 0, k);
 #pragma unroll 1
-    for (int ci = first ? 1 : 0; ci < n_ci; ++ci) convolve_channel<A, false>(acc, s, ci, k);
+    for (int ci = first ? 1 : 0; ci < n_ci; ++ci) convolve_channel<A, false>(acc, s, tile, ci, k);
 }
 
-// One kernel for both passes: WRITE = false gathers statistics, WRITE = true writes the output.
-// Grid: x = B * tiles, y = group of CO_GROUP output channels. A block owns one input tile (depth m_d,
-// TILE_H - 1 rows, 32 columns); warp w owns ROWS of its rows, lane l one column. For each chunk of
+// Sample b's normalisation, by the last of its pass-1 blocks: per group, one warp adds the partials
+// of the group's channels in a fixed order (each lane a fixed stride, then a fixed shuffle tree; double),
+// then per channel folds mean, 1/std and the affine parameters into one scale and shift. The scale
+// carries the -ln(2) of the scaled Swish. Partials come from other blocks: read past L1 (__ldcg).
+__device__ void finalize_sample(const Params& p, int b)
+{
+    const Geometry& g = p.g;
+    const int cpg = g.C_out / p.groups, lane = threadIdx.x % 32;
+    const double n = (double)g.Do * g.Ho * g.Wo * cpg;
+    for (int grp = threadIdx.x / 32; grp < p.groups; grp += WARPS) {
+        double s = 0.0, q = 0.0;
+        const double* part = p.partials + ((size_t)b * g.C_out + grp * cpg) * g.tiles * 2;
+        for (int i = lane; i < cpg * g.tiles; i += 32) {
+            s += __ldcg(part + 2 * i);
+            q += __ldcg(part + 2 * i + 1);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) {
+            s += __shfl_xor_sync(0xffffffffu, s, off);
+            q += __shfl_xor_sync(0xffffffffu, q, off);
+        }
+        const double mean = s / n, rstd = 1.0 / sqrt(fmax(q / n - mean * mean, 0.0) + p.eps);
+        for (int c = grp * cpg + lane; c < (grp + 1) * cpg; c += 32) {
+            const double scale = p.gn_weight[c] * rstd;
+            p.norm[((size_t)b * g.C_out + c) * 2] = (float)(scale * -LN2);
+            p.norm[((size_t)b * g.C_out + c) * 2 + 1] = (float)(p.gn_bias[c] - mean * scale);
+        }
+    }
+}
+
+// Thread 0 waits until *flag is set by another block (acquire), polling gently.
+__device__ __forceinline__ void wait_for_flag(const int* flag)
+{
+    while (*reinterpret_cast<const volatile int*>(flag) == 0) {
+#if __CUDA_ARCH__ >= 700
+        __nanosleep(200);
+#endif
+    }
+    __threadfence();
+}
+
+// One block of either pass: WRITE = false gathers statistics, WRITE = true writes the output.
+// A block owns one input tile of sample b (depth m_d, TILE_H - 1 rows, 32 columns) and output channels
+// cg0 .. cg0 + CO_GROUP - 1; warp w owns ROWS of its rows, lane l one column. For each chunk of
 // CO_TILE channels and each output depth parity a thread convolves, applies Swish, and either adds to
-// its sums or normalises, applies HardSwish and stores. Shared memory: a dynamic Smem.
+// its sums or normalises, applies HardSwish and stores.
 //
 // The staged weights and the bias carry a factor -log2(e), so an accumulator holds a = -log2(e) v and
 // Swish is v sigmoid(v) = -ln(2) a / (1 + 2^a): no multiply before the exponential. The sums are
-// scaled back in double, and the normalisation's scale carries the -ln(2) (gn_stats_kernel).
+// scaled back in double, and the normalisation's scale carries the -ln(2) (finalize_sample).
 template <bool WRITE>
-__global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
-    const float* __restrict__ x,        // (B, C_in, D, H, W), contiguous
-    const float* __restrict__ weight,   // (C_in, C_out, K, K, K), contiguous (ConvTranspose3d layout)
-    const float* __restrict__ bias,     // (C_out) or nullptr
-    const float* __restrict__ norm,     // WRITE: (B, C_out, 2) per-channel scale (times -ln 2) and shift
-    double* __restrict__ partials,      // !WRITE: (B, C_out, tiles, 2) per tile: sum, sum of squares
-    float* __restrict__ out,            // WRITE: (B, C_out, Do, Ho, Wo)
-    const Geometry g)
+__device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item& it, int buf)
 {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    Smem& s = *reinterpret_cast<Smem*>(smem_raw);
-
-    const int b = blockIdx.x / g.tiles, tile = blockIdx.x % g.tiles;
-    const int w0 = tile % g.w_tiles * 32, h0 = tile / g.w_tiles % g.h_tiles * (TILE_H - 1);
-    const int md = tile / (g.w_tiles * g.h_tiles), cg0 = blockIdx.y * CO_GROUP;
+    const Geometry& g = p.g;
+    const int b = it.b, md = it.md, w0 = it.w0, cg0 = it.cg0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int mh0 = h0 + ROWS * warp, mw = w0 + lane;
+    const int mh0 = it.h0 + ROWS * warp, mw = w0 + lane;
     const int n_cc = (g.C_in + CI_CHUNK - 1) / CI_CHUNK;
     const int n_chunks = (min(CO_GROUP, g.C_out - cg0) + CO_TILE - 1) / CO_TILE;
     const int n_parities = 2 * md + 1 < g.Do ? 2 : 1;   // the last input depth feeds one output depth
@@ -228,20 +316,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
     const bool col_lo = lane < n_out_cols, col_hi = lane + 32 < n_out_cols;   // output columns lane, lane + 32
     float2* const row_wr = reinterpret_cast<float2*>(s.rows[warp][0]) + lane;   // pass 2: this lane's slots
     const float* const row_rd = s.rows[warp][0] + lane;
-
-    if (threadIdx.x < CO_GROUP) {   // per-channel parameters
-        const int co = min(cg0 + (int)threadIdx.x, g.C_out - 1);
-        reinterpret_cast<float*>(s.bias)[threadIdx.x] = bias != nullptr ? bias[co] * -LOG2E : 0.f;
-        if (WRITE) {
-            reinterpret_cast<float*>(s.scale)[threadIdx.x] = norm[((size_t)b * g.C_out + co) * 2];
-            reinterpret_cast<float*>(s.shift)[threadIdx.x] = norm[((size_t)b * g.C_out + co) * 2 + 1];
-        }
-    }
-    if (n_cc == 1) {   // staged once for every chunk and parity
-        stage(s, x, weight, 0, b, md, h0, w0, cg0, g);
-        copy_async_wait();
-    }
-    __syncthreads();
+    const InputTile& in = s.in[buf];
 
     float acc[2][2][ROWS][CO_TILE];   // [bb][c][r][q]
     for (int k = 0; k < n_chunks; ++k) {
@@ -250,15 +325,17 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
 #pragma unroll 1
         for (int A = 0; A < n_parities; ++A) {
             for (int cc = 0; cc < n_cc; ++cc) {
-                if (n_cc > 1) {
+                if (n_cc > 1) {   // no prefetch: the input channels and their weights chunk by chunk
                     __syncthreads();
-                    stage(s, x, weight, cc * CI_CHUNK, b, md, h0, w0, cg0, g);
-                    copy_async_wait();
+                    stage_input(s.in[buf], p.x, cc * CI_CHUNK, it, g);
+                    copy_async_commit();
+                    stage_weights(s, p.weight, cc * CI_CHUNK, cg0, g);
+                    copy_async_wait<true>();
                     __syncthreads();
                 }
                 const int n_ci = min(CI_CHUNK, g.C_in - cc * CI_CHUNK);
-                if (A == 0) convolve_staged<0>(acc, s, n_ci, cc == 0, k);
-                else convolve_staged<1>(acc, s, n_ci, cc == 0, k);
+                if (A == 0) convolve_staged<0>(acc, s, in, n_ci, cc == 0, k);
+                else convolve_staged<1>(acc, s, in, n_ci, cc == 0, k);
             }
 
             if (!WRITE) {
@@ -315,7 +392,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
             // Per channel, the warp's 2 ROWS x 64 values go through shared memory so that each store
             // writes 32 consecutive floats (rows start at any alignment: the output width is odd).
             // MASKED as above.
-            float* dst_q = out + ((size_t)b * g.C_out + co0) * vol
+            float* dst_q = p.out + ((size_t)b * g.C_out + co0) * vol
                          + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane;
             const auto store = [&](auto masked) {
                 constexpr bool MASKED = decltype(masked)::value;
@@ -365,41 +442,71 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(
             double v = 0.0;
 #pragma unroll
             for (int w = 0; w < WARPS; ++w) v += s.red[c][i][w];
-            partials[(((size_t)b * g.C_out + cg0 + c) * g.tiles + tile) * 2 + i] = v * (i == 0 ? -LN2 : LN2 * LN2);
+            p.partials[(((size_t)b * g.C_out + cg0 + c) * g.tiles + it.tile) * 2 + i] = v * (i == 0 ? -LN2 : LN2 * LN2);
         }
+        __threadfence();   // the partial is visible before the count below says so
     }
+    __syncthreads();
+    if (threadIdx.x == 0) s.last = atomicAdd(p.counters + 1 + b, 1) == g.items - 1;
+    __syncthreads();
+    if (!s.last) return;
+    __threadfence();   // every partial of the sample is visible
+    finalize_sample(p, b);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) atomicExch(p.counters + 1 + p.B + b, 1);
 }
 
-// Per (sample, group), one warp: add the tile partials of the group's channels in a fixed order (each
-// lane a fixed stride, then a fixed shuffle tree; double), then per channel fold mean, 1/std and the
-// affine parameters into one scale and shift. The scale carries the -ln(2) of the kernels' scaled Swish.
-__global__ void gn_stats_kernel(
-    const double* __restrict__ partials,  // (B, C_out, tiles, 2)
-    const float* __restrict__ gn_weight,  // (C_out)
-    const float* __restrict__ gn_bias,    // (C_out)
-    float* __restrict__ norm,             // (B, C_out, 2): scale, shift
-    int C_out, int groups, int tiles, double n_per_channel, double eps)
+// The whole model in one launch: persistent blocks take items by ticket (item_of) until 2 B items are
+// done; shared memory: a dynamic Smem. Tickets come from an atomic counter, so every smaller ticket
+// belongs to a block that is working on it or done with it, or holds it as its next item while working on
+// a still smaller one. Pass-1 tickets all come before pass-2 tickets, a pass-2 item waits only for
+// pass-1 items, and pass-1 items never wait: the launch cannot deadlock however the GPU schedules
+// blocks. Pass 2 of a sample starts as soon as its statistics are complete.
+// Where one staged chunk holds all input channels (C_in <= CI_CHUNK), a block loads its next item's
+// input tile while it computes the current one, and stages weights only when its channel group changes.
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(const Params p)
 {
-    const int b = blockIdx.x, cpg = C_out / groups, lane = threadIdx.x % 32;
-    for (int grp = threadIdx.x / 32; grp < groups; grp += blockDim.x / 32) {
-        double s = 0.0, q = 0.0;
-        const double* p = partials + ((size_t)b * C_out + grp * cpg) * tiles * 2;
-        for (int i = lane; i < cpg * tiles; i += 32) {
-            s += p[2 * i];
-            q += p[2 * i + 1];
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+    const Geometry& g = p.g;
+    const int total = 2 * p.B * g.items;
+    const bool prefetch = g.C_in <= CI_CHUNK;
+    if (threadIdx.x == 0) s.ticket[0] = atomicAdd(p.counters, 1);
+    __syncthreads();
+    int t = s.ticket[0], staged_cg = -1;
+    if (prefetch && t < total) stage_input(s.in[0], p.x, 0, item_of(t, p.B, g), g);
+    copy_async_commit();
+    for (int buf = 0; t < total; buf ^= 1) {
+        const Item it = item_of(t, p.B, g);
+        if (threadIdx.x == 0) s.ticket[buf ^ 1] = atomicAdd(p.counters, 1);
+        if (threadIdx.x < CO_GROUP) {
+            const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
+            reinterpret_cast<float*>(s.bias)[threadIdx.x] = p.bias != nullptr ? p.bias[co] * -LOG2E : 0.f;
         }
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) {
-            s += __shfl_xor_sync(0xffffffffu, s, off);
-            q += __shfl_xor_sync(0xffffffffu, q, off);
+        if (prefetch && it.cg0 != staged_cg) {
+            stage_weights(s, p.weight, 0, it.cg0, g);
+            staged_cg = it.cg0;
         }
-        const double n = n_per_channel * cpg, mean = s / n;
-        const double rstd = 1.0 / sqrt(fmax(q / n - mean * mean, 0.0) + eps);
-        for (int c = grp * cpg + lane; c < (grp + 1) * cpg; c += 32) {
-            const double scale = gn_weight[c] * rstd;
-            norm[((size_t)b * C_out + c) * 2] = (float)(scale * -LN2);
-            norm[((size_t)b * C_out + c) * 2 + 1] = (float)(gn_bias[c] - mean * scale);
+        __syncthreads();
+        const int t_next = s.ticket[buf ^ 1];
+        if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, item_of(t_next, p.B, g), g);
+        copy_async_commit();
+        if (it.write) {   // the sample's normalisation, once its pass 1 is complete
+            if (threadIdx.x == 0) wait_for_flag(p.counters + 1 + p.B + it.b);
+            __syncthreads();
+            if (threadIdx.x < CO_GROUP) {
+                const size_t at = ((size_t)it.b * g.C_out + min(it.cg0 + (int)threadIdx.x, g.C_out - 1)) * 2;
+                reinterpret_cast<float*>(s.scale)[threadIdx.x] = __ldcg(p.norm + at);
+                reinterpret_cast<float*>(s.shift)[threadIdx.x] = __ldcg(p.norm + at + 1);
+            }
         }
+        copy_async_wait<false>();   // this item's tile (all but the group just committed)
+        __syncthreads();
+        if (it.write) convt_block<true>(s, p, it, buf);
+        else convt_block<false>(s, p, it, buf);
+        __syncthreads();
+        t = t_next;
     }
 }
 
@@ -410,33 +517,62 @@ static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
     g.h_tiles = (H + TILE_H - 2) / (TILE_H - 1);
     g.w_tiles = (W + 31) / 32;
     g.tiles = D * g.h_tiles * g.w_tiles;
+    g.items = g.tiles * ((C_out + CO_GROUP - 1) / CO_GROUP);
     return g;
 }
 
-long long convt_workspace_doubles(int C_in, int C_out, int D, int H, int W) {
-    return (long long)C_out * make_geometry(C_in, C_out, D, H, W).tiles * 2;
+// Workspace: partials (double), then norm (float), then 1 + 2 B counters (int).
+static size_t partials_bytes(long long B, const Geometry& g) { return (size_t)B * g.C_out * g.tiles * 2 * sizeof(double); }
+static size_t norm_bytes(long long B, const Geometry& g) { return (size_t)B * g.C_out * 2 * sizeof(float); }
+
+long long convt_workspace_bytes(long long B, int C_in, int C_out, int D, int H, int W) {
+    const Geometry g = make_geometry(C_in, C_out, D, H, W);
+    return (long long)(partials_bytes(B, g) + norm_bytes(B, g) + (1 + 2 * B) * sizeof(int));
 }
 
+long long convt_items(long long B, int C_in, int C_out, int D, int H, int W) {
+    return 2 * B * make_geometry(C_in, C_out, D, H, W).items;
+}
+
+// Blocks resident at once on the current device (the kernel's shared-memory opt-in done once per device).
+static cudaError_t resident_blocks(int* resident) {
+    static int cache[64] = {};
+    int dev;
+    cudaError_t err;
+    if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+    if (dev < 64 && cache[dev] > 0) { *resident = cache[dev]; return cudaSuccess; }
+    const int smem = (int)sizeof(Smem);
+    int per_sm = 0, sms = 0;
+    if ((err = cudaFuncSetAttribute(convt_swish_gn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem))
+            != cudaSuccess ||
+        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, convt_swish_gn_kernel, THREADS, smem))
+            != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+        return err;
+    *resident = max(1, per_sm * sms);
+    if (dev < 64) cache[dev] = *resident;
+    return cudaSuccess;
+}
+
+// Caller: B * items * 2 < 2^30 (convt_items; the ticket counter overshoots by the grid size), a workspace of convt_workspace_bytes.
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    double* partials, float* norm, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
-    double eps, cudaStream_t stream)
+    void* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W, double eps,
+    cudaStream_t stream)
 {
-    const Geometry g = make_geometry(C_in, C_out, D, H, W);
-    const dim3 grid((unsigned)((long long)B * g.tiles), (C_out + CO_GROUP - 1) / CO_GROUP);
-    const int smem = (int)sizeof(Smem);
+    Params p;
+    p.g = make_geometry(C_in, C_out, D, H, W);
+    p.x = x; p.weight = weight; p.bias = bias; p.gn_weight = gn_weight; p.gn_bias = gn_bias; p.out = out;
+    p.partials = static_cast<double*>(workspace);
+    p.norm = reinterpret_cast<float*>(static_cast<char*>(workspace) + partials_bytes(B, p.g));
+    p.counters = reinterpret_cast<int*>(reinterpret_cast<char*>(p.norm) + norm_bytes(B, p.g));
+    p.B = B; p.groups = groups; p.eps = eps;
     cudaError_t err;
-    if ((err = cudaFuncSetAttribute(convt_swish_gn_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem))
-            != cudaSuccess ||
-        (err = cudaFuncSetAttribute(convt_swish_gn_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem))
-            != cudaSuccess)
-        return err;
-    convt_swish_gn_kernel<false><<<grid, THREADS, smem, stream>>>(x, weight, bias, nullptr, partials, nullptr, g);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    gn_stats_kernel<<<B, 32 * min(groups, 8), 0, stream>>>(partials, gn_weight, gn_bias, norm, C_out, groups, g.tiles,
-                                          (double)g.Do * g.Ho * g.Wo, eps);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    convt_swish_gn_kernel<true><<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, nullptr, out, g);
+    if ((err = cudaMemsetAsync(p.counters, 0, (1 + 2 * (size_t)B) * sizeof(int), stream)) != cudaSuccess) return err;
+    int resident;
+    if ((err = resident_blocks(&resident)) != cudaSuccess) return err;
+    const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
+    convt_swish_gn_kernel<<<blocks, THREADS, sizeof(Smem), stream>>>(p);
     return cudaGetLastError();
 }
 """
@@ -446,11 +582,12 @@ cpp_source = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-long long convt_workspace_doubles(int C_in, int C_out, int D, int H, int W);
+long long convt_workspace_bytes(long long B, int C_in, int C_out, int D, int H, int W);
+long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    double* partials, float* norm, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W,
-    double eps, cudaStream_t stream);
+    void* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W, double eps,
+    cudaStream_t stream);
 
 // x (B, C_in, D, H, W) -> (B, C_out, 2D - 1, 2H - 1, 2W - 1). `bias` may be undefined (bias=False).
 // Shapes and devices are checked by ModelNew; these checks guard direct calls.
@@ -468,13 +605,14 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
     if (out.numel() == 0) return out;
     TORCH_CHECK(out[0][0].numel() < (int64_t(1) << 31), "convt_swish_gn_hardswish: one output channel must "
                 "stay under 2^31 elements");
-    auto partials = torch::empty({B * convt_workspace_doubles(C_in, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
-    auto norm = torch::empty({B, C_out, 2}, x.options());
+    TORCH_CHECK(convt_items(B, C_in, C_out, D, H, W) < (int64_t(1) << 30), "convt_swish_gn_hardswish: the "
+                "input needs 2^30 or more work items; split the batch");
+    auto workspace = torch::empty({convt_workspace_bytes(B, C_in, C_out, D, H, W)}, x.options().dtype(torch::kUInt8));
     const float* bias_ptr = bias.has_value() ? bias->data_ptr<float>() : nullptr;
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr, gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(),
-        partials.data_ptr<double>(), norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, groups, D, H, W,
-        eps, c10::cuda::getCurrentCUDAStream());
+        workspace.data_ptr(), out.data_ptr<float>(), B, C_in, C_out, groups, D, H, W, eps,
+        c10::cuda::getCurrentCUDAStream());
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
     return out;
 }
