@@ -150,24 +150,34 @@ __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
 }
 
 // Starts copying input channels ci0 .. ci0 + CI_CHUNK - 1 (those that exist) of an item's tile into
-// `in`, one tile row per warp instruction. The caller commits, waits and synchronises.
+// `in`: columns 0 .. 31 one tile row per warp instruction, then column 32 of every row, a row per lane.
+// Zeros outside the input. The caller commits, waits and synchronises.
 __device__ __noinline__ void stage_input(InputTile& in, const float* __restrict__ x, int ci0, const Item it,
                                          const Geometry g)
 {
     const int n = min(CI_CHUNK, g.C_in - ci0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const bool col0_ok = it.w0 + lane < g.W, col1_ok = it.w0 + 32 < g.W;   // columns lane and 32 of the tile
+    const bool col_ok = it.w0 + lane < g.W;
+    const size_t plane_size = (size_t)g.H * g.W;
     for (int ci = 0; ci < n; ++ci)
 #pragma unroll
     for (int dd = 0; dd < 2; ++dd) {
         const bool d_ok = it.md + dd < g.D;
-        const float* plane = x + (((size_t)it.b * g.C_in + ci0 + ci) * g.D + min(it.md + dd, g.D - 1)) * g.H * g.W;
-        for (int r = warp; r < TILE_H; r += WARPS) {
-            const bool ok = d_ok && it.h0 + r < g.H;
-            const int off = (it.h0 + r) * g.W + it.w0 + lane;   // read only where ok
-            copy_async(&in[ci][dd][r][lane], plane + (ok && col0_ok ? off : 0), ok && col0_ok);
-            if (lane == 0) copy_async(&in[ci][dd][r][32], plane + (ok && col1_ok ? off + 32 : 0), ok && col1_ok);
+        const float* plane = x + ((size_t)(it.b * g.C_in + ci0 + ci) * g.D + min(it.md + dd, g.D - 1)) * plane_size;
+        const float* src = plane + (it.h0 + warp) * g.W + it.w0 + lane;
+#pragma unroll
+        for (int r = warp; r < WARPS * ((TILE_H + WARPS - 1) / WARPS); r += WARPS, src += WARPS * g.W) {
+            if (r >= TILE_H) break;   // uniform across the warp
+            const bool ok = d_ok && col_ok && it.h0 + r < g.H;
+            copy_async(&in[ci][dd][r][lane], ok ? src : plane, ok);
         }
+    }
+    const bool col32_ok = it.w0 + 32 < g.W;
+    for (int row = threadIdx.x; row < n * 2 * TILE_H; row += THREADS) {
+        const int ci = row / (2 * TILE_H), dd = row / TILE_H % 2, r = row % TILE_H;
+        const bool ok = col32_ok && it.md + dd < g.D && it.h0 + r < g.H;
+        const float* plane = x + ((size_t)(it.b * g.C_in + ci0 + ci) * g.D + min(it.md + dd, g.D - 1)) * plane_size;
+        copy_async(&in[ci][dd][r][32], ok ? plane + (it.h0 + r) * g.W + it.w0 + 32 : plane, ok);
     }
 }
 
@@ -314,6 +324,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
     const int n_out_cols = min(64, g.Wo - 2 * w0);          // this tile's output columns
     const size_t vol = (size_t)g.Do * g.Ho * g.Wo;
     const bool col_lo = lane < n_out_cols, col_hi = lane + 32 < n_out_cols;   // output columns lane, lane + 32
+    const bool col_ok[2] = {mw < g.W, 2 * mw + 1 < g.Wo};   // output columns 2 m_w + c inside the output
     float2* const row_wr = reinterpret_cast<float2*>(s.rows[warp][0]) + lane;   // pass 2: this lane's slots
     const float* const row_rd = s.rows[warp][0] + lane;
     const InputTile& in = s.in[buf];
@@ -339,36 +350,29 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
             }
 
             if (!WRITE) {
-                // -log2(e) Swish, in place. For v < -88, 2^a is inf and the reciprocal 0: the limit of
-                // Swish. MASKED: some of the warp's rows lie outside the output (the last input row's
-                // second output row, rows past the input) and are dropped; uniform across the warp.
-                // Columns outside the output are summed apart and dropped afterwards.
-                const auto sums = [&](auto masked) {
-                    constexpr bool MASKED = decltype(masked)::value;
-                    float sum[2][CO_TILE] = {}, sumsq[2][CO_TILE] = {};   // [c][q]
+                // -log2(e) Swish, added to the sums. Outputs outside the output (rows and columns past
+                // its edge) get 1 + 2^a = inf: Swish 0, nothing added. For v < -88, 2^a is inf as
+                // well: 0 is the limit of Swish.
+                float one[2][2][ROWS];   // [bb][c][r]
 #pragma unroll
-                    for (int bb = 0; bb < 2; ++bb)
+                for (int bb = 0; bb < 2; ++bb)
 #pragma unroll
-                    for (int c = 0; c < 2; ++c)
+                for (int c = 0; c < 2; ++c)
 #pragma unroll
-                    for (int r = 0; r < ROWS; ++r)
+                for (int r = 0; r < ROWS; ++r)
+                    one[bb][c][r] = col_ok[c] && 2 * r + bb < n_out_rows ? 1.f : __int_as_float(0x7f800000);
 #pragma unroll
-                    for (int q = 0; q < CO_TILE; ++q) {
-                        float a = acc[bb][c][r][q];
-                        a *= rcp_approx(1.f + exp2_approx(a));
-                        if (MASKED && 2 * r + bb >= n_out_rows) a = 0.f;
-                        sum[c][q] += a;
-                        sumsq[c][q] = fmaf(a, a, sumsq[c][q]);
-                    }
-                    const float m0 = mw < g.W ? 1.f : 0.f, m1 = 2 * mw + 1 < g.Wo ? 1.f : 0.f;
+                for (int bb = 0; bb < 2; ++bb)
 #pragma unroll
-                    for (int q = 0; q < CO_TILE; ++q) {
-                        tot[q] += fmaf(m1, sum[1][q], m0 * sum[0][q]);
-                        tot_sq[q] += fmaf(m1, sumsq[1][q], m0 * sumsq[0][q]);
-                    }
-                };
-                if (n_out_rows >= 2 * ROWS) sums(std::false_type());
-                else sums(std::true_type());
+                for (int c = 0; c < 2; ++c)
+#pragma unroll
+                for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int q = 0; q < CO_TILE; ++q) {
+                    const float a = acc[bb][c][r][q], y = a * rcp_approx(one[bb][c][r] + exp2_approx(a));
+                    tot[q] += y;
+                    tot_sq[q] = fmaf(y, y, tot_sq[q]);
+                }
                 continue;
             }
 
@@ -391,7 +395,8 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
             }
             // Per channel, the warp's 2 ROWS x 64 values go through shared memory so that each store
             // writes 32 consecutive floats (rows start at any alignment: the output width is odd).
-            // MASKED as above.
+            // MASKED: some of the warp's rows lie outside the output (the last input row's second output
+            // row, rows past the input) and are not stored; uniform across the warp.
             float* dst_q = p.out + ((size_t)b * g.C_out + co0) * vol
                          + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane;
             const auto store = [&](auto masked) {
@@ -475,10 +480,10 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
     if (threadIdx.x == 0) s.ticket[0] = atomicAdd(p.counters, 1);
     __syncthreads();
     int t = s.ticket[0], staged_cg = -1;
-    if (prefetch && t < total) stage_input(s.in[0], p.x, 0, item_of(t, p.B, g), g);
+    Item it = item_of(t, p.B, g);
+    if (prefetch && t < total) stage_input(s.in[0], p.x, 0, it, g);
     copy_async_commit();
     for (int buf = 0; t < total; buf ^= 1) {
-        const Item it = item_of(t, p.B, g);
         if (threadIdx.x == 0) s.ticket[buf ^ 1] = atomicAdd(p.counters, 1);
         if (threadIdx.x < CO_GROUP) {
             const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
@@ -490,7 +495,8 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         }
         __syncthreads();
         const int t_next = s.ticket[buf ^ 1];
-        if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, item_of(t_next, p.B, g), g);
+        const Item next = item_of(t_next, p.B, g);
+        if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g);
         copy_async_commit();
         if (it.write) {   // the sample's normalisation, once its pass 1 is complete
             if (threadIdx.x == 0) wait_for_flag(p.counters + 1 + p.B + it.b);
@@ -507,6 +513,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         else convt_block<false>(s, p, it, buf);
         __syncthreads();
         t = t_next;
+        it = next;
     }
 }
 
