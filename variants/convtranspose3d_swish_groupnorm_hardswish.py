@@ -4,29 +4,37 @@ With stride 2, padding 1 and kernel 3, output o along each axis takes tap k = 1 
 when o is even, and taps k = 0 (input m + 1) and k = 2 (input m) when o = 2m + 1 is odd. So each
 input position m feeds the 2 x 2 x 2 outputs (2m + a, 2m + b, 2m + c) through dense loops with no
 divisibility tests and no wasted multiply-adds (27 taps per input channel for 8 outputs).
-  pass 1 (convt_swish_gn_kernel<false>): transposed conv + Swish in registers; each block writes
-    its per-channel sum and sum of squares (double). Nothing of output size is written.
-  finalize (gn_stats_kernel): per (sample, group), add the block partials in a fixed order.
-  pass 2 (convt_swish_gn_kernel<true>): recompute, normalise, HardSwish, write the output once.
+One persistent kernel (convt_swish_gn_kernel) does the whole model. Its blocks take work items by
+ticket, all of pass 1 before all of pass 2:
+  pass 1 item (a tile and 32 output channels): transposed conv + Swish in registers; writes the tile's
+    per-channel sum and sum of squares (double). Nothing of output size is written. The last pass-1
+    item of a sample (an atomic count) adds the sample's partials in a fixed order and writes its
+    per-channel scale and shift, then sets the sample's flag.
+  pass 2 item: waits for its sample's flag, recomputes, normalises, applies HardSwish and writes the
+    output once. Pass 2 of the first samples runs while pass 1 of the last ones finishes.
 A block stages one input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4
 input channels at a time) and the weights of up to 32 output channels in shared memory, with
-cp.async (zero-filled outside the input). Warp w owns 4 input rows, lane l one input column; a
-thread computes all 2 x 2 x 2 parities of its 4 positions for 4 output channels at a time, one
-output depth parity after the other (64 accumulators). Weights and bias carry a factor -log2(e), so
-Swish needs no multiply before its exponential. In pass 2 each warp's output rows go through shared
-memory so that every store instruction writes 32 consecutive floats.
+cp.async (zero-filled outside the input); with up to 4 input channels it loads its next item's tile
+while computing the current one. Warp w owns 4 input rows, lane l one input column; a thread
+computes all 2 x 2 x 2 parities of its 4 positions for 4 output channels at a time, one output depth
+parity after the other (64 accumulators). Weights and bias carry a factor -log2(e), so Swish needs
+no multiply before its exponential. In pass 2 each warp's output rows go through shared memory so
+that every store instruction writes 32 consecutive floats.
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB
 output once, 0.35 ms at an H100's 2.95 TB/s copy bandwidth. Per pass the arithmetic is 10.1
 multiply-adds per output (2.6 G, 0.04 ms at 67 TFLOP/s) but Swish needs two MUFU operations per
-output (16 per clock per SM: 0.13 ms at 1.98 GHz) and a thread issues about 22 (pass 1) to 26
-(pass 2) instructions per output (0.18 to 0.21 ms at one instruction per clock per scheduler), so
-each pass is bound by instruction issue, and pass 2 also by the write. Measured on an H100 (ncu):
-pass 1 0.28 ms at 66% of the issue rate (MUFU and shared-memory queues, dependent chains at 16 warps
-per SM), finalize 4 us, pass 2 0.41 ms at 74% of DRAM bandwidth; timed alone 0.73 to 0.78 ms, 0.82
-ms in a full run_all.py (2.1x to 2.35x the floor). What is left: the two passes' instruction issue
-(182-186 M and 214-220 M warp instructions, half of them the conv's multiply-adds) and pass 2's
-stores not overlapping its math.
+output (16 per clock per SM: 0.13 ms at 1.98 GHz) and a thread issues about 26 instructions per
+output and pass (0.4 ms for both passes at one instruction per clock per scheduler), so the kernel
+is bound by instruction issue and latency, not by the write. Measured on H100s (ncu, before the
+last changes): 415 M warp instructions, half of them the conv's multiply-adds, at 0.57 per clock
+per scheduler (16 warps per SM; stalls on fixed-latency dependencies, the MIO queue that MUFU and
+shared-memory loads share, and barriers). Timed 0.69 to 0.80 ms depending on the machine (CUDA
+graph replay 0.674 ms; the host spends about 30 us per call, part of it exposed after the timing's
+L2 flush). Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish
+(MUFU and shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples
+interleaved with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing
+its own two columns instead of staging rows in shared memory (no gain).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
@@ -610,8 +618,8 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
     const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
     auto out = torch::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, x.options());
     if (out.numel() == 0) return out;
-    TORCH_CHECK(out[0][0].numel() < (int64_t(1) << 31), "convt_swish_gn_hardswish: one output channel must "
-                "stay under 2^31 elements");
+    TORCH_CHECK((2 * D - 1) * (2 * H - 1) * (2 * W - 1) < (int64_t(1) << 31), "convt_swish_gn_hardswish: one "
+                "output channel must stay under 2^31 elements");
     TORCH_CHECK(convt_items(B, C_in, C_out, D, H, W) < (int64_t(1) << 30), "convt_swish_gn_hardswish: the "
                 "input needs 2^30 or more work items; split the batch");
     auto workspace = torch::empty({convt_workspace_bytes(B, C_in, C_out, D, H, W)}, x.options().dtype(torch::kUInt8));
