@@ -26,12 +26,12 @@ output once, 0.35 ms at an H100's 2.95 TB/s copy bandwidth. Per pass the arithme
 multiply-adds per output (2.6 G, 0.04 ms at 67 TFLOP/s) but Swish needs two MUFU operations per
 output (16 per clock per SM: 0.13 ms at 1.98 GHz) and a thread issues about 26 instructions per
 output and pass (0.4 ms for both passes at one instruction per clock per scheduler), so the kernel
-is bound by instruction issue and latency, not by the write. Measured on H100s (ncu, before the
-last changes): 415 M warp instructions, half of them the conv's multiply-adds, at 0.57 per clock
-per scheduler (16 warps per SM; stalls on fixed-latency dependencies, the MIO queue that MUFU and
-shared-memory loads share, and barriers). Timed 0.69 to 0.80 ms depending on the machine (CUDA
-graph replay 0.674 ms; the host spends about 30 us per call, part of it exposed after the timing's
-L2 flush). Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish
+is bound by instruction issue and latency, not by the write. Measured on an H100 (ncu): the kernel
+0.67 ms, 385 M warp instructions (half of them the conv's multiply-adds) at 0.57 per clock per
+scheduler (16 warps per SM; stalls on fixed-latency dependencies, the MIO queue that MUFU and
+shared-memory loads share, and barriers). Timed 0.690 ms in a full run_all.py (1.97x the floor);
+0.69 to 0.77 ms over several machines and runs. The host spends about 30 us per call, part of it
+exposed after the timing's L2 flush (a CUDA graph replay took 0.674 ms). Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish
 (MUFU and shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples
 interleaved with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing
 its own two columns instead of staging rows in shared memory (no gain).
