@@ -31,10 +31,11 @@ is bound by instruction issue and latency, not by the write. Measured on an H100
 scheduler (16 warps per SM; stalls on fixed-latency dependencies, the MIO queue that MUFU and
 shared-memory loads share, and barriers). Timed 0.690 ms in a full run_all.py (1.97x the floor);
 0.69 to 0.77 ms over several machines and runs. The host spends about 30 us per call, part of it
-exposed after the timing's L2 flush (a CUDA graph replay took 0.674 ms). Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish
-(MUFU and shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples
-interleaved with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing
-its own two columns instead of staging rows in shared memory (no gain).
+exposed after the timing's L2 flush (a CUDA graph replay took 0.674 ms).
+Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
+shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples interleaved
+with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing its own two
+columns instead of staging rows in shared memory (no gain).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
@@ -166,12 +167,15 @@ __device__ __noinline__ void stage_input(InputTile& in, const float* __restrict_
     const int n = min(CI_CHUNK, g.C_in - ci0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const bool col_ok = it.w0 + lane < g.W;
-    const size_t plane_size = (size_t)g.H * g.W;
+    // Input plane (channel ci0 + ci, depth m_d + dd); past the last depth, the last one (read as zeros).
+    const auto plane_of = [&](int ci, int dd) {
+        return x + ((size_t)(it.b * g.C_in + ci0 + ci) * g.D + min(it.md + dd, g.D - 1)) * g.H * g.W;
+    };
     for (int ci = 0; ci < n; ++ci)
 #pragma unroll
     for (int dd = 0; dd < 2; ++dd) {
         const bool d_ok = it.md + dd < g.D;
-        const float* plane = x + ((size_t)(it.b * g.C_in + ci0 + ci) * g.D + min(it.md + dd, g.D - 1)) * plane_size;
+        const float* plane = plane_of(ci, dd);
         const float* src = plane + (it.h0 + warp) * g.W + it.w0 + lane;
 #pragma unroll
         for (int r = warp; r < WARPS * ((TILE_H + WARPS - 1) / WARPS); r += WARPS, src += WARPS * g.W) {
@@ -184,7 +188,7 @@ __device__ __noinline__ void stage_input(InputTile& in, const float* __restrict_
     for (int row = threadIdx.x; row < n * 2 * TILE_H; row += THREADS) {
         const int ci = row / (2 * TILE_H), dd = row / TILE_H % 2, r = row % TILE_H;
         const bool ok = col32_ok && it.md + dd < g.D && it.h0 + r < g.H;
-        const float* plane = x + ((size_t)(it.b * g.C_in + ci0 + ci) * g.D + min(it.md + dd, g.D - 1)) * plane_size;
+        const float* plane = plane_of(ci, dd);
         copy_async(&in[ci][dd][r][32], ok ? plane + (it.h0 + r) * g.W + it.w0 + 32 : plane, ok);
     }
 }
@@ -477,7 +481,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
 // pass-1 items, and pass-1 items never wait: the launch cannot deadlock however the GPU schedules
 // blocks. Pass 2 of a sample starts as soon as its statistics are complete.
 // Where one staged chunk holds all input channels (C_in <= CI_CHUNK), a block loads its next item's
-// input tile while it computes the current one, and stages weights only when its channel group changes.
+// input tile while it computes the current one. Bias and weights are staged when the channel group changes.
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(const Params p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -493,12 +497,12 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
     copy_async_commit();
     for (int buf = 0; t < total; buf ^= 1) {
         if (threadIdx.x == 0) s.ticket[buf ^ 1] = atomicAdd(p.counters, 1);
-        if (threadIdx.x < CO_GROUP) {
-            const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
-            reinterpret_cast<float*>(s.bias)[threadIdx.x] = p.bias != nullptr ? p.bias[co] * -LOG2E : 0.f;
-        }
-        if (prefetch && it.cg0 != staged_cg) {
-            stage_weights(s, p.weight, 0, it.cg0, g);
+        if (it.cg0 != staged_cg) {   // the channel group's bias and, with prefetch, its weights
+            if (threadIdx.x < CO_GROUP) {
+                const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
+                reinterpret_cast<float*>(s.bias)[threadIdx.x] = p.bias != nullptr ? p.bias[co] * -LOG2E : 0.f;
+            }
+            if (prefetch) stage_weights(s, p.weight, 0, it.cg0, g);
             staged_cg = it.cg0;
         }
         __syncthreads();
