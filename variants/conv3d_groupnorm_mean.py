@@ -9,8 +9,9 @@ So:
     (32 columns) at a time: rows = the segment's input columns, columns = (kw, output channel),
     depth = (C_in, kd, kh) padded to a multiple of 8, so the kw taps ride in the columns and
     out[ow] = C[ow][kw=0] + C[ow+1][kw=1] + C[ow+2][kw=2] is added in registers (a lane holds 4
-    adjacent rows; 3 shuffles per channel bring the next lane's). In split TF32 ("3xTF32": each fp32 operand = big + small, both TF32, and
-    big*big + big*small + small*big), which keeps fp32-level accuracy. A warp gathers its segment's
+    adjacent rows; 3 shuffles per channel bring the next lane's). In split TF32 ("3xTF32": each
+    fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which keeps
+    fp32-level accuracy. A warp gathers its segment's
     inputs straight from global memory (L1) in the mma fragment layout and splits them; the
     weights, split once per block, sit in shared memory. On Hopper (sm_90a) a warpgroup issues
     wgmma (m64n72k8); elsewhere mma.sync does the same products. Each lane adds its rows' sums per
@@ -474,7 +475,7 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
     // The conv kernel first: the host's remaining work then overlaps it.
     auto partials = torch::empty({conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
     err = conv3d_groupnorm_mean_stats(x.data_ptr<float>(), w.data_ptr<float>(), partials.data_ptr<double>(),
-                                                  B, x.size(1), C_out, D, H, W, sms, stream);
+                                      B, x.size(1), C_out, D, H, W, sms, stream);
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
     auto out = torch::empty({B}, x.options());
     err = conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
