@@ -29,16 +29,18 @@ output and pass (0.4 ms for both passes at one instruction per clock per schedul
 is bound by instruction issue and latency, not by the write. Measured on an H100 (ncu): the kernel
 0.67 ms, 385 M warp instructions (half of them the conv's multiply-adds) at 0.57 per clock per
 scheduler (16 warps per SM; stalls on fixed-latency dependencies, the MIO queue that MUFU and
-shared-memory loads share, and barriers). Timed 0.690 and 0.694 ms in two full run_all.py runs
-(1.97x and 1.98x the floor); 0.69 to 0.77 ms over several machines and runs. The host spends about 30 us per call, part of it
-exposed after the timing's L2 flush (a CUDA graph replay took 0.674 ms).
+shared-memory loads share, and barriers). Timed 0.690, 0.694 and 0.715 ms in three full run_all.py
+runs on different H100s (1.97x, 1.98x and 2.08x the floor); 0.69 to 0.77 ms over several machines
+and runs. The host spends about 30 us per call, part of it exposed after the timing's L2 flush (a
+CUDA graph replay took 0.674 ms).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
 shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples interleaved
 with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing its own two
-columns instead of staging rows in shared memory (no gain), and the conv on the tensor cores in split
-TF32 (mma.sync m16n8k8, three products per step, 290 M warp instructions instead of 385 M): correct
-(rel err 2.4e-7) but 0.94 ms, because pass 2's Swish, staging and stores then queue on the MIO path with
-too little work per warp to hide their latency (0.31 instructions per clock per scheduler).
+columns instead of staging rows in shared memory (no gain), and the conv on the tensor cores in
+split TF32 (mma.sync m16n8k8, three products per step, 292 M warp instructions instead of 385 M):
+correct (rel err 2.4e-7) but 0.94 ms, because pass 2's Swish, staging and stores then queue on the
+MIO path with too little work per warp to hide their latency (0.33 instructions per clock per
+scheduler).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
