@@ -40,7 +40,13 @@ columns instead of staging rows in shared memory (no gain), and the conv on the 
 split TF32 (mma.sync m16n8k8, three products per step, 292 M warp instructions instead of 385 M):
 correct (rel err 2.4e-7) but 0.94 ms, because pass 2's Swish, staging and stores then queue on the
 MIO path with too little work per warp to hide their latency (0.33 instructions per clock per
-scheduler).
+scheduler). Also measured, no gain: pass 1 alone on the tensor cores, as its own kernel (split TF32,
+m16n8k4 where a column parity reads one input column, the next tile prefetched, one unit's products
+beside the previous unit's Swish), then pass 2 alone under programmatic dependent launch: 0.284 ms
+for the statistics (MUFU pipe 57% busy, tensor pipe 29%, issue 50%: latency-bound at 16 warps per
+SM) plus 0.43 ms for the output, 0.68 to 0.72 ms in all, against 0.68 to 0.76 ms for this kernel in
+the same runs; with 24 warps per SM (80 registers) the statistics took 0.310 ms, and one block of
+each kernel per SM side by side 0.74 to 0.78 ms in all.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
