@@ -29,9 +29,9 @@ output and pass (0.4 ms for both passes at one instruction per clock per schedul
 is bound by instruction issue and latency, not by the write. Measured on an H100 (ncu): the kernel
 0.67 ms, 385 M warp instructions (half of them the conv's multiply-adds) at 0.57 per clock per
 scheduler (16 warps per SM; stalls on fixed-latency dependencies, the MIO queue that MUFU and
-shared-memory loads share, and barriers). Timed 0.690, 0.694 and 0.715 ms in three full run_all.py
-runs on different H100s (1.97x, 1.98x and 2.08x the floor); 0.69 to 0.77 ms over several machines
-and runs. The host spends about 30 us per call, part of it exposed after the timing's L2 flush (a
+shared-memory loads share, and barriers). Timed 0.690, 0.694, 0.715 and 0.719 ms in four full
+run_all.py runs on different H100s (1.97x, 1.98x, 2.08x and 2.06x the floor); 0.69 to 0.77 ms over
+several machines and runs. The host spends about 30 us per call, part of it exposed after the timing's L2 flush (a
 CUDA graph replay took 0.674 ms).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
 shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples interleaved
