@@ -44,7 +44,7 @@ scheduler). Also measured, no gain: pass 1 alone on the tensor cores, as its own
 m16n8k4 where a column parity reads one input column, the next tile prefetched, one unit's products
 beside the previous unit's Swish), then pass 2 alone under programmatic dependent launch: 0.284 ms
 for the statistics (MUFU pipe 57% busy, tensor pipe 29%, issue 50%: latency-bound at 16 warps per
-SM) plus 0.43 ms for the output, 0.68 to 0.72 ms in all, against 0.68 to 0.76 ms for this kernel in
+SM) plus 0.43 ms for the output, 0.68 to 0.76 ms in all, against 0.68 to 0.78 ms for this kernel in
 the same runs; with 24 warps per SM (80 registers) the statistics took 0.310 ms, and one block of
 each kernel per SM side by side 0.74 to 0.78 ms in all.
 
