@@ -30,9 +30,9 @@ is bound by instruction issue and latency, not by the write. Measured on an H100
 0.67 ms, 385 M warp instructions (half of them the conv's multiply-adds) at 0.57 per clock per
 scheduler (16 warps per SM; stalls on fixed-latency dependencies, the MIO queue that MUFU and
 shared-memory loads share, and barriers). Timed 0.690, 0.694, 0.715 and 0.719 ms in four full
-run_all.py runs on different H100s (1.97x, 1.98x, 2.08x and 2.06x the floor); 0.69 to 0.77 ms over
-several machines and runs. The host spends about 30 us per call, part of it exposed after the timing's L2 flush (a
-CUDA graph replay took 0.674 ms).
+run_all.py runs on different H100s (1.97x, 1.98x, 2.08x and 2.06x the floor); 0.68 to 0.78 ms over
+several machines and runs. The host spends about 30 us per call, part of it exposed after the
+timing's L2 flush (a CUDA graph replay took 0.674 ms).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
 shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples interleaved
 with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing its own two
