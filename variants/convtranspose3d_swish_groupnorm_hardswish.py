@@ -33,8 +33,8 @@ shared-memory loads share, and barriers; issue slots busy 55%, 1.5 of 4 warps el
 samples: the conv 22%, the Swish epilogues 37%, pass 2's stores 18%, barriers and per-item work
 the rest. Timed 0.690, 0.694, 0.715, 0.719 and 0.685 ms in five full run_all.py runs on different
 H100s (1.97x, 1.98x, 2.08x, 2.06x and 1.96x the floor); 0.68 to 0.78 ms over several machines and
-runs. The host spends about 30 us per call, part of it exposed after the
-timing's L2 flush (a CUDA graph replay took 0.674 ms).
+runs. The host spends about 30 us per call, part of it exposed after the timing's L2 flush (a
+CUDA graph replay took 0.674 ms).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
 shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples interleaved
 with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing its own two
@@ -49,10 +49,10 @@ for the statistics (MUFU pipe 57% busy, tensor pipe 29%, issue 50%: latency-boun
 SM) plus 0.43 ms for the output, 0.68 to 0.76 ms in all, against 0.68 to 0.78 ms for this kernel in
 the same runs; with 24 warps per SM (80 registers) the statistics took 0.310 ms, and one block of
 each kernel per SM side by side 0.74 to 0.78 ms in all.
-No single part dominates (same-process benches, this kernel at 0.68 to 0.70 ms): without any MUFU
+No single part dominates (same-process benches, this kernel at 0.68 to 0.72 ms): without any MUFU
 operation (Swish replaced by multiply-adds, timing only) 0.66 to 0.70 ms, without the stores 0.657
 ms, with a third of the conv's multiply-adds 0.608 ms. Also no gain: warps sharing a scheduler
-visiting the depth parities in opposite orders (0.69 ms); 24 warps per SM (2 input rows per
+visiting the depth parities in opposite orders (0.69 to 0.72 ms); 24 warps per SM (2 input rows per
 thread, 80 registers, 3 blocks; 0.70 ms) or 4-warp blocks, 4 per SM (0.685 to 0.70 ms);
 acquire/release flags and counts instead of full fences (0.684 to 0.691 ms); tickets taken two
 items ahead (0.69 to 0.70 ms); those with the next item's normalisation prefetched and the sample
