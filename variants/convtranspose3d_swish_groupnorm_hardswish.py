@@ -60,14 +60,16 @@ count read an item later (0.70 to 0.76 ms); each warp's output rows of a channel
 from shared memory, cp.async.bulk (0.69 to 0.70 ms).
 Later, also correct on every edge case and none faster (this kernel at 0.685 to 0.78 ms in the same
 processes): each lane storing its two adjacent columns as one 8-byte store, with a shuffle for rows
-at odd offsets, instead of the staging (0.81 ms; 400 bytes of spills); pass-2 items of one output
-depth each, to shorten the last wave (0.70 to 0.79 ms); a warp's rows of a channel staged in output
-order and stored as 16-byte-aligned float4s where a tile spans whole rows (0.71 to 0.79 ms; 0.71 ms
-with streaming stores); pass 1's sums kept in shared memory between the parities and the two passes
-as two loops (4 bytes of spills instead of 20, but 0.76 to 0.80 ms); every warp taking its own items
-of 4 input rows, with its own tiles and tickets and no block barriers (0.98 ms: each item's ticket,
-fence and normalisation loads are exposed, at an eighth of a block item's work); streaming stores
-(__stcs) or two-register Swish masks alone (within the noise, 0.69 to 0.76 ms).
+at odd offsets, instead of the staging (0.81 ms; about 400 bytes of spill stores); pass-2 items of
+one output depth each, to shorten the last wave (0.70 to 0.79 ms); a warp's rows of a channel staged
+in output order and stored as 16-byte-aligned float4s where a tile spans whole rows (0.71 to 0.79
+ms; 0.71 ms with streaming stores); pass 1's sums kept in shared memory between the parities, the two
+passes as two loops, items recomputed from their tickets and two-register Swish masks (24 bytes of
+spill stores instead of 20, 0.76 to 0.80 ms; with the float4 stores as well 4 bytes, 0.73 to 0.83
+ms); every warp taking its own items of 4 input rows, with its own tiles and tickets and no block
+barriers (0.98 ms: each item's ticket, fence and normalisation loads are exposed, at an eighth of a
+block item's work); streaming stores (__stcs) or two-register Swish masks alone (within the noise,
+0.69 to 0.77 ms, this kernel 0.72 to 0.76 ms in the same process).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
