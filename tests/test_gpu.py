@@ -59,6 +59,28 @@ def test_input_layouts(name, layout):
     assert_all_pass(check_model(new, ref, case.input_shape, DEVICE, transform=transform))
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_large_magnitude_input(name):
+    """Inputs in [-300, 300): conv outputs reach hundreds, far past where exp() overflows in float32."""
+    case = small(name)
+    ref, new = models(name, case.init_args)
+    x = (make_input(case.input_shape, 8, DEVICE) * 2 - 1) * 300
+    with torch.no_grad():
+        truth = float64_copy(ref)(x.double())
+    assert_all_pass([compare(run_poisoned(new, x, truth.numel()), truth)])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_zero_groupnorm_weight(name):
+    """GroupNorm weight 0 on every other channel: those channels are their bias alone, exactly."""
+    case = small(name)
+    ref, new = models(name, case.init_args)
+    with torch.no_grad():
+        for model in (ref, new):
+            next(m for m in model.modules() if isinstance(m, torch.nn.GroupNorm)).weight[::2] = 0
+    assert_all_pass(check_model(new, ref, case.input_shape, DEVICE))
+
+
 def bad_kinds(name):
     kinds = ["cpu", "float64", "wrong_rank", "wrong_channels"]
     return kinds + (["smaller_than_kernel"] if PROBLEMS[name].rejects_small_input else [])

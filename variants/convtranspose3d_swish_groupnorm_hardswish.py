@@ -86,6 +86,7 @@ cuda_source = r"""
 
 constexpr int K = 3, TAPS = K * K * K;   // stride 2, padding 1: the configuration the parity split is for
 constexpr int CO_TILE = 4;      // output channels per pass of a thread: one float4 of weights per tap
+static_assert(CO_TILE % 2 == 0, "pass 1 pairs the channels of a chunk");
 constexpr int ROWS = 4;         // input rows m_h per thread
 constexpr int WARPS = 8, THREADS = 32 * WARPS;
 constexpr int MIN_BLOCKS = 2;   // caps registers at 128: 16 warps per SM
@@ -109,7 +110,7 @@ struct Params {
     const float* gn_weight;  // (C_out)
     const float* gn_bias;    // (C_out)
     double* partials;        // (B, C_out, tiles, 2): each pass-1 block's sum and sum of squares per channel
-    float* norm;             // (B, C_out, 2): per-channel scale (times -ln 2) and shift
+    float* norm;             // (B, C_out, 2): per channel 1 / (-ln(2) scale) and shift
     int* counters;           // zeroed before the launch: [0] tickets, [1 + b] sample b's pass-1 blocks done,
                              // [1 + B + b] sample b's norm written
     float* out;              // (B, C_out, Do, Ho, Wo)
@@ -125,7 +126,7 @@ struct Smem {
     float4 w[CI_CHUNK][TAPS][CHUNKS];        // weights times -log2(e), a float4 over 4 output channels
     float rows[WARPS][2 * ROWS][64];         // pass 2: a warp's output rows, for coalesced stores
     float4 bias[CHUNKS];                     // times -log2(e)
-    float4 scale[CHUNKS], shift[CHUNKS];     // pass 2: the normalisation
+    float4 inv[CHUNKS], shift[CHUNKS];       // pass 2: the normalisation (Params::norm)
     double red[CO_GROUP][2][WARPS];          // pass 1: per channel and warp, sum and sum of squares
     int ticket[2], last;
 };
@@ -308,8 +309,10 @@ __device__ __forceinline__ void convolve_staged(float (&acc)[2][2][ROWS][CO_TILE
 
 // Sample b's normalisation, by the last of its pass-1 blocks: per group, one warp adds the partials
 // of the group's channels in a fixed order (each lane a fixed stride, then a fixed shuffle tree; double),
-// then per channel folds mean, 1/std and the affine parameters into one scale and shift. The scale
-// carries the -ln(2) of the scaled Swish. Partials come from other blocks: read past L1 (__ldcg).
+// then per channel folds mean, 1/std and the affine parameters into one scale and shift. It stores
+// the reciprocal of the scale times -ln(2) (the scaled Swish's factor), at most FLT_MAX in size, so
+// that pass 2 divides once (a zero scale gives a zero quotient). Partials come from other blocks: read
+// past L1 (__ldcg).
 __device__ void finalize_sample(const Params& p, int b)
 {
     const Geometry& g = p.g;
@@ -330,7 +333,8 @@ __device__ void finalize_sample(const Params& p, int b)
         const double mean = s / n, rstd = 1.0 / sqrt(fmax(q / n - mean * mean, 0.0) + p.eps);
         for (int c = grp * cpg + lane; c < (grp + 1) * cpg; c += 32) {
             const double scale = p.gn_weight[c] * rstd;
-            p.norm[((size_t)b * g.C_out + c) * 2] = (float)(scale * -LN2);
+            const double inv = copysign(fmin(1.0 / fabs(scale * LN2), 3.4028234663852886e38), -scale);
+            p.norm[((size_t)b * g.C_out + c) * 2] = (float)inv;
             p.norm[((size_t)b * g.C_out + c) * 2 + 1] = (float)(p.gn_bias[c] - mean * scale);
         }
     }
@@ -355,7 +359,7 @@ __device__ __forceinline__ void wait_for_flag(const int* flag)
 //
 // The staged weights and the bias carry a factor -log2(e), so an accumulator holds a = -log2(e) v and
 // Swish is v sigmoid(v) = -ln(2) a / (1 + 2^a): no multiply before the exponential. The sums are
-// scaled back in double, and the normalisation's scale carries the -ln(2) (finalize_sample).
+// scaled back in double, and pass 2's normalisation carries the -ln(2) (finalize_sample).
 template <bool WRITE>
 __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item& it, int buf)
 {
@@ -396,9 +400,12 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
             }
 
             if (!WRITE) {
-                // -log2(e) Swish, added to the sums. Outputs outside the output (rows and columns past
-                // its edge) get 1 + 2^a = inf: Swish 0, nothing added. For v < -88, 2^a is inf as
-                // well: 0 is the limit of Swish.
+                // -log2(e) Swish, added to the sums. Two channels share one reciprocal: with d = 1 + 2^a,
+                // r = 1 / (d0 d1) gives 1 / d0 = r d1 and 1 / d1 = r d0 (MUFU issue is what the
+                // epilogue waits on). a is clamped at 63 so that d0 d1 stays finite; below v = -43.7
+                // Swish is then -ln(2) a / (1 + 2^63), within 1e-17 of its value. Outputs outside the
+                // output (rows and columns past its edge) take 2^64 for the 1: both channels of a pair
+                // share the row and column, d0 d1 = inf, r = 0, nothing added.
                 float one[2][2][ROWS];   // [bb][c][r]
 #pragma unroll
                 for (int bb = 0; bb < 2; ++bb)
@@ -406,7 +413,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
                 for (int c = 0; c < 2; ++c)
 #pragma unroll
                 for (int r = 0; r < ROWS; ++r)
-                    one[bb][c][r] = col_ok[c] && 2 * r + bb < n_out_rows ? 1.f : __int_as_float(0x7f800000);
+                    one[bb][c][r] = col_ok[c] && 2 * r + bb < n_out_rows ? 1.f : 0x1p64f;
 #pragma unroll
                 for (int bb = 0; bb < 2; ++bb)
 #pragma unroll
@@ -414,18 +421,24 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
 #pragma unroll
                 for (int r = 0; r < ROWS; ++r)
 #pragma unroll
-                for (int q = 0; q < CO_TILE; ++q) {
-                    const float a = acc[bb][c][r][q], y = a * rcp_approx(one[bb][c][r] + exp2_approx(a));
-                    tot[q] += y;
-                    tot_sq[q] = fmaf(y, y, tot_sq[q]);
+                for (int q = 0; q < CO_TILE; q += 2) {
+                    const float a0 = acc[bb][c][r][q], a1 = acc[bb][c][r][q + 1];
+                    const float d0 = one[bb][c][r] + exp2_approx(fminf(a0, 63.f));
+                    const float d1 = one[bb][c][r] + exp2_approx(fminf(a1, 63.f));
+                    const float rr = rcp_approx(d0 * d1), y0 = (a0 * rr) * d1, y1 = (a1 * rr) * d0;
+                    tot[q] += y0;
+                    tot_sq[q] = fmaf(y0, y0, tot_sq[q]);
+                    tot[q + 1] += y1;
+                    tot_sq[q + 1] = fmaf(y1, y1, tot_sq[q + 1]);
                 }
                 continue;
             }
 
-            // -log2(e) Swish as above, then hardswish(y) = y clamp(y / 6 + 1 / 2, 0, 1) of the
-            // normalised y, in place.
-            const float4 sc4 = s.scale[k], sh4 = s.shift[k];
-            const float sc[CO_TILE] = {sc4.x, sc4.y, sc4.z, sc4.w}, sh[CO_TILE] = {sh4.x, sh4.y, sh4.z, sh4.w};
+            // Swish and the normalisation in one quotient: y = scale v sigmoid(v) + shift
+            // = a / (inv (1 + 2^a)) + shift, with inv = 1 / (-ln(2) scale) (finalize_sample). For v < -88,
+            // 2^a = inf and y = shift, the limit. Then hardswish(y) = y clamp(y / 6 + 1 / 2, 0, 1), in place.
+            const float4 inv4 = s.inv[k], sh4 = s.shift[k];
+            const float inv[CO_TILE] = {inv4.x, inv4.y, inv4.z, inv4.w}, sh[CO_TILE] = {sh4.x, sh4.y, sh4.z, sh4.w};
 #pragma unroll
             for (int bb = 0; bb < 2; ++bb)
 #pragma unroll
@@ -435,8 +448,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
 #pragma unroll
             for (int q = 0; q < CO_TILE; ++q) {
                 float& a = acc[bb][c][r][q];
-                a *= rcp_approx(1.f + exp2_approx(a));
-                const float y = fmaf(a, sc[q], sh[q]);
+                const float y = fmaf(a, rcp_approx(fmaf(exp2_approx(a), inv[q], inv[q])), sh[q]);
                 a = y * __saturatef(fmaf(y, 1.f / 6.f, 0.5f));
             }
             // Per channel, the warp's 2 ROWS x 64 values go through shared memory so that each store
@@ -549,7 +561,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
             __syncthreads();
             if (threadIdx.x < CO_GROUP) {
                 const size_t at = ((size_t)it.b * g.C_out + min(it.cg0 + (int)threadIdx.x, g.C_out - 1)) * 2;
-                reinterpret_cast<float*>(s.scale)[threadIdx.x] = __ldcg(p.norm + at);
+                reinterpret_cast<float*>(s.inv)[threadIdx.x] = __ldcg(p.norm + at);
                 reinterpret_cast<float*>(s.shift)[threadIdx.x] = __ldcg(p.norm + at + 1);
             }
         }
