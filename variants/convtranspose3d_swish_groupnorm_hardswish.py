@@ -18,23 +18,34 @@ cp.async (zero-filled outside the input); with up to 4 input channels it loads i
 while computing the current one. Warp w owns 4 input rows, lane l one input column; a thread
 computes all 2 x 2 x 2 parities of its 4 positions for 4 output channels at a time, one output depth
 parity after the other (64 accumulators). Weights and bias carry a factor -log2(e), so Swish needs
-no multiply before its exponential. In pass 2 each warp's output rows go through shared memory so
-that every store instruction writes 32 consecutive floats.
+no multiply before its exponential. Pass 1 computes the reciprocals 1 / (1 + 2^a) of two channels with
+one MUFU operation (r = 1 / (d0 d1), then r d1 and r d0); pass 2 folds Swish and the normalisation
+into one quotient, a / (inv (1 + 2^a)) + shift. In pass 2 each warp's output rows go through shared
+memory so that every store instruction writes 32 consecutive floats.
 
-Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB
-output once, 0.35 ms at an H100's 2.95 TB/s copy bandwidth. Per pass the arithmetic is 10.1
-multiply-adds per output (2.6 G, 0.04 ms at 67 TFLOP/s) but Swish needs two MUFU operations per
-output (16 per clock per SM: 0.13 ms at 1.98 GHz) and a thread issues about 26 instructions per
-output and pass (0.4 ms for both passes at one instruction per clock per scheduler), so the kernel
-is bound by instruction issue and latency, not by the write. Measured on an H100 (ncu): the kernel
-0.67 ms, 385 M warp instructions (half of them the conv's multiply-adds) at 0.57 per clock per
-scheduler (16 warps per SM; stalls on fixed-latency dependencies, the MIO queue that MUFU and
-shared-memory loads share, and barriers; issue slots busy 55%, 1.5 of 4 warps eligible). Warp
-samples: the conv 22%, the Swish epilogues 37%, pass 2's stores 18%, barriers and per-item work
-the rest. Timed 0.690, 0.694, 0.715, 0.719 and 0.685 ms in five full run_all.py runs on different
-H100s (1.97x, 1.98x, 2.08x, 2.06x and 1.96x the floor); 0.68 to 0.78 ms over several machines and
-runs. The host spends about 30 us per call, part of it exposed after the timing's L2 flush (a
-CUDA graph replay took 0.674 ms).
+Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output
+once, 0.35 ms at an H100's 2.95 TB/s copy bandwidth. Per pass the arithmetic is 10.1 multiply-adds
+per output (2.6 G, 0.04 ms at 67 TFLOP/s) but Swish needs two MUFU operations per output in pass 2
+and one and a half in pass 1 (16 per clock per SM: 0.13 and 0.10 ms at 1.98 GHz), and a thread
+issues about 23 instructions per output and pass (0.4 ms for both passes at one instruction per
+clock per scheduler), so the kernel is bound by instruction issue and latency, not by the write.
+Profiled on an H100 (ncu, clock locked at 1.59 GHz; the kernel before the paired reciprocals): 0.770
+ms, 384 M warp instructions (half of them the conv's multiply-adds), issue slots busy 59% (16 warps
+per SM, 1.6 of 4 eligible), MUFU pipe 43%, FMA pipe 40%, ALU 9%. Warp states: eligible but another
+warp picked 26%, issuing 16%, fixed-latency waits 17%, the MIO queue 16% (80% of it MUFU
+instructions: MUFU and shared-memory loads share that queue), dispatch 10%, barriers 7%. Warp
+samples: the Swish epilogues about 45% (pass 1 28%, pass 2 17%), the conv 24%, pass 2's stores 11%,
+per-item work and barriers the rest. An epilogue issues about a third of its instructions to MUFU,
+which takes 8 cycles per warp instruction on a scheduler, so there the MUFU pipe is the limit; in
+the conv the FMA pipe is. Not power-bound: 1980 MHz and 590 W of 700 W while the kernel runs back to
+back (0.68 ms a call). Timed 0.690, 0.694, 0.715, 0.719 and 0.685 ms in five full run_all.py runs on
+different H100s before the paired reciprocals (1.97x, 1.98x, 2.08x, 2.06x and 1.96x the floor); 0.68
+to 0.78 ms over several machines and runs (interleaved medians of the same kernel: 0.705 ms on one
+H100, 0.774 ms on another). The paired reciprocals and the folded quotient took 0.985, 0.989 and
+0.989 of the kernel before them in three interleaved comparisons on three machines (300 to 400
+alternating runs each, medians); 0.772 ms (2.25x the floor) in a full run_all.py run on the slower
+kind of machine. The host spends about 30 us per call, part of it exposed after the timing's L2
+flush (a CUDA graph replay took 0.674 ms).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
 shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples interleaved
 with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing its own two
@@ -70,6 +81,13 @@ ms); every warp taking its own items of 4 input rows, with its own tiles and tic
 barriers (0.98 ms: each item's ticket, fence and normalisation loads are exposed, at an eighth of a
 block item's work); streaming stores (__stcs) or two-register Swish masks alone (within the noise,
 0.69 to 0.77 ms, this kernel 0.72 to 0.76 ms in the same process).
+Measured against the paired reciprocals, as ratios to the kernel before them in interleaved runs:
+the folded quotient alone 0.996 to 0.998; one or two channels of four taking their reciprocal from
+three Newton steps on the FMA pipe instead of MUFU 0.997 to 1.001; pairs in both passes without the
+clamp at 63 0.974 to 0.981 (but there a pair with one exponent past 2^128 gives NaN, and one past
+2^64 can zero its partner: not usable); pairs in both passes, clamped, pass 2 pairing the two
+columns of one channel 0.993; four channels sharing one reciprocal in pass 1 (clamp at 31) 1.015,
+with 124 bytes of spills.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
