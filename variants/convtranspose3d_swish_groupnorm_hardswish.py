@@ -41,11 +41,11 @@ the conv the FMA pipe is. Not power-bound: 1980 MHz and 590 W of 700 W while the
 back (0.68 ms a call). Timed 0.690, 0.694, 0.715, 0.719 and 0.685 ms in five full run_all.py runs on
 different H100s before the paired reciprocals (1.97x, 1.98x, 2.08x, 2.06x and 1.96x the floor); 0.68
 to 0.78 ms over several machines and runs (interleaved medians of the same kernel: 0.705 ms on one
-H100, 0.774 ms on another). The paired reciprocals and the folded quotient took 0.985, 0.989 and
-0.989 of the kernel before them in three interleaved comparisons on three machines (300 to 400
-alternating runs each, medians); 0.772 ms (2.25x the floor) in a full run_all.py run on the slower
-kind of machine. The host spends about 30 us per call, part of it exposed after the timing's L2
-flush (a CUDA graph replay took 0.674 ms).
+H100, 0.774 ms on another). The paired reciprocals and the folded quotient took 0.984, 0.989, 0.989
+and 0.986 of the kernel before them in four interleaved comparisons on four machines (300 to 400
+alternating runs each, medians); in full run_all.py runs 0.772 ms (2.25x the floor) on a slower
+machine and 0.681 ms (1.98x, 11.54x eager) on a faster one. The host spends about 30 us per call,
+part of it exposed after the timing's L2 flush (a CUDA graph replay took 0.674 ms).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
 shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples interleaved
 with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing its own two
