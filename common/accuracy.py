@@ -88,16 +88,20 @@ def run_poisoned(model, x, out_numel):
         return model(x)
 
 
-def check_model(model, reference, input_shape, device, seed=0, n_inputs=N_INPUTS, transform=None):
+def check_model(model, reference, input_shape, device, seed=0, n_inputs=N_INPUTS, transform=None,
+                values=None):
     """Run the rule on `n_inputs` fresh inputs; returns one Report per input.
 
     `reference` must already hold the parameters `model` holds (see inputs.make_models).
+    `values` (optional) maps each uniform [0, 1) input to other values, for the truth and the model alike.
     `transform` (optional) maps each input before the model sees it (channels-last, a strided view).
     """
     ref64 = float64_copy(reference)
     reports = []
     for i in range(n_inputs):
         x = make_input(input_shape, seed + 1000 + i, device)
+        if values is not None:
+            x = values(x)
         with torch.no_grad():
             truth = ref64(x.double())
         xin = transform(x) if transform is not None else x
