@@ -88,6 +88,17 @@ clamp at 63 0.974 to 0.981 (but there a pair with one exponent past 2^128 gives 
 2^64 can zero its partner: not usable); pairs in both passes, clamped, pass 2 pairing the two
 columns of one channel 0.993; four channels sharing one reciprocal in pass 1 (clamp at 31) 1.015,
 with 124 bytes of spills.
+Tensor cores again, in a layout built for them (measured against this kernel, same processes): split
+TF32 with the big part masked to TF32 (2 instructions per value), mma.sync m16n8k8 on an m-tile of 16
+input positions of a row x all 8 parity classes x 16 output channels, offsets paired (f, f + 4) so that
+one A fragment serves every class of a depth parity: 14 k-steps per 4 input channels, 84 MMAs per m-tile
+and pass, weights pre-split in shared memory as B fragments. Correct on every test of this problem (rel
+err 2.2e-7) but 1.00 to 1.06 ms against 0.70 to 0.75 ms. Profiled: 337 M warp instructions (HMMA 5%),
+issue slots 43% busy; pass 2's stores, coming from the MMA layout (a lane holds 2 channels x 2
+positions 8 apart), took 28% of the warp samples staged through shared memory and more as direct
+8-byte stores (4 channel planes per instruction; 1.18 ms). Pass 1 alone (pass-2 items skipped, timing
+only) took 0.379 ms on the tensor cores and 0.374 ms with this kernel's FP32 conv, half of this
+kernel's time: pass 1 is bound by its Swish epilogue and latency, not by the multiply-adds.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
