@@ -99,6 +99,19 @@ positions 8 apart), took 28% of the warp samples staged through shared memory an
 8-byte stores (4 channel planes per instruction; 1.18 ms). Pass 1 alone (pass-2 items skipped, timing
 only) took 0.379 ms on the tensor cores and 0.374 ms with this kernel's FP32 conv, half of this
 kernel's time: pass 1 is bound by its Swish epilogue and latency, not by the multiply-adds.
+Held on chip instead of recomputed (measured, not kept): a cooperative kernel in which each block
+computes pass 1 of one unit (2 input rows x 32 columns x 16 channels, 32 outputs a thread) of every
+sample, keeps the Swish values in shared memory (3 units of 32 KB a block, 2 blocks an SM: the
+resident blocks hold about three samples) and writes the unit two samples later; a finalizing block
+sums each sample's partials and stores (factor, shift) pairs that pass 2 polls. Correct on all 25 of
+this problem's GPU tests, no conv recomputed, but 0.80 to 0.82 ms against 0.69 to 0.75 ms for this
+kernel in the same processes. Timed with globaltimer stamps: pass 1 of a unit 1.8 to 1.9 us, yet an
+iteration 5.2 to 5.7 us, because every sample waits for all 256 blocks: the last one finishes 3.6 to
+6.7 us after the median (the same few blocks, sample after sample), the statistics take 2.3 to 4 us
+more, and then every block's pass 2 falls in the same 2 to 2.5 us (8 MB of stores at once, the write
+bandwidth). With the last-counting block finalizing, that block fell behind and stayed last: 1.3 to
+1.5 ms. It would need blocks taking units dynamically (slow SMs doing fewer), and a deadlock argument
+for a ticket taken ahead while all of a block's buffers wait on that ticket's sample.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
