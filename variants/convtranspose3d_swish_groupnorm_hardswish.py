@@ -12,6 +12,9 @@ ticket, all of pass 1 before all of pass 2:
     per-channel scale and shift, then sets the sample's flag.
   pass 2 item: waits for its sample's flag, recomputes, normalises, applies HardSwish and writes the
     output once. Pass 2 of the first samples runs while pass 1 of the last ones finishes.
+The launch's last round of pass-2 items (one per block) is split in two by channels, so that blocks finish
+closer together: they drift apart over the launch, and with whole items the GPU idled for about half an
+item (some 20 us) at the end. Measured: 0.988 of the kernel before it (interleaved, 250 rounds).
 A block stages one input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4
 input channels at a time) and the weights of up to 32 output channels in shared memory, with
 cp.async (zero-filled outside the input); with up to 4 input channels it loads its next item's tile
@@ -113,6 +116,23 @@ more, and then every block's pass 2 falls in the same 2 to 2.5 us (8 MB of store
 bandwidth). With the last-counting block finalizing, that block fell behind and stayed last: 1.3 to
 1.5 ms. It would need blocks taking units dynamically (slow SMs doing fewer), and a deadlock argument
 for a ticket taken ahead while all of a block's buffers wait on that ticket's sample.
+Held on chip with units taken by ticket instead (measured, not kept): the held kernel above without the
+lockstep, blocks taking units by ticket so that slow ones take fewer. Correct on every shape tried (single
+samples of 4,000 units included), but 0.96 ms and slower in every later form. With each step's round trip
+(ticket, count, poll, normalisation) waited for by the whole block, a unit took 7.5 us against 1.9 us of
+arithmetic. With the round trips issued before pass 1 and used after it, a unit still took 4.2 us, and
+the statistics came too late for the three buffers: a sample's last unit is ticketed about one unit after
+its first and computed up to two units later, and its sum follows. Waiting then chained blocks into a
+convoy (2.8 ms); dropping the held values and recomputing them later dropped 95% of them (1.85 ms). On-chip
+capacity is the wall: a sample's output (7.9 MB) is a quarter of all shared memory (132 x 228 KB), and a
+sample must stay held for about three units. Keeping the values in L2 instead (write, re-read, discard)
+was measured on its own: 1 GB through an 8 to 16 MB ring per block took 0.54 to 0.63 ms against 0.32 ms
+for writing 1 GB once, and evicted scratch reached DRAM (1.4 to 1.5 GB written).
+Where the rest of the time goes (this kernel, same process): time is linear in the batch, 4.98 us per sample
+plus 51 us (B from 116 to 148); about 14 us of that is the host (a call takes 39 us to enqueue, and the
+timing's L2 flush hides only part of it: 0.679 ms against 0.665 ms with the host given a head start, and
+0.664 ms as a CUDA graph). A workspace kept between calls, with the kernel zeroing its counters at the end
+instead of a memset per call, changed nothing (0.9987).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
@@ -137,6 +157,7 @@ constexpr int MIN_BLOCKS = 2;   // caps registers at 128: 16 warps per SM
 constexpr int CI_CHUNK = 4;     // input channels staged in shared memory at once
 constexpr int CO_GROUP = 32;    // output channels per block
 constexpr int CHUNKS = CO_GROUP / CO_TILE;
+constexpr int SPLIT = 2;        // parts of each pass-2 item in the launch's last round (half its chunks each)
 constexpr int TILE_H = WARPS * ROWS + 1, TILE_W = 33;   // input rows and columns a block reads (+1 halo)
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr double LN2 = 0.69314718055994531;
@@ -145,6 +166,8 @@ struct Geometry {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int h_tiles, w_tiles, tiles;   // tiles per sample: (m_d, TILE_H - 1 rows, 32 columns)
     int items;                     // blocks per sample and pass: tiles x groups of CO_GROUP channels
+    int split_from, tickets;       // the launch's tickets: items, but from ticket split_from on each item is SPLIT
+                                   // tickets (the last round of pass-2 items, so that blocks finish together)
 };
 
 struct Params {
@@ -216,16 +239,21 @@ __device__ __forceinline__ void copy_async_wait() {
 }
 
 // Where a block's work lies: sample b, input depth md, first input row h0 and column w0, output
-// channels cg0 .. cg0 + CO_GROUP - 1; WRITE: pass 2.
+// channels cg0 + CO_TILE k0 .. cg0 + CO_TILE k1 - 1; WRITE: pass 2.
 struct Item {
     bool write;
     int b, tile, md, h0, w0, cg0;
+    int k0, k1;   // chunks of CO_TILE channels
 };
 
-// Tickets 0 .. B items - 1 are pass 1, sample after sample; the rest are pass 2 in the same order.
+// Items 0 .. B items - 1 are pass 1, sample after sample; the rest are pass 2 in the same order. From
+// ticket split_from on, SPLIT tickets share an item, each with its part of the chunks.
 __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
 {
     Item it;
+    const bool split = t >= g.split_from;
+    const int part = split ? (t - g.split_from) % SPLIT : 0;
+    if (split) t = g.split_from + (t - g.split_from) / SPLIT;
     const int n = g.items, u = t % (B * n);
     it.write = t >= B * n;
     it.b = u / n;
@@ -234,6 +262,9 @@ __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
     it.w0 = it.tile % g.w_tiles * 32;
     it.h0 = it.tile / g.w_tiles % g.h_tiles * (TILE_H - 1);
     it.md = it.tile / (g.w_tiles * g.h_tiles);
+    const int chunks = (min(CO_GROUP, g.C_out - it.cg0) + CO_TILE - 1) / CO_TILE;   // the group's channels
+    it.k0 = split ? part * chunks / SPLIT : 0;
+    it.k1 = split ? (part + 1) * chunks / SPLIT : chunks;
     return it;
 }
 
@@ -412,7 +443,6 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int mh0 = it.h0 + ROWS * warp, mw = w0 + lane;
     const int n_cc = (g.C_in + CI_CHUNK - 1) / CI_CHUNK;
-    const int n_chunks = (min(CO_GROUP, g.C_out - cg0) + CO_TILE - 1) / CO_TILE;
     const int n_parities = 2 * md + 1 < g.Do ? 2 : 1;   // the last input depth feeds one output depth
     const int n_out_rows = min(2 * ROWS, g.Ho - 2 * mh0);   // this warp's output rows inside the output
     const int n_out_cols = min(64, g.Wo - 2 * w0);          // this tile's output columns
@@ -424,7 +454,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
     const InputTile& in = s.in[buf];
 
     float acc[2][2][ROWS][CO_TILE];   // [bb][c][r][q]
-    for (int k = 0; k < n_chunks; ++k) {
+    for (int k = it.k0; k < it.k1; ++k) {
         const int co0 = cg0 + k * CO_TILE;
         float tot[CO_TILE] = {}, tot_sq[CO_TILE] = {};   // pass 1: the thread's sums
 #pragma unroll 1
@@ -564,7 +594,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
     if (threadIdx.x == 0) atomicExch(p.counters + 1 + p.B + b, 1);
 }
 
-// The whole model in one launch: persistent blocks take items by ticket (item_of) until 2 B items are
+// The whole model in one launch: persistent blocks take items by ticket (item_of) until g.tickets are
 // done; shared memory: a dynamic Smem. Tickets come from an atomic counter, so every smaller ticket
 // belongs to a block that is working on it or done with it, or holds it as its next item while working on
 // a still smaller one. Pass-1 tickets all come before pass-2 tickets, a pass-2 item waits only for
@@ -577,7 +607,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Smem& s = *reinterpret_cast<Smem*>(smem_raw);
     const Geometry& g = p.g;
-    const int total = 2 * p.B * g.items;
+    const int total = g.tickets;
     const bool prefetch = g.C_in <= CI_CHUNK;
     if (threadIdx.x == 0) s.ticket[0] = atomicAdd(p.counters, 1);
     __syncthreads();
@@ -639,8 +669,9 @@ long long convt_workspace_bytes(long long B, int C_in, int C_out, int D, int H, 
     return (long long)(partials_bytes(B, g) + norm_bytes(B, g) + (1 + 2 * B) * sizeof(int));
 }
 
+// Tickets at most (as if every pass-2 item were split).
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W) {
-    return 2 * B * make_geometry(C_in, C_out, D, H, W).items;
+    return (1 + SPLIT) * B * make_geometry(C_in, C_out, D, H, W).items;
 }
 
 // Blocks resident at once on the current device (the kernel's shared-memory opt-in done once per device).
@@ -663,7 +694,7 @@ static cudaError_t resident_blocks(int* resident) {
     return cudaSuccess;
 }
 
-// Caller: B * items * 2 < 2^30 (convt_items; the ticket counter overshoots by the grid size), a workspace of convt_workspace_bytes.
+// Caller: convt_items < 2^30 (the ticket counter overshoots by the grid size), a workspace of convt_workspace_bytes.
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     void* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W, double eps,
@@ -681,6 +712,11 @@ cudaError_t convt_swish_gn_hardswish_launch(
     int resident;
     if ((err = resident_blocks(&resident)) != cudaSuccess) return err;
     const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
+    // The last round of pass-2 items, one per block, split: the blocks' last tickets are shorter, so they
+    // finish closer together (blocks drift apart, so without it the GPU is half idle for about half an item).
+    const int split = min(B * p.g.items, blocks);
+    p.g.split_from = 2 * B * p.g.items - split;
+    p.g.tickets = p.g.split_from + split * SPLIT;
     convt_swish_gn_kernel<<<blocks, THREADS, sizeof(Smem), stream>>>(p);
     return cudaGetLastError();
 }
