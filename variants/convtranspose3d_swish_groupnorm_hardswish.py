@@ -120,11 +120,10 @@ this kernel on one machine: each completing block falls behind and the next one 
 finalizing block at all, each unit adding its group sums with integer atomics to 288-bit fixed-point
 accumulators (exact, so the same in any order) and pass 2 computing the normalisation from them: correct
 on every shape tried, but 1.45 ms against 0.84 ms with the finalizing block and 0.74 ms for this kernel
-(all 256 blocks add to the same few words each sample). It would need blocks taking units dynamically (slow SMs doing fewer), and a deadlock argument for a ticket taken
-ahead while all of a block's buffers wait on that ticket's sample.
-Held on chip with units taken by ticket instead (measured, not kept): the held kernel above without the
-lockstep, blocks taking units by ticket so that slow ones take fewer. Correct on every shape tried (single
-samples of 4,000 units included), but 0.96 ms and slower in every later form. With each step's round trip
+(all 256 blocks add to the same few words each sample).
+Held on chip with units taken by ticket instead, so that slow SMs do fewer (measured, not kept): the
+held kernel above without the lockstep. Correct on every shape tried (single samples of 4,000 units
+included), but 0.96 ms and slower in every later form. With each step's round trip
 (ticket, count, poll, normalisation) waited for by the whole block, a unit took 7.5 us against 1.9 us of
 arithmetic. With the round trips issued before pass 1 and used after it, a unit still took 4.2 us, and
 the statistics came too late for the three buffers: a sample's last unit is ticketed about one unit after
@@ -172,8 +171,8 @@ struct Geometry {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int h_tiles, w_tiles, tiles;   // tiles per sample: (m_d, TILE_H - 1 rows, 32 columns)
     int items;                     // blocks per sample and pass: tiles x groups of CO_GROUP channels
-    int split_from, tickets;       // the launch's tickets: items, but from ticket split_from on each item is SPLIT
-                                   // tickets (the last round of pass-2 items, so that blocks finish together)
+    int split_from, tickets;       // the launch's tickets: one per item, but SPLIT per item from ticket
+                                   // split_from on (the last round of pass-2 items: blocks finish together)
 };
 
 struct Params {
