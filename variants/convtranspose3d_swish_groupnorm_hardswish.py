@@ -5,13 +5,22 @@ when o is even, and taps k = 0 (input m + 1) and k = 2 (input m) when o = 2m + 1
 input position m feeds the 2 x 2 x 2 outputs (2m + a, 2m + b, 2m + c) through dense loops with no
 divisibility tests and no wasted multiply-adds (27 taps per input channel for 8 outputs).
 One persistent kernel (convt_swish_gn_kernel) does the whole model. Its blocks take work items by
-ticket, all of pass 1 before all of pass 2:
+ticket, pass-1 and pass-2 items in turn, pass 2 about two rounds of items behind (item_of, schedule):
   pass 1 item (a tile and 32 output channels): transposed conv + Swish in registers; writes the tile's
     per-channel sum and sum of squares (double). Nothing of output size is written. The last pass-1
     item of a sample (an atomic count) adds the sample's partials in a fixed order and writes its
     per-channel scale and shift, then sets the sample's flag.
   pass 2 item: waits for its sample's flag, recomputes, normalises, applies HardSwish and writes the
-    output once. Pass 2 of the first samples runs while pass 1 of the last ones finishes.
+    output once.
+The passes are mixed so that the output is written over the whole launch. With all of pass 1 first, the
+launch wrote nothing for its first half and then 1 GB in its second: globaltimer stamps per item showed
+pass-2 items taking 38 us against 26 us for pass-1 items, and blocks finishing 260 pass-2 items per 50 us
+(some 2.6 TB/s of output, about the write bandwidth) against 400 pass-1 items. Mixed, a pass-2 item took
+36 us and the launch 0.974 of the unmixed one (interleaved timing, 300 rounds). Lags of one, one and a
+half and two rounds of items gave 0.976, 0.970 and 0.968 in one comparison, two and three rounds 0.973
+and 0.975 in another, 1.5 and 2.5 rounds 0.9603 and 0.9647 against two rounds' 0.9606 in a third (two
+rounds: the last samples' statistics are complete before the last round needs them); alternating single
+items or whole samples measured the same (0.9627 and 0.9635).
 The launch's last round of pass-2 items (one per block) is split in two by channels, so that blocks finish
 closer together: they drift apart over the launch, and with whole items the GPU idled for about half an
 item (some 20 us) at the end. Measured: 0.988 of the kernel before it (interleaved, 250 rounds).
@@ -52,8 +61,7 @@ machine, 0.681 ms (1.98x, 11.54x eager) on a faster one, 0.689 ms (2.01x, at 0b5
 compile, at 89644bf) and 0.698 ms (2.03x, 11.27x eager, at 651c160). The host's share is measured
 below (about 14 us of a call's time).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
-shared-memory loads then queue behind each other: 0.93 ms), pass 1 of later samples interleaved
-with pass 2 of earlier ones (no gain: pass 2 is not bound by the write), a warp storing its own two
+shared-memory loads then queue behind each other: 0.93 ms), a warp storing its own two
 columns instead of staging rows in shared memory (no gain), and the conv on the tensor cores in
 split TF32 (mma.sync m16n8k8, three products per step, 292 M warp instructions instead of 385 M):
 correct (rel err 2.4e-7) but 0.94 ms, because pass 2's Swish, staging and stores then queue on the
@@ -134,11 +142,17 @@ capacity is the wall: a sample's output (7.9 MB) is a quarter of all shared memo
 sample must stay held for about three units. Keeping the values in L2 instead (write, re-read, discard)
 was measured on its own: 1 GB through an 8 to 16 MB ring per block took 0.54 to 0.63 ms against 0.32 ms
 for writing 1 GB once, and evicted scratch reached DRAM (1.4 to 1.5 GB written).
-Where the rest of the time goes (this kernel, same process): time is linear in the batch, 4.98 us per sample
-plus 51 us (B from 116 to 148); about 14 us of that is the host (a call takes 39 us to enqueue, and the
-timing's L2 flush hides only part of it: 0.679 ms against 0.665 ms with the host given a head start, and
-0.664 ms as a CUDA graph). A workspace kept between calls, with the kernel zeroing its counters at the end
-instead of a memset per call, changed nothing (0.9987).
+Where the rest of the time goes (the kernel before the mixed passes, same process): time is linear in the
+batch, 4.98 us per sample plus 51 us (B from 116 to 148); about 14 us of that is the host (a call takes 39
+us to enqueue, and the timing's L2 flush hides only part of it: 0.679 ms against 0.665 ms with the host
+given a head start, and 0.664 ms as a CUDA graph). A workspace kept between calls, with the kernel zeroing
+its counters at the end instead of a memset per call, changed nothing (0.9987).
+Measured, not kept. Before the passes were mixed: each pass-2 item's wait for its sample's flag (a poll
+and a fence, some 3 us per item by the stamps) replaced by self-validating (scale, shift) words read at
+the item's start (1.014 of the kernel before it: a block waiting costs little, the other block on its SM
+takes the issue slots); the input tile staged in 16-byte copies (0.999). With them mixed: tickets taken
+only when a block is free in the launch's last rounds (0.967 against 0.962); the workspace in the output's
+allocation (0.983 against 0.967); the last round split in four parts instead of two (0.9606 and 0.9606).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
@@ -172,8 +186,10 @@ struct Geometry {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int h_tiles, w_tiles, tiles;   // tiles per sample: (m_d, TILE_H - 1 rows, 32 columns)
     int items;                     // blocks per sample and pass: tiles x groups of CO_GROUP channels
-    int split_from, tickets;       // the launch's tickets: one per item, but SPLIT per item from ticket
-                                   // split_from on (the last round of pass-2 items: blocks finish together)
+    // The launch's schedule (schedule()): pass 2 of sample s comes among pass 1 of samples s + lag and on;
+    // one ticket per item, but SPLIT per item from ticket split_from on (the last round of pass-2 items:
+    // blocks finish together), `tickets` in all.
+    int lag, split_from, tickets;
 };
 
 struct Params {
@@ -252,16 +268,30 @@ struct Item {
     int k0, k1;   // chunks of CO_TILE channels
 };
 
-// Items 0 .. B items - 1 are pass 1, sample after sample; the rest are pass 2 in the same order. From
-// ticket split_from on, SPLIT tickets share an item, each with its part of the chunks.
+// The order of the items, each pass's items sample after sample: first pass 1 of samples 0 .. lag - 1,
+// then pass-1 and pass-2 items in turn (pass 2 lag samples behind), then pass 2 of the last lag samples.
+// So the output is written over the whole launch, not in its second half (where the writes alone would
+// take most of the DRAM bandwidth), and every pass-2 item comes after all pass-1 items of its sample.
+// From ticket split_from on, SPLIT tickets share an item, each with its part of the chunks.
 __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
 {
     Item it;
     const bool split = t >= g.split_from;
     const int part = split ? (t - g.split_from) % SPLIT : 0;
     if (split) t = g.split_from + (t - g.split_from) / SPLIT;
-    const int n = g.items, u = t % (B * n);
-    it.write = t >= B * n;
+    const int n = g.items, lead = g.lag * n, mixed = 2 * (B - g.lag) * n;
+    int u;   // the item's index within its pass
+    if (t < lead) {
+        it.write = false;
+        u = t;
+    } else if (t < lead + mixed) {
+        const int v = t - lead;
+        it.write = v % 2 == 1;
+        u = it.write ? v / 2 : lead + v / 2;
+    } else {
+        it.write = true;
+        u = t - lead - mixed / 2;
+    }
     it.b = u / n;
     it.tile = u % n % g.tiles;
     it.cg0 = u % n / g.tiles * CO_GROUP;
@@ -603,9 +633,8 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
 // The whole model in one launch: persistent blocks take items by ticket (item_of) until g.tickets are
 // done; shared memory: a dynamic Smem. Tickets come from an atomic counter, so every smaller ticket
 // belongs to a block that is working on it or done with it, or holds it as its next item while working on
-// a still smaller one. Pass-1 tickets all come before pass-2 tickets, a pass-2 item waits only for
-// pass-1 items, and pass-1 items never wait: the launch cannot deadlock however the GPU schedules
-// blocks. Pass 2 of a sample starts as soon as its statistics are complete.
+// a still smaller one. A pass-2 item waits only for the pass-1 items of its sample, which all have smaller
+// tickets, and pass-1 items never wait: the launch cannot deadlock however the GPU schedules blocks.
 // Where one staged chunk holds all input channels (C_in <= CI_CHUNK), a block loads its next item's
 // input tile while it computes the current one. Bias and weights are staged when the channel group changes.
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(const Params p)
@@ -656,7 +685,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
 }
 
 static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
-    Geometry g;
+    Geometry g = {};   // the schedule is set by schedule()
     g.C_in = C_in; g.C_out = C_out; g.D = D; g.H = H; g.W = W;
     g.Do = 2 * D - 1; g.Ho = 2 * H - 1; g.Wo = 2 * W - 1;
     g.h_tiles = (H + TILE_H - 2) / (TILE_H - 1);
@@ -664,6 +693,17 @@ static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
     g.tiles = D * g.h_tiles * g.w_tiles;
     g.items = g.tiles * ((C_out + CO_GROUP - 1) / CO_GROUP);
     return g;
+}
+
+// The launch's schedule for B samples on `blocks` resident blocks. Pass 2 lags about two rounds of items
+// (and at least one sample), so that the last samples' statistics are complete well before the launch's
+// last round needs them (a lag of one round left blocks waiting at the end); the split tickets (at most
+// one round) are then all pass 2.
+static void schedule(Geometry& g, int B, int blocks) {
+    g.lag = min(B, (2 * blocks + g.items - 1) / g.items + 1);
+    const int split = min(B * g.items, blocks);
+    g.split_from = 2 * B * g.items - split;
+    g.tickets = g.split_from + split * SPLIT;
 }
 
 // Workspace: partials (double), then norm (float), then 1 + 2 B counters (int).
@@ -718,11 +758,9 @@ cudaError_t convt_swish_gn_hardswish_launch(
     int resident;
     if ((err = resident_blocks(&resident)) != cudaSuccess) return err;
     const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
-    // The last round of pass-2 items, one per block, split: the blocks' last tickets are shorter, so they
+    // The last round of pass-2 items, one per block, is split: the blocks' last tickets are shorter, so they
     // finish closer together (blocks drift apart, so without it the GPU is half idle for about half an item).
-    const int split = min(B * p.g.items, blocks);
-    p.g.split_from = 2 * B * p.g.items - split;
-    p.g.tickets = p.g.split_from + split * SPLIT;
+    schedule(p.g, B, blocks);
     convt_swish_gn_kernel<<<blocks, THREADS, sizeof(Smem), stream>>>(p);
     return cudaGetLastError();
 }
