@@ -148,13 +148,16 @@ us to enqueue, and the timing's L2 flush hides only part of it: 0.679 ms against
 given a head start, and 0.664 ms as a CUDA graph). A workspace kept between calls, with the kernel zeroing
 its counters at the end instead of a memset per call, changed nothing (0.9987). The input checks in
 forward took a few us of that: one combined test on the common path gave 0.990 of five separate ones
-(with the passes mixed; the same checks in C++ measured alike).
+(with the passes mixed; the same checks in C++ measured alike), and reading the submodules and parameters
+from nn.Module's dicts instead of through its __getattr__ 0.9944 and 0.9948 (two copies of each; two
+copies of the same file 0.9999).
 Measured, not kept. Before the passes were mixed: each pass-2 item's wait for its sample's flag (a poll
 and a fence, some 3 us per item by the stamps) replaced by self-validating (scale, shift) words read at
 the item's start (1.014 of the kernel before it: a block waiting costs little, the other block on its SM
 takes the issue slots); the input tile staged in 16-byte copies (0.999). With them mixed: tickets taken
 only when a block is free in the launch's last rounds (0.967 against 0.962); the workspace in the output's
-allocation (0.983 against 0.967); the last round split in four parts instead of two (0.9606 and 0.9606).
+allocation (0.983 against 0.967); the last round split in four parts instead of two (0.9606 and 0.9606);
+pass 2 pairing the reciprocals of a channel's two columns, as pass 1 does (1.014 and 1.013, two copies).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
@@ -834,12 +837,15 @@ class ModelNew(nn.Module):
                                  f"stride 2, padding 1), got {getattr(self.conv_transpose, name)}")
 
     def forward(self, x):
-        ct, gn = self.conv_transpose, self.group_norm
-        # One test on the common path (the host's time per call shows in the timing); _refuse says what is wrong.
+        # The host's time per call shows in the timing: one test on the common path (_refuse says what is
+        # wrong), and the submodules and parameters read from their dicts, where nn.Module's __getattr__ finds them.
+        ct, gn = self._modules["conv_transpose"], self._modules["group_norm"]
         if not (x.is_cuda and x.dtype == torch.float32 and x.dim() == 5 and x.shape[1] == ct.in_channels
                 and x.numel()):
             self._refuse(x)   # returns only for an empty batch
-        return _ext.convt_swish_gn_hardswish(x, ct.weight, ct.bias, gn.weight, gn.bias, gn.num_groups, gn.eps)
+        cp, gp = ct._parameters, gn._parameters
+        return _ext.convt_swish_gn_hardswish(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups,
+                                             gn.eps)
 
     def _refuse(self, x):
         if not x.is_cuda:
