@@ -58,8 +58,10 @@ and 0.986 of the kernel before them in four interleaved comparisons on four mach
 alternating runs each, medians); in full run_all.py runs 0.772 ms (2.25x the floor) on a slower
 machine, 0.681 ms (1.98x, 11.54x eager) on a faster one, 0.689 ms (2.01x, at 0b563a6) and 0.698 ms
 (2.02x, 11.17x eager, at 7cef82d). With the last round split, 0.686 ms (1.97x, 11.37x eager, 6.76x
-compile, at 89644bf) and 0.698 ms (2.03x, 11.27x eager, at 651c160). The host's share is measured
-below (about 14 us of a call's time).
+compile, at 89644bf) and 0.698 ms (2.03x, 11.27x eager, at 651c160). With the passes mixed and the
+lighter forward, 0.647 ms (1.90x, 11.94x eager, 7.23x compile, at 9e0e46f) and 0.697 ms (2.00x, 11.36x
+eager, 6.88x compile, at a79c007, on a machine where every variant ran slower). The host's share is
+measured below (about 14 us of a call's time before the lighter forward).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
 shared-memory loads then queue behind each other: 0.93 ms), a warp storing its own two
 columns instead of staging rows in shared memory (no gain), and the conv on the tensor cores in
