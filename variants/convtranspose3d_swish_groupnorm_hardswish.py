@@ -704,8 +704,10 @@ static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
 
 // The launch's schedule for B samples on `blocks` resident blocks. Pass 2 lags about two rounds of items
 // (and at least one sample), so that the last samples' statistics are complete well before the launch's
-// last round needs them (a lag of one round left blocks waiting at the end); the split tickets (at most
-// one round) are then all pass 2.
+// last round needs them (a lag of one round left blocks waiting at the end). That last round of pass-2
+// items, one per block, is split: the blocks' last tickets are shorter, so they finish closer together
+// (blocks drift apart, so without it the GPU is half idle for about half an item). The split tickets (at
+// most one round) are all pass 2.
 static void schedule(Geometry& g, int B, int blocks) {
     g.lag = min(B, (2 * blocks + g.items - 1) / g.items + 1);
     const int split = min(B * g.items, blocks);
@@ -765,8 +767,6 @@ cudaError_t convt_swish_gn_hardswish_launch(
     int resident;
     if ((err = resident_blocks(&resident)) != cudaSuccess) return err;
     const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
-    // The last round of pass-2 items, one per block, is split: the blocks' last tickets are shorter, so they
-    // finish closer together (blocks drift apart, so without it the GPU is half idle for about half an item).
     schedule(p.g, B, blocks);
     convt_swish_gn_kernel<<<blocks, THREADS, sizeof(Smem), stream>>>(p);
     return cudaGetLastError();
