@@ -26,7 +26,8 @@ closer together: they drift apart over the launch, and with whole items the GPU 
 item (some 20 us) at the end. Measured: 0.988 of the kernel before it (interleaved, 250 rounds).
 A block stages one input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4
 input channels at a time) and the weights of up to 32 output channels in shared memory, with
-cp.async (zero-filled outside the input); with up to 4 input channels it loads its next item's tile
+cp.async (zero-filled outside the input; 16-byte copies where the width is a multiple of 4, a quarter of
+the copy instructions); with up to 4 input channels it loads its next item's tile
 while computing the current one. Warp w owns 4 input rows, lane l one input column; a thread
 computes all 2 x 2 x 2 parities of its 4 positions for 4 output channels at a time, one output depth
 parity after the other (64 accumulators). Weights and bias carry a factor -log2(e), so Swish needs
@@ -156,7 +157,8 @@ copies of the same file 0.9999).
 Measured, not kept. Before the passes were mixed: each pass-2 item's wait for its sample's flag (a poll
 and a fence, some 3 us per item by the stamps) replaced by self-validating (scale, shift) words read at
 the item's start (1.014 of the kernel before it: a block waiting costs little, the other block on its SM
-takes the issue slots); the input tile staged in 16-byte copies (0.999). With them mixed: tickets taken
+takes the issue slots); the input tile staged in 16-byte copies (0.999; with the passes mixed it measured
+0.990 and 0.991, two processes of 700 rounds, and is kept). With them mixed: tickets taken
 only when a block is free in the launch's last rounds (0.967 against 0.962); the workspace in the output's
 allocation (0.983 against 0.967); the last round split in four parts instead of two (0.9606 and 0.9606);
 pass 2 pairing the reciprocals of a channel's two columns, as pass 1 does (1.014 and 1.013, two copies).
@@ -185,7 +187,8 @@ constexpr int CI_CHUNK = 4;     // input channels staged in shared memory at onc
 constexpr int CO_GROUP = 32;    // output channels per block
 constexpr int CHUNKS = CO_GROUP / CO_TILE;
 constexpr int SPLIT = 2;        // parts of each pass-2 item in the launch's last round (half its chunks each)
-constexpr int TILE_H = WARPS * ROWS + 1, TILE_W = 33;   // input rows and columns a block reads (+1 halo)
+constexpr int TILE_H = WARPS * ROWS + 1;   // input rows a block reads (+1 halo)
+constexpr int TILE_W = 36;      // row pitch of a staged tile: columns 0 .. 32 are read (+1 halo); 16-byte rows
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr double LN2 = 0.69314718055994531;
 
@@ -211,6 +214,7 @@ struct Params {
                              // [1 + B + b] sample b's norm written
     float* out;              // (B, C_out, Do, Ho, Wo)
     int B, groups;
+    bool vec;                // W % 4 == 0 and x 16-byte aligned: the input is staged in 16-byte copies
     double eps;
     Geometry g;
 };
@@ -251,6 +255,15 @@ __device__ __forceinline__ void copy_async(float* dst, const float* src, bool ok
                  :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 4 : 0) : "memory");
 #else
     *dst = ok ? __ldg(src) : 0.f;
+#endif
+}
+// The same for 16 bytes; both addresses 16-byte aligned.
+__device__ __forceinline__ void copy_async16(float* dst, const float* src, bool ok) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+#else
+    *reinterpret_cast<float4*>(dst) = ok ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
 #endif
 }
 __device__ __forceinline__ void copy_async_commit() {
@@ -312,10 +325,11 @@ __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
 }
 
 // Starts copying input channels ci0 .. ci0 + CI_CHUNK - 1 (those that exist) of an item's tile into
-// `in`: columns 0 .. 31 one tile row per warp instruction, then column 32 of every row, a row per lane.
-// Zeros outside the input. The caller commits, waits and synchronises.
+// `in`, zeros outside the input. VEC: columns 0 .. 35 in 16-byte copies, each wholly inside the input or
+// wholly outside (W % 4 == 0); otherwise columns 0 .. 31 one tile row per warp instruction, then column 32
+// of every row, a row per lane. The caller commits, waits and synchronises.
 __device__ __noinline__ void stage_input(InputTile& in, const float* __restrict__ x, int ci0, const Item it,
-                                         const Geometry g)
+                                         const Geometry g, bool vec)
 {
     const int n = min(CI_CHUNK, g.C_in - ci0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -324,6 +338,16 @@ __device__ __noinline__ void stage_input(InputTile& in, const float* __restrict_
     const auto plane_of = [&](int ci, int dd) {
         return x + ((size_t)(it.b * g.C_in + ci0 + ci) * g.D + min(it.md + dd, g.D - 1)) * g.H * g.W;
     };
+    if (vec) {   // a quarter of the copy instructions: they queue with the other block's MUFU work
+        constexpr int C4 = TILE_W / 4, PER_CI = 2 * TILE_H * C4;
+        for (int e = threadIdx.x; e < n * PER_CI; e += THREADS) {
+            const int ci = e / PER_CI, dd = e / (TILE_H * C4) % 2, r = e / C4 % TILE_H, c = e % C4 * 4;
+            const bool ok = it.md + dd < g.D && it.h0 + r < g.H && it.w0 + c < g.W;
+            const float* plane = plane_of(ci, dd);
+            copy_async16(&in[ci][dd][r][c], ok ? plane + (size_t)(it.h0 + r) * g.W + it.w0 + c : plane, ok);
+        }
+        return;
+    }
     for (int ci = 0; ci < n; ++ci)
 #pragma unroll
     for (int dd = 0; dd < 2; ++dd) {
@@ -505,7 +529,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
             for (int cc = 0; cc < n_cc; ++cc) {
                 if (n_cc > 1) {   // no prefetch: the input channels and their weights chunk by chunk
                     __syncthreads();
-                    stage_input(s.in[buf], p.x, cc * CI_CHUNK, it, g);
+                    stage_input(s.in[buf], p.x, cc * CI_CHUNK, it, g, p.vec);
                     copy_async_commit();
                     stage_weights(s, p.weight, cc * CI_CHUNK, cg0, g);
                     copy_async_wait<true>();
@@ -655,7 +679,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
     __syncthreads();
     int t = s.ticket[0], staged_cg = -1;
     Item it = item_of(t, p.B, g);
-    if (prefetch && t < total) stage_input(s.in[0], p.x, 0, it, g);
+    if (prefetch && t < total) stage_input(s.in[0], p.x, 0, it, g, p.vec);
     copy_async_commit();
     for (int buf = 0; t < total; buf ^= 1) {
         if (threadIdx.x == 0) s.ticket[buf ^ 1] = atomicAdd(p.counters, 1);
@@ -670,7 +694,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         __syncthreads();
         const int t_next = s.ticket[buf ^ 1];
         const Item next = item_of(t_next, p.B, g);
-        if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g);
+        if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
         copy_async_commit();
         if (it.write) {   // the sample's normalisation, once its pass 1 is complete
             if (threadIdx.x == 0) wait_for_flag(p.counters + 1 + p.B + it.b);
@@ -762,6 +786,7 @@ cudaError_t convt_swish_gn_hardswish_launch(
     p.norm = reinterpret_cast<float*>(static_cast<char*>(workspace) + partials_bytes(B, p.g));
     p.counters = reinterpret_cast<int*>(reinterpret_cast<char*>(p.norm) + norm_bytes(B, p.g));
     p.B = B; p.groups = groups; p.eps = eps;
+    p.vec = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
     cudaError_t err;
     if ((err = cudaMemsetAsync(p.counters, 0, (1 + 2 * (size_t)B) * sizeof(int), stream)) != cudaSuccess) return err;
     int resident;
