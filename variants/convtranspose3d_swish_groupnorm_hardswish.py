@@ -219,6 +219,14 @@ struct Params {
     Geometry g;
 };
 
+// Where a block's work lies: sample b, input depth md, first input row h0 and column w0, output
+// channels cg0 + CO_TILE k0 .. cg0 + CO_TILE k1 - 1; WRITE: pass 2.
+struct Item {
+    bool write;
+    int b, tile, md, h0, w0, cg0;
+    int k0, k1;   // chunks of CO_TILE channels
+};
+
 typedef float InputTile[CI_CHUNK][2][TILE_H][TILE_W];   // input depths m_d and m_d + 1, zero outside the input
 
 struct Smem {
@@ -229,6 +237,7 @@ struct Smem {
     float4 inv[CHUNKS], shift[CHUNKS];       // pass 2: the normalisation (Params::norm)
     double red[CO_GROUP][2][WARPS];          // pass 1: per channel and warp, sum and sum of squares
     int ticket[2], last;
+    Item next;                               // the block's next item, by thread 0 from its ticket
 };
 
 // Tap k of a stride-2, padding-1 axis: which output parity it feeds and which input offset it reads.
@@ -280,14 +289,6 @@ __device__ __forceinline__ void copy_async_wait() {
 #endif
 }
 
-// Where a block's work lies: sample b, input depth md, first input row h0 and column w0, output
-// channels cg0 + CO_TILE k0 .. cg0 + CO_TILE k1 - 1; WRITE: pass 2.
-struct Item {
-    bool write;
-    int b, tile, md, h0, w0, cg0;
-    int k0, k1;   // chunks of CO_TILE channels
-};
-
 // The order of the items, each pass's items sample after sample: first pass 1 of samples 0 .. lag - 1,
 // then pass-1 and pass-2 items in turn (pass 2 lag samples behind), then pass 2 of the last lag samples.
 // So the output is written over the whole launch, not in its second half (where the writes alone would
@@ -323,6 +324,10 @@ __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
     it.k1 = split ? (part + 1) * chunks / SPLIT : chunks;
     return it;
 }
+
+// item_of for thread 0, out of line, into shared memory: the other threads read it instead of each
+// computing it (its integer divisions and their MUFU reciprocals).
+__device__ __noinline__ void store_item(Item* dst, int t, int B, const Geometry g) { *dst = item_of(t, B, g); }
 
 // Starts copying input channels ci0 .. ci0 + CI_CHUNK - 1 (those that exist) of an item's tile into
 // `in`, zeros outside the input. VEC: columns 0 .. 35 in 16-byte copies, each wholly inside the input or
@@ -682,7 +687,11 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
     if (prefetch && t < total) stage_input(s.in[0], p.x, 0, it, g, p.vec);
     copy_async_commit();
     for (int buf = 0; t < total; buf ^= 1) {
-        if (threadIdx.x == 0) s.ticket[buf ^ 1] = atomicAdd(p.counters, 1);
+        if (threadIdx.x == 0) {
+            const int tn = atomicAdd(p.counters, 1);
+            s.ticket[buf ^ 1] = tn;
+            store_item(&s.next, tn, p.B, g);
+        }
         if (it.cg0 != staged_cg) {   // the channel group's bias and, with prefetch, its weights
             if (threadIdx.x < CO_GROUP) {
                 const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
@@ -693,7 +702,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         }
         __syncthreads();
         const int t_next = s.ticket[buf ^ 1];
-        const Item next = item_of(t_next, p.B, g);
+        const Item next = s.next;
         if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
         copy_async_commit();
         if (it.write) {   // the sample's normalisation, once its pass 1 is complete
