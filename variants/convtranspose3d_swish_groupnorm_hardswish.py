@@ -21,9 +21,16 @@ half and two rounds of items gave 0.976, 0.970 and 0.968 in one comparison, two 
 and 0.975 in another, 1.5 and 2.5 rounds 0.9603 and 0.9647 against two rounds' 0.9606 in a third (two
 rounds: the last samples' statistics are complete before the last round needs them); alternating single
 items or whole samples measured the same (0.9627 and 0.9635).
-The launch's last round of pass-2 items (one per block) is split in two by channels, so that blocks finish
+The launch's last round of pass-2 items (one per block) is split in four by channels, so that blocks finish
 closer together: they drift apart over the launch, and with whole items the GPU idled for about half an
-item (some 20 us) at the end. Measured: 0.988 of the kernel before it (interleaved, 250 rounds).
+item (some 20 us) at the end. Measured: two parts 0.988 of the kernel before it (interleaved, 250 rounds);
+four parts then measured the same as two (0.9606 both), but gained once the waits for a sample's
+statistics got cheaper (below).
+A pass-2 item waits for its sample's flag in warp 0 alone, with an acquire load and no fence, and warp 0
+loads the normalisation; the other warps go on to the item's barrier. By the stamps the poll and its fence
+took 1.5 us per pass-2 item, and 3 us in the launch's last rounds, where every block writes and the fence
+waits for the thread's stores. With the last round in four parts: 0.990 and 0.994 (interleaved, 700
+rounds, two processes).
 A block stages one input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4
 input channels at a time) and the weights of up to 32 output channels in shared memory, with
 cp.async (zero-filled outside the input; 16-byte copies where the width is a multiple of 4, a quarter of
@@ -160,7 +167,8 @@ the item's start (1.014 of the kernel before it: a block waiting costs little, t
 takes the issue slots); the input tile staged in 16-byte copies (0.999; with the passes mixed it measured
 0.990 and 0.991, two processes of 700 rounds, and is kept). With them mixed: tickets taken
 only when a block is free in the launch's last rounds (0.967 against 0.962); the workspace in the output's
-allocation (0.983 against 0.967); the last round split in four parts instead of two (0.9606 and 0.9606);
+allocation (0.983 against 0.967); the last round split in four parts instead of two (0.9606 and 0.9606,
+before the acquire poll);
 pass 2 pairing the reciprocals of a channel's two columns, as pass 1 does (1.014 and 1.013, two copies).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
@@ -186,7 +194,9 @@ constexpr int MIN_BLOCKS = 2;   // caps registers at 128: 16 warps per SM
 constexpr int CI_CHUNK = 4;     // input channels staged in shared memory at once
 constexpr int CO_GROUP = 32;    // output channels per block
 constexpr int CHUNKS = CO_GROUP / CO_TILE;
-constexpr int SPLIT = 2;        // parts of each pass-2 item in the launch's last round (half its chunks each)
+static_assert(CO_GROUP <= 32, "warp 0 loads a pass-2 item's normalisation");
+constexpr int SPLIT = 4;        // parts of each pass-2 item in the launch's last round (a quarter of its chunks
+                                // each; with fewer than 4 chunks some parts are empty)
 constexpr int TILE_H = WARPS * ROWS + 1;   // input rows a block reads (+1 halo)
 constexpr int TILE_W = 36;      // row pitch of a staged tile: columns 0 .. 32 are read (+1 halo); 16-byte rows
 constexpr float LOG2E = 1.4426950408889634f;
@@ -487,15 +497,22 @@ __device__ void finalize_sample(const Params& p, int b)
     }
 }
 
-// Thread 0 waits until *flag is set by another block (acquire), polling gently.
+// Waits until *flag is set by another block, polling gently. Acquire: the later loads of this thread, and
+// of the threads that synchronise with it, see what that block wrote before setting the flag. No fence, which
+// would wait for this thread's own stores.
 __device__ __forceinline__ void wait_for_flag(const int* flag)
 {
-    while (*reinterpret_cast<const volatile int*>(flag) == 0) {
 #if __CUDA_ARCH__ >= 700
+    for (;;) {
+        int v;
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+        if (v != 0) break;
         __nanosleep(200);
-#endif
     }
+#else
+    while (*reinterpret_cast<const volatile int*>(flag) == 0) {}
     __threadfence();
+#endif
 }
 
 // One block of either pass: WRITE = false gathers statistics, WRITE = true writes the output.
@@ -705,9 +722,9 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         const Item next = s.next;
         if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
         copy_async_commit();
-        if (it.write) {   // the sample's normalisation, once its pass 1 is complete
+        if (it.write && threadIdx.x < 32) {   // warp 0: the sample's normalisation, once its pass 1 is complete
             if (threadIdx.x == 0) wait_for_flag(p.counters + 1 + p.B + it.b);
-            __syncthreads();
+            __syncwarp();
             if (threadIdx.x < CO_GROUP) {
                 const size_t at = ((size_t)it.b * g.C_out + min(it.cg0 + (int)threadIdx.x, g.C_out - 1)) * 2;
                 reinterpret_cast<float*>(s.inv)[threadIdx.x] = __ldcg(p.norm + at);
