@@ -156,7 +156,9 @@ Where the rest of the time goes (the kernel before the mixed passes, same proces
 batch, 4.98 us per sample plus 51 us (B from 116 to 148); about 14 us of that is the host (a call takes 39
 us to enqueue, and the timing's L2 flush hides only part of it: 0.679 ms against 0.665 ms with the host
 given a head start, and 0.664 ms as a CUDA graph). A workspace kept between calls, with the kernel zeroing
-its counters at the end instead of a memset per call, changed nothing (0.9987). The input checks in
+its counters at the end instead of a memset per call, changed nothing then (0.9987), but with the passes
+mixed it measured 0.991 and 0.992 (interleaved, 700 rounds, two processes; one per stream, so kept), and
+in another process 0.992 when the host was slow and 1.003 when it was quick. The input checks in
 forward took a few us of that: one combined test on the common path gave 0.990 of five separate ones
 (with the passes mixed; the same checks in C++ measured alike), and reading the submodules and parameters
 from nn.Module's dicts instead of through its __getattr__ 0.9944 and 0.9948 (two copies of each; two
@@ -220,8 +222,9 @@ struct Params {
     const float* gn_bias;    // (C_out)
     double* partials;        // (B, C_out, tiles, 2): each pass-1 block's sum and sum of squares per channel
     float* norm;             // (B, C_out, 2): per channel 1 / (-ln(2) scale) and shift
-    int* counters;           // zeroed before the launch: [0] tickets, [1 + b] sample b's pass-1 blocks done,
-                             // [1 + B + b] sample b's norm written
+    int* counters;           // zero at the launch, and left zero by it: [0] tickets, [1] blocks finished
+    int* done;               // (B): sample b's pass-1 items done; zero at the launch, and left zero
+    int* ready;              // (B): sample b's norm written; zero at the launch, and left zero
     float* out;              // (B, C_out, Do, Ho, Wo)
     int B, groups;
     bool vec;                // W % 4 == 0 and x 16-byte aligned: the input is staged in 16-byte copies
@@ -673,14 +676,29 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
         __threadfence();   // the partial is visible before the count below says so
     }
     __syncthreads();
-    if (threadIdx.x == 0) s.last = atomicAdd(p.counters + 1 + b, 1) == g.items - 1;
+    if (threadIdx.x == 0) s.last = atomicAdd(p.done + b, 1) == g.items - 1;
     __syncthreads();
     if (!s.last) return;
     __threadfence();   // every partial of the sample is visible
     finalize_sample(p, b);
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) atomicExch(p.counters + 1 + p.B + b, 1);
+    if (threadIdx.x == 0) atomicExch(p.ready + b, 1);
+}
+
+// The next launch on this stream reuses the counters: the last block to finish clears them (every other
+// block is done with them when it counts itself finished).
+__device__ __noinline__ void clear_counters(int& last, int* counters, int* done, int* ready, int B)
+{
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(counters + 1, 1) == (int)gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x < 2) counters[threadIdx.x] = 0;
+    for (int b = threadIdx.x; b < B; b += THREADS) done[b] = ready[b] = 0;
 }
 
 // The whole model in one launch: persistent blocks take items by ticket (item_of) until g.tickets are
@@ -723,7 +741,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
         copy_async_commit();
         if (it.write && threadIdx.x < 32) {   // warp 0: the sample's normalisation, once its pass 1 is complete
-            if (threadIdx.x == 0) wait_for_flag(p.counters + 1 + p.B + it.b);
+            if (threadIdx.x == 0) wait_for_flag(p.ready + it.b);
             __syncwarp();
             if (threadIdx.x < CO_GROUP) {
                 const size_t at = ((size_t)it.b * g.C_out + min(it.cg0 + (int)threadIdx.x, g.C_out - 1)) * 2;
@@ -739,6 +757,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         t = t_next;
         it = next;
     }
+    clear_counters(s.last, p.counters, p.done, p.ready, p.B);
 }
 
 static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
@@ -765,13 +784,13 @@ static void schedule(Geometry& g, int B, int blocks) {
     g.tickets = g.split_from + split * SPLIT;
 }
 
-// Workspace: partials (double), then norm (float), then 1 + 2 B counters (int).
+// Data workspace: partials (double), then norm (float).
 static size_t partials_bytes(long long B, const Geometry& g) { return (size_t)B * g.C_out * g.tiles * 2 * sizeof(double); }
 static size_t norm_bytes(long long B, const Geometry& g) { return (size_t)B * g.C_out * 2 * sizeof(float); }
 
-long long convt_workspace_bytes(long long B, int C_in, int C_out, int D, int H, int W) {
+long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W) {
     const Geometry g = make_geometry(C_in, C_out, D, H, W);
-    return (long long)(partials_bytes(B, g) + norm_bytes(B, g) + (1 + 2 * B) * sizeof(int));
+    return (long long)(partials_bytes(B, g) + norm_bytes(B, g));
 }
 
 // Tickets at most (as if every pass-2 item were split).
@@ -799,22 +818,22 @@ static cudaError_t resident_blocks(int* resident) {
     return cudaSuccess;
 }
 
-// Caller: convt_items < 2^30 (the ticket counter overshoots by the grid size), a workspace of convt_workspace_bytes.
+// Caller: convt_items < 2^30 (the ticket counter overshoots by the grid size); `data` of convt_data_bytes;
+// counters (2 ints), done and ready (B ints each) zero, and only this stream using them (the launch leaves them zero).
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W, double eps,
-    cudaStream_t stream)
+    void* data, int* counters, int* done, int* ready, float* out, int B, int C_in, int C_out, int groups,
+    int D, int H, int W, double eps, cudaStream_t stream)
 {
     Params p;
     p.g = make_geometry(C_in, C_out, D, H, W);
     p.x = x; p.weight = weight; p.bias = bias; p.gn_weight = gn_weight; p.gn_bias = gn_bias; p.out = out;
-    p.partials = static_cast<double*>(workspace);
-    p.norm = reinterpret_cast<float*>(static_cast<char*>(workspace) + partials_bytes(B, p.g));
-    p.counters = reinterpret_cast<int*>(reinterpret_cast<char*>(p.norm) + norm_bytes(B, p.g));
+    p.partials = static_cast<double*>(data);
+    p.norm = reinterpret_cast<float*>(static_cast<char*>(data) + partials_bytes(B, p.g));
+    p.counters = counters; p.done = done; p.ready = ready;
     p.B = B; p.groups = groups; p.eps = eps;
     p.vec = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
     cudaError_t err;
-    if ((err = cudaMemsetAsync(p.counters, 0, (1 + 2 * (size_t)B) * sizeof(int), stream)) != cudaSuccess) return err;
     int resident;
     if ((err = resident_blocks(&resident)) != cudaSuccess) return err;
     const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
@@ -828,13 +847,54 @@ cpp_source = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <map>
+#include <mutex>
+#include <utility>
 
-long long convt_workspace_bytes(long long B, int C_in, int C_out, int D, int H, int W);
+long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W);
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* workspace, float* out, int B, int C_in, int C_out, int groups, int D, int H, int W, double eps,
-    cudaStream_t stream);
+    void* data, int* counters, int* done, int* ready, float* out, int B, int C_in, int C_out, int groups,
+    int D, int H, int W, double eps, cudaStream_t stream);
+
+// The kernel's workspace: zeroed once, kept between calls, one per (device, stream). Launches on one stream
+// run in order and each leaves its counters zero, so a call neither allocates nor clears anything (about
+// 10 us of host time, which the timing's L2 flush does not hide). While the stream is being captured into a
+// CUDA graph, a call gets a workspace of its own, cleared in the graph, since the graph's launches may later
+// run beside this stream's. Layout: 2 + 2 b_cap ints (counters, done, ready), 16-byte aligned, then
+// data_bytes (partials, norm).
+struct Workspace {
+    torch::Tensor buf;
+    int64_t b_cap = 0, data_bytes = 0;
+    static int64_t counter_bytes(int64_t b_cap) { return ((2 + 2 * b_cap) * 4 + 15) / 16 * 16; }
+    int* counters() const { return static_cast<int*>(buf.data_ptr()); }
+    void* data() const { return static_cast<char*>(buf.data_ptr()) + counter_bytes(b_cap); }
+};
+
+static Workspace zeroed_workspace(const torch::Tensor& like, int64_t b_cap, int64_t data_bytes) {
+    Workspace ws;
+    ws.b_cap = b_cap;
+    ws.data_bytes = data_bytes;
+    ws.buf = torch::zeros({Workspace::counter_bytes(b_cap) + data_bytes}, like.options().dtype(torch::kUInt8));
+    return ws;
+}
+
+// A copy: its tensor keeps the memory alive through the launch even if another thread replaces the cached one.
+static Workspace workspace_for(const torch::Tensor& like, cudaStream_t stream, int64_t B, int64_t data_bytes) {
+    cudaStreamCaptureStatus capture;
+    const cudaError_t err = cudaStreamIsCapturing(stream, &capture);
+    TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: cudaStreamIsCapturing failed: ", cudaGetErrorString(err));
+    if (capture != cudaStreamCaptureStatusNone) return zeroed_workspace(like, B, data_bytes);
+    static std::mutex mutex;
+    static auto* cache = new std::map<std::pair<int, cudaStream_t>, Workspace>();   // never destroyed: no
+                                                                                     // CUDA frees at exit
+    const std::lock_guard<std::mutex> lock(mutex);
+    Workspace& ws = (*cache)[{like.get_device(), stream}];
+    if (B > ws.b_cap || data_bytes > ws.data_bytes)   // replaced, zeroed, on this stream (in order with its launches)
+        ws = zeroed_workspace(like, std::max(B, ws.b_cap), std::max(data_bytes, ws.data_bytes));
+    return ws;
+}
 
 // x (B, C_in, D, H, W) -> (B, C_out, 2D - 1, 2H - 1, 2W - 1). `bias` may be undefined (bias=False).
 // Shapes and devices are checked by ModelNew; these checks guard direct calls.
@@ -857,12 +917,14 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
                 "output channel must stay under 2^31 elements");
     TORCH_CHECK(convt_items(B, C_in, C_out, D, H, W) < (int64_t(1) << 30), "convt_swish_gn_hardswish: the "
                 "input needs 2^30 or more work items; split the batch");
-    auto workspace = torch::empty({convt_workspace_bytes(B, C_in, C_out, D, H, W)}, x.options().dtype(torch::kUInt8));
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    const Workspace ws = workspace_for(x, stream, B, convt_data_bytes(B, C_in, C_out, D, H, W));
+    int* const counters = ws.counters();
     const float* bias_ptr = bias.has_value() ? bias->data_ptr<float>() : nullptr;
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr, gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(),
-        workspace.data_ptr(), out.data_ptr<float>(), B, C_in, C_out, groups, D, H, W, eps,
-        c10::cuda::getCurrentCUDAStream());
+        ws.data(), counters, counters + 2, counters + 2 + ws.b_cap, out.data_ptr<float>(), B, C_in, C_out, groups,
+        D, H, W, eps, stream);
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
     return out;
 }
