@@ -140,6 +140,30 @@ def test_cuda_graph_replay(name):
     assert compare(captured, truth).passed
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_streams_and_batch_sizes_in_turn(name):
+    """A variant that keeps state between calls (a workspace, counters) gives every call its own answer:
+    batch sizes growing and shrinking, two streams at once, each result bit-identical to a lone call's."""
+    case = small(name)
+    _, new = models(name, case.init_args)
+    xs = [make_input((n,) + case.input_shape[1:], 10 + n, DEVICE) for n in (1, 5, 3, 8, 2)]
+    with torch.no_grad():
+        alone = []
+        for x in xs:
+            alone.append(new(x))
+            torch.cuda.synchronize()
+        streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+        for s in streams:
+            s.wait_stream(torch.cuda.current_stream())
+        outs = []
+        for i, x in enumerate(xs + xs[::-1]):
+            with torch.cuda.stream(streams[i % 2]):
+                outs.append(new(x))
+        torch.cuda.synchronize()
+    for out, expected in zip(outs, alone + alone[::-1]):
+        assert torch.equal(out, expected)
+
+
 @pytest.mark.parametrize("name,config", [(n, c) for n in NAMES for c in PROBLEMS[n].other_configs],
                          ids=str)
 def test_other_configurations_correct_or_refused(name, config):
