@@ -5,7 +5,7 @@ when o is even, and taps k = 0 (input m + 1) and k = 2 (input m) when o = 2m + 1
 input position m feeds the 2 x 2 x 2 outputs (2m + a, 2m + b, 2m + c) through dense loops with no
 divisibility tests and no wasted multiply-adds (27 taps per input channel for 8 outputs).
 One persistent kernel (convt_swish_gn_kernel) does the whole model. Its blocks take work items by
-ticket, pass-1 and pass-2 items in turn, pass 2 about two rounds of items behind (item_of, schedule):
+ticket, pass-1 and pass-2 items in turn, pass 2 about 1.5 rounds of items behind (item_of, schedule):
   pass 1 item (a tile and 32 output channels): transposed conv + Swish in registers; writes the tile's
     per-channel sum and sum of squares (double). Nothing of output size is written. The last pass-1
     item of a sample (an atomic count) adds the sample's partials in a fixed order and writes its
@@ -20,7 +20,8 @@ pass-2 items taking 38 us against 26 us for pass-1 items, and blocks finishing 2
 half and two rounds of items gave 0.976, 0.970 and 0.968 in one comparison, two and three rounds 0.973
 and 0.975 in another, 1.5 and 2.5 rounds 0.9603 and 0.9647 against two rounds' 0.9606 in a third (two
 rounds: the last samples' statistics are complete before the last round needs them); alternating single
-items or whole samples measured the same (0.9627 and 0.9635).
+items or whole samples measured the same (0.9627 and 0.9635). Once a pass-2 item's wait got cheaper (the
+acquire poll below), 1.5 rounds measured 0.998 and 0.998 of two (interleaved, 800 rounds, two processes).
 The launch's last round of pass-2 items (one per block) is split in four by channels, so that blocks finish
 closer together: they drift apart over the launch, and with whole items the GPU idled for about half an
 item (some 20 us) at the end. Measured: two parts 0.988 of the kernel before it (interleaved, 250 rounds);
@@ -771,14 +772,14 @@ static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
     return g;
 }
 
-// The launch's schedule for B samples on `blocks` resident blocks. Pass 2 lags about two rounds of items
-// (and at least one sample), so that the last samples' statistics are complete well before the launch's
-// last round needs them (a lag of one round left blocks waiting at the end). That last round of pass-2
+// The launch's schedule for B samples on `blocks` resident blocks. Pass 2 lags about 1.5 rounds of items
+// (and at least one sample), so that the last samples' statistics are complete before the launch's last
+// round needs them (a lag of one round left blocks waiting at the end). That last round of pass-2
 // items, one per block, is split: the blocks' last tickets are shorter, so they finish closer together
 // (blocks drift apart, so without it the GPU is half idle for about half an item). The split tickets (at
 // most one round) are all pass 2.
 static void schedule(Geometry& g, int B, int blocks) {
-    g.lag = min(B, (2 * blocks + g.items - 1) / g.items + 1);
+    g.lag = min(B, (3 * blocks / 2 + g.items - 1) / g.items + 1);
     const int split = min(B * g.items, blocks);
     g.split_from = 2 * B * g.items - split;
     g.tickets = g.split_from + split * SPLIT;
