@@ -173,6 +173,20 @@ only when a block is free in the launch's last rounds (0.967 against 0.962); the
 allocation (0.983 against 0.967); the last round split in four parts instead of two (0.9606 and 0.9606,
 before the acquire poll);
 pass 2 pairing the reciprocals of a channel's two columns, as pass 1 does (1.014 and 1.013, two copies).
+Costs per item (globaltimer stamps, the mixed order): a block spent some 5 us of each item outside its
+compute: the ticket and its barrier 0.4 us, issuing the next tile's copies 3 us, the flag and its fence 1.5
+us (pass 2), the normalisation's loads 0.5 us, the partials and the count 1.3 us (pass 1); at the end
+blocks idled 15.6 to 18.3 us on average. A 2 us sleep added to every item cost 2.2% (1.0219), so about half
+of such time shows in the launch. Cut since (each interleaved against the kernel before it, two processes
+of 700 or 800 rounds; above and in the code): 16-byte staging (0.990, 0.991), the next item computed by
+thread 0 (0.997, 0.995), the acquire poll in warp 0 with the last round in four parts (0.990, 0.994), the
+workspace kept between calls (0.991, 0.992; host time), at::empty for the output (0.996, 0.995; host time),
+pass 2 lagging 1.5 rounds (0.998, 0.998). The first four together: 0.975, 0.972, 0.975, 0.979 and 0.979
+in five processes. Then by the stamps: ticket and barrier 1.0 us, staging 1.5 us, flag 1.0 us,
+normalisation 0.4 us per item, and 8.3 us idle per block at the end. Measured, not kept: the pass-1 count
+as one acq_rel atomic by thread 0 without the writers' fences (1.000, 1.001); the last two rounds split
+(1.007, 1.012); the next tile's copies issued after the item's barrier, the ticket drawn by warp 1 while
+warp 0 polls, so that no barrier waits for the ticket (1.002, 1.005).
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
