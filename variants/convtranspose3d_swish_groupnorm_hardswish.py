@@ -69,8 +69,10 @@ machine, 0.681 ms (1.98x, 11.54x eager) on a faster one, 0.689 ms (2.01x, at 0b5
 (2.02x, 11.17x eager, at 7cef82d). With the last round split, 0.686 ms (1.97x, 11.37x eager, 6.76x
 compile, at 89644bf) and 0.698 ms (2.03x, 11.27x eager, at 651c160). With the passes mixed and the
 lighter forward, 0.647 ms (1.90x, 11.94x eager, 7.23x compile, at 9e0e46f) and 0.697 ms (2.00x, 11.36x
-eager, 6.88x compile, at a79c007, on a machine where every variant ran slower). The host's share is
-measured below (about 14 us of a call's time before the lighter forward).
+eager, 6.88x compile, at a79c007, on a machine where every variant ran slower). With the per-item and
+host costs cut (below), 0.635 ms (1.79x, 12.32x eager at 7.818 ms, 7.41x compile, at 8f87037). The host's
+share is measured below (about 14 us of a call's time before the lighter forward; on one machine this
+kernel measured 0.669 ms as timed by run_all and 0.618 ms with the host given a head start).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
 shared-memory loads then queue behind each other: 0.93 ms), a warp storing its own two
 columns instead of staging rows in shared memory (no gain), and the conv on the tensor cores in
