@@ -267,7 +267,7 @@ struct Smem {
     float4 inv[CHUNKS], shift[CHUNKS];       // pass 2: the normalisation (Params::norm)
     double red[CO_GROUP][2][WARPS];          // pass 1: per channel and warp, sum and sum of squares
     int ticket[2], last;
-    Item next;                               // the block's next item, by thread 0 from its ticket
+    Item next;                               // the block's next item, by warp 1 from its ticket
 };
 
 // Tap k of a stride-2, padding-1 axis: which output parity it feeds and which input offset it reads.
@@ -355,7 +355,7 @@ __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
     return it;
 }
 
-// item_of for thread 0, out of line, into shared memory: the other threads read it instead of each
+// item_of for one thread, out of line, into shared memory: the other threads read it instead of each
 // computing it (its integer divisions and their MUFU reciprocals).
 __device__ __noinline__ void store_item(Item* dst, int t, int B, const Geometry g) { *dst = item_of(t, B, g); }
 
@@ -725,6 +725,7 @@ __device__ __noinline__ void clear_counters(int& last, int* counters, int* done,
 // tickets, and pass-1 items never wait: the launch cannot deadlock however the GPU schedules blocks.
 // Where one staged chunk holds all input channels (C_in <= CI_CHUNK), a block loads its next item's
 // input tile while it computes the current one. Bias and weights are staged when the channel group changes.
+// A block's next ticket is drawn as it finishes the item before, so that no barrier waits for the atomic.
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(const Params p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -738,12 +739,13 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
     Item it = item_of(t, p.B, g);
     if (prefetch && t < total) stage_input(s.in[0], p.x, 0, it, g, p.vec);
     copy_async_commit();
+    if (threadIdx.x == 32) {
+        const int tn = atomicAdd(p.counters, 1);
+        s.ticket[1] = tn;
+        store_item(&s.next, tn, p.B, g);
+    }
+    __syncthreads();
     for (int buf = 0; t < total; buf ^= 1) {
-        if (threadIdx.x == 0) {
-            const int tn = atomicAdd(p.counters, 1);
-            s.ticket[buf ^ 1] = tn;
-            store_item(&s.next, tn, p.B, g);
-        }
         if (it.cg0 != staged_cg) {   // the channel group's bias and, with prefetch, its weights
             if (threadIdx.x < CO_GROUP) {
                 const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
@@ -752,7 +754,6 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
             if (prefetch) stage_weights(s, p.weight, 0, it.cg0, g);
             staged_cg = it.cg0;
         }
-        __syncthreads();
         const int t_next = s.ticket[buf ^ 1];
         const Item next = s.next;
         if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
@@ -770,6 +771,13 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         __syncthreads();
         if (it.write) convt_block<true>(s, p, it, buf);
         else convt_block<false>(s, p, it, buf);
+        // The ticket after next, drawn by warp 1 as it finishes this item (the atomic's round trip hides
+        // behind the warps still working) and published by the barrier: no barrier waits for it.
+        if (threadIdx.x == 32 && t_next < total) {
+            const int tn = atomicAdd(p.counters, 1);
+            s.ticket[buf] = tn;
+            store_item(&s.next, tn, p.B, g);
+        }
         __syncthreads();
         t = t_next;
         it = next;
