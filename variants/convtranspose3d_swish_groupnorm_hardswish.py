@@ -27,8 +27,9 @@ closer together: they drift apart over the launch, and with whole items the GPU 
 item (some 20 us) at the end. Measured: two parts 0.988 of the kernel before it (interleaved, 250 rounds);
 four parts then measured the same as two (0.9606 both), but gained once the waits for a sample's
 statistics got cheaper (below).
-A pass-2 item waits for its sample's flag in warp 0 alone, with an acquire load and no fence, and warp 0
-loads the normalisation; the other warps go on to the item's barrier. By the stamps the poll and its fence
+A pass-2 item's wait for its sample's flag is warp 0's alone, with an acquire load and no fence, and warp 0
+loads the normalisation; the other warps go on to the item's barrier. (Since 02bc354 warp 0 does this as it
+finishes the item before, as warp 1 draws the next ticket.) By the stamps the poll and its fence
 took 1.5 us per pass-2 item, and 3 us in the launch's last rounds, where every block writes and the fence
 waits for the thread's stores. With the last round in four parts: 0.990 and 0.994 (interleaved, 700
 rounds, two processes).
@@ -183,7 +184,9 @@ of such time shows in the launch. Cut since (each interleaved against the kernel
 of 700 or 800 rounds; above and in the code): 16-byte staging (0.990, 0.991), the next item computed by
 thread 0 (0.997, 0.995), the acquire poll in warp 0 with the last round in four parts (0.990, 0.994), the
 workspace kept between calls (0.991, 0.992; host time), at::empty for the output (0.996, 0.995; host time),
-pass 2 lagging 1.5 rounds (0.998, 0.998). The first four together: 0.975, 0.972, 0.975, 0.979 and 0.979
+pass 2 lagging 1.5 rounds (0.998, 0.998), the next ticket drawn by warp 1 as the item before ends, with
+no barrier of its own (0.992, 0.992, 0.995, 0.994 in four processes), then warp 0 waiting for the next
+item's statistics there too (0.994 and 0.999 of that). The first four together: 0.975, 0.972, 0.975, 0.979 and 0.979
 in five processes. Then by the stamps: ticket and barrier 1.0 us, staging 1.5 us, flag 1.0 us,
 normalisation 0.4 us per item, and 8.3 us idle per block at the end. Measured, not kept: the pass-1 count
 as one acq_rel atomic by thread 0 without the writers' fences (1.000, 1.001); the last two rounds split
@@ -264,7 +267,7 @@ struct Smem {
     float4 w[CI_CHUNK][TAPS][CHUNKS];        // weights times -log2(e), a float4 over 4 output channels
     float rows[WARPS][2 * ROWS][64];         // pass 2: a warp's output rows, for coalesced stores
     float4 bias[CHUNKS];                     // times -log2(e)
-    float4 inv[CHUNKS], shift[CHUNKS];       // pass 2: the normalisation (Params::norm)
+    float4 inv[2][CHUNKS], shift[2][CHUNKS]; // pass 2: the normalisation (Params::norm), [buf] as `in`
     double red[CO_GROUP][2][WARPS];          // pass 1: per channel and warp, sum and sum of squares
     int ticket[2], last;
     Item next;                               // the block's next item, by warp 1 from its ticket
@@ -620,7 +623,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
             // Swish and the normalisation in one quotient: y = scale v sigmoid(v) + shift
             // = a / (inv (1 + 2^a)) + shift, with inv = 1 / (-ln(2) scale) (finalize_sample). For v < -88,
             // 2^a = inf and y = shift, the limit. Then hardswish(y) = y clamp(y / 6 + 1 / 2, 0, 1), in place.
-            const float4 inv4 = s.inv[k], sh4 = s.shift[k];
+            const float4 inv4 = s.inv[buf][k], sh4 = s.shift[buf][k];
             const float inv[CO_TILE] = {inv4.x, inv4.y, inv4.z, inv4.w}, sh[CO_TILE] = {sh4.x, sh4.y, sh4.z, sh4.w};
 #pragma unroll
             for (int bb = 0; bb < 2; ++bb)
@@ -718,14 +721,29 @@ __device__ __noinline__ void clear_counters(int& last, int* counters, int* done,
     for (int b = threadIdx.x; b < B; b += THREADS) done[b] = ready[b] = 0;
 }
 
+// Warp 0: a pass-2 item's normalisation into s.inv[buf] and s.shift[buf], once its sample's pass 1 is complete.
+__device__ __forceinline__ void load_norm(Smem& s, const Params& p, const Item& it, int buf)
+{
+    if (threadIdx.x == 0) wait_for_flag(p.ready + it.b);
+    __syncwarp();
+    if (threadIdx.x < CO_GROUP) {
+        const size_t at = ((size_t)it.b * p.g.C_out + min(it.cg0 + (int)threadIdx.x, p.g.C_out - 1)) * 2;
+        reinterpret_cast<float*>(s.inv[buf])[threadIdx.x] = __ldcg(p.norm + at);
+        reinterpret_cast<float*>(s.shift[buf])[threadIdx.x] = __ldcg(p.norm + at + 1);
+    }
+}
+
 // The whole model in one launch: persistent blocks take items by ticket (item_of) until g.tickets are
 // done; shared memory: a dynamic Smem. Tickets come from an atomic counter, so every smaller ticket
 // belongs to a block that is working on it or done with it, or holds it as its next item while working on
 // a still smaller one. A pass-2 item waits only for the pass-1 items of its sample, which all have smaller
-// tickets, and pass-1 items never wait: the launch cannot deadlock however the GPU schedules blocks.
+// tickets, and pass-1 items never wait: the launch cannot deadlock however the GPU schedules blocks. (A
+// block waits for its next item's statistics as it finishes the item before: a block holding a pass-1
+// item as its next waits for nothing, so it reaches that item.)
 // Where one staged chunk holds all input channels (C_in <= CI_CHUNK), a block loads its next item's
 // input tile while it computes the current one. Bias and weights are staged when the channel group changes.
-// A block's next ticket is drawn as it finishes the item before, so that no barrier waits for the atomic.
+// A block's next ticket is drawn, and its next item's statistics waited for, as it finishes the item
+// before, so that these round trips hide behind the warps still working and no barrier waits for them.
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(const Params p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -744,6 +762,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         s.ticket[1] = tn;
         store_item(&s.next, tn, p.B, g);
     }
+    if (t < total && it.write && threadIdx.x < 32) load_norm(s, p, it, 0);
     __syncthreads();
     for (int buf = 0; t < total; buf ^= 1) {
         if (it.cg0 != staged_cg) {   // the channel group's bias and, with prefetch, its weights
@@ -758,15 +777,6 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         const Item next = s.next;
         if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
         copy_async_commit();
-        if (it.write && threadIdx.x < 32) {   // warp 0: the sample's normalisation, once its pass 1 is complete
-            if (threadIdx.x == 0) wait_for_flag(p.ready + it.b);
-            __syncwarp();
-            if (threadIdx.x < CO_GROUP) {
-                const size_t at = ((size_t)it.b * g.C_out + min(it.cg0 + (int)threadIdx.x, g.C_out - 1)) * 2;
-                reinterpret_cast<float*>(s.inv)[threadIdx.x] = __ldcg(p.norm + at);
-                reinterpret_cast<float*>(s.shift)[threadIdx.x] = __ldcg(p.norm + at + 1);
-            }
-        }
         copy_async_wait<false>();   // this item's tile (all but the group just committed)
         __syncthreads();
         if (it.write) convt_block<true>(s, p, it, buf);
@@ -778,6 +788,8 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
             s.ticket[buf] = tn;
             store_item(&s.next, tn, p.B, g);
         }
+        // Likewise warp 0 waits for the next item's statistics here, if it writes.
+        if (t_next < total && next.write && threadIdx.x < 32) load_norm(s, p, next, buf ^ 1);
         __syncthreads();
         t = t_next;
         it = next;
