@@ -71,7 +71,9 @@ machine, 0.681 ms (1.98x, 11.54x eager) on a faster one, 0.689 ms (2.01x, at 0b5
 compile, at 89644bf) and 0.698 ms (2.03x, 11.27x eager, at 651c160). With the passes mixed and the
 lighter forward, 0.647 ms (1.90x, 11.94x eager, 7.23x compile, at 9e0e46f) and 0.697 ms (2.00x, 11.36x
 eager, 6.88x compile, at a79c007, on a machine where every variant ran slower). With the per-item and
-host costs cut (below), 0.635 ms (1.79x, 12.32x eager at 7.818 ms, 7.41x compile, at 8f87037). The host's
+host costs cut (below), 0.635 ms (1.79x, 12.32x eager at 7.818 ms, 7.41x compile, at 8f87037) and 0.646 ms
+(1.83x, 12.07x eager, 7.17x compile, at 4696d80); with the ticket and the statistics awaited as the item
+before ends, 0.622 ms (1.76x, 12.53x eager at 7.789 ms, 7.46x compile, at 9cf818c). The host's
 share is measured below (about 14 us of a call's time before the lighter forward; on one machine this
 kernel measured 0.669 ms as timed by run_all and 0.618 ms with the host given a head start).
 Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
