@@ -908,6 +908,8 @@ struct Workspace {
     int64_t b_cap = 0, data_bytes = 0;
     static int64_t counter_bytes(int64_t b_cap) { return ((2 + 2 * b_cap) * 4 + 15) / 16 * 16; }
     int* counters() const { return static_cast<int*>(buf.data_ptr()); }
+    int* done() const { return counters() + 2; }
+    int* ready() const { return counters() + 2 + b_cap; }
     void* data() const { return static_cast<char*>(buf.data_ptr()) + counter_bytes(b_cap); }
 };
 
@@ -959,11 +961,10 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
                 "input needs 2^30 or more work items; split the batch");
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const Workspace ws = workspace_for(x, stream, B, convt_data_bytes(B, C_in, C_out, D, H, W));
-    int* const counters = ws.counters();
     const float* bias_ptr = bias.has_value() ? bias->data_ptr<float>() : nullptr;
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr, gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(),
-        ws.data(), counters, counters + 2, counters + 2 + ws.b_cap, out.data_ptr<float>(), B, C_in, C_out, groups,
+        ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr<float>(), B, C_in, C_out, groups,
         D, H, W, eps, stream);
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
     return out;
