@@ -6,8 +6,7 @@ import pathlib
 import pytest
 import torch
 
-import common.loading  # noqa: F401  (sets TORCH_EXTENSIONS_DIR and CUDA_HOME defaults)
-from common.loading import import_variant
+from common.loading import load_variant  # also sets the build defaults (TORCH_EXTENSIONS_DIR, ...)
 
 
 def nvcc_path():
@@ -21,11 +20,9 @@ HAS_GPU = torch.cuda.is_available()
 needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="no nvcc under CUDA_HOME or torch lacks CUDA: nothing to build")
 needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="no CUDA device visible")
 
-_modules = {}
 
 
 def load(name):
-    """The variant imported once per session (its extension builds on first use)."""
-    if name not in _modules:
-        _modules[name] = import_variant(name)
-    return _modules[name]
+    """The variant's namespace, exec-ed as a harness does, once per session (its extension builds on
+    first use; a failed build fails every test that loads it with the compiler's error)."""
+    return load_variant(name)

@@ -3,19 +3,12 @@ needed); parameters match the reference's exactly."""
 import pytest
 import torch
 
-from common.loading import exec_variant, variant_names
+from common.loading import variant_names
 from common.problems import PROBLEMS
-from tests.conftest import needs_nvcc
+from tests.conftest import load as namespace, needs_nvcc
 
 pytestmark = needs_nvcc
 NAMES = variant_names()
-_namespaces = {}
-
-
-def namespace(name):
-    if name not in _namespaces:
-        _namespaces[name] = exec_variant(name)
-    return _namespaces[name]
 
 
 @pytest.mark.parametrize("name", NAMES)
