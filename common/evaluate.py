@@ -2,7 +2,7 @@
 each variant's `python variants/<name>.py`."""
 import torch
 
-from common.accuracy import check_gradients, check_model, compare
+from common.accuracy import check_against_pytorch, check_gradients, check_model, compare
 from common.inputs import float64_copy, make_input, make_models
 from common.problems import PROBLEMS
 from common.timing import copy_bandwidth, time_cuda, time_host
@@ -31,11 +31,15 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
     reports = check_model(new, ref, problem.input_shape, device, seed)
     for r in reports:
         log(f"  {name}: {r}")
+    default_flags = check_against_pytorch(new, ref, problem.input_shape, device, seed)
+    for r in default_flags:
+        log(f"  {name} against PyTorch, TF32 flag on: {r}")
     result = {
         "name": name,
-        "pass": all(r.passed for r in reports),
+        "pass": all(r.passed for r in reports) and all(r.passed for r in default_flags),
         "rel_l2": max(r.rel_l2 for r in reports),
         "max_abs": max(r.max_abs for r in reports),
+        "tf32_on_max_abs_vs_pytorch": max(r.max_abs for r in default_flags),
     }
 
     x = make_input(problem.input_shape, seed + 7, device)

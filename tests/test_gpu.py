@@ -5,7 +5,8 @@ import inspect
 import pytest
 import torch
 
-from common.accuracy import check_gradients, check_model, compare, run_poisoned
+from common.accuracy import (check_against_pytorch, check_gradients, check_model, compare, cudnn_tf32,
+                             run_poisoned)
 from common.inputs import float64_copy, make_input, make_models
 from common.loading import variant_names
 from common.problems import PROBLEMS
@@ -17,7 +18,7 @@ DEVICE = "cuda"
 
 
 def models(name, init_args, seed=0):
-    return make_models(PROBLEMS[name].model, load(name).ModelNew, init_args, DEVICE, seed)
+    return make_models(PROBLEMS[name].model, load(name)["ModelNew"], init_args, DEVICE, seed)
 
 
 def assert_all_pass(reports):
@@ -122,7 +123,7 @@ def test_cuda_graph_replay(name):
     case = small(name)
     ref, new = models(name, case.init_args)
     x = make_input(case.input_shape, 6, DEVICE)
-    with torch.no_grad():
+    with torch.no_grad(), cudnn_tf32(False):   # captured exact: replays stay exact with the flag on
         expected = new(x)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -132,7 +133,8 @@ def test_cuda_graph_replay(name):
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             captured = new(x)
-        x.copy_(make_input(case.input_shape, 6, DEVICE))
+    x.copy_(make_input(case.input_shape, 6, DEVICE))
+    with torch.no_grad(), cudnn_tf32(True):
         graph.replay()
         torch.cuda.synchronize()
     assert torch.equal(captured, expected)
@@ -201,10 +203,73 @@ def test_poisoning_catches_an_unwritten_element():
     assert not report.passed and report.nonfinite_mismatches == 1, str(report)
 
 
+# TF32 semantics (CONTRACT.md 14): problem 60's conv rounds its operands to TF32 when
+# torch.backends.cudnn.allow_tf32 is on, as cuDNN does for nn.ConvTranspose3d; the other convs stay fp32
+# under cuDNN at their benchmark sizes, and so do the variants.
+TF32_CONV = {"convtranspose3d_swish_groupnorm_hardswish"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("batch", ["benchmark", 1, 7])
+def test_default_flags_agree_with_pytorch(name, batch):
+    """What a harness sees: flag on (the default), against the fp32 reference run the same way."""
+    problem = PROBLEMS[name]
+    shape = problem.input_shape if batch == "benchmark" else (batch,) + problem.input_shape[1:]
+    ref, new = models(name, problem.init_args)
+    assert_all_pass(check_against_pytorch(new, ref, shape, DEVICE))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tf32_flag_changes_only_the_tf32_conv(name):
+    """Problem 60 rounds when the flag is on and only then (off: the accuracy rule's exactness, and a
+    different answer); every other variant gives the same bits under both settings."""
+    case = small(name)
+    _, new = models(name, case.init_args)
+    x = make_input(case.input_shape, 8, DEVICE)
+    with torch.no_grad():
+        with cudnn_tf32(True):
+            on = new(x)
+        with cudnn_tf32(False):
+            off = new(x)
+    if name in TF32_CONV:
+        assert (on - off).norm() / off.norm() > 1e-5
+    else:
+        assert torch.equal(on, off)
+
+
+def round_to_tf32_even(t):
+    """float32 values rounded to TF32 (10 mantissa bits), to nearest, ties to even."""
+    bits = t.contiguous().view(torch.int32)
+    return ((bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF).view(torch.float32)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_what_cudnn_does_at_the_benchmark_size(name):
+    """The premise of the TF32 semantics, measured on PyTorch itself at the benchmark size: with the flag
+    on, cuDNN's conv of problem 60 equals a float64 conv of TF32-rounded (nearest even) operands, and the
+    other convs equal their flag-off (fp32) result."""
+    problem = PROBLEMS[name]
+    ref, _ = models(name, problem.init_args)
+    conv = next(m for m in ref.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose3d)))
+    x = make_input(problem.input_shape, 9, DEVICE)
+    with torch.no_grad():
+        with cudnn_tf32(True):
+            on = conv(x)
+        if name in TF32_CONV:
+            rounded = float64_copy(conv)
+            rounded.weight.copy_(round_to_tf32_even(conv.weight).double())
+            expected = rounded(round_to_tf32_even(x).double())
+            assert ((on.double() - expected).norm() / expected.norm()).item() < 1e-6
+        else:
+            with cudnn_tf32(False):
+                off = conv(x)
+            assert ((on - off).norm() / off.norm()).item() < 1e-6
+
+
 def test_tf32_reference_fails_problem3():
     problem = PROBLEMS["convtranspose3d_swish_groupnorm_hardswish"]
     ref, _ = make_models(problem.model, problem.model, problem.init_args, DEVICE)
     x = make_input((4,) + problem.input_shape[1:], 0, DEVICE)
-    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+    with torch.no_grad(), cudnn_tf32(True):
         report = compare(ref(x), float64_copy(ref)(x.double()))
     assert not report.passed, str(report)
