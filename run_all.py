@@ -1,9 +1,12 @@
-"""Verify and time every variant: build times, accuracy, milliseconds beside eager and torch.compile.
+"""Verify and time every variant: accuracy, milliseconds beside eager and torch.compile, floors.
 
-    python run_all.py [--only NAME] [--json PATH] [--reps N] [--no-compile] [--skip-cold]
+    python run_all.py [--only NAME] [--json PATH] [--markdown PATH] [--reps N] [--no-compile] [--cold]
 
-Prints a table last; --json writes every number with the GPU, torch and CUDA versions and the commit.
-Without a GPU it builds every variant, says so and exits non-zero.
+Builds each variant once (into build/torch_extensions; --cold also times a build into an empty folder
+in a fresh interpreter), checks it against the float64 truth and against PyTorch under its default
+flags, and times it. Prints the tables last; --json writes every number with the GPU, torch and CUDA
+versions and the commit; --markdown writes the tables as the README's Results section shows them.
+Without a GPU it builds every variant, says that nothing was checked or timed, and exits 1.
 """
 import argparse
 import json
@@ -13,21 +16,22 @@ import sys
 import tempfile
 import time
 
-import torch
+from common.loading import ROOT, load_variant, variant_names  # sets the build defaults before torch builds
 
-from common.evaluate import evaluate, format_tables
-from common.loading import ROOT, import_variant, variant_names
+import torch  # noqa: E402
 
-BUILD_SNIPPET = "import sys; sys.path.insert(0, {root!r}); from common.loading import import_variant; import_variant({name!r})"
+from common.evaluate import evaluate, format_tables  # noqa: E402
+
+COLD_BUILD = "import sys; sys.path.insert(0, {root!r}); from common.loading import load_variant; load_variant({name!r})"
 
 
-def timed_build(name, extensions_dir):
-    """Seconds to import the variant in a fresh interpreter building into `extensions_dir`."""
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=extensions_dir)
-    code = BUILD_SNIPPET.format(root=str(ROOT), name=name)
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)
-    return time.perf_counter() - t0
+def cold_build_seconds(name):
+    """Seconds to build the variant into an empty folder in a fresh interpreter."""
+    with tempfile.TemporaryDirectory() as fresh:
+        env = dict(os.environ, TORCH_EXTENSIONS_DIR=fresh)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", COLD_BUILD.format(root=str(ROOT), name=name)], env=env, check=True)
+        return time.perf_counter() - t0
 
 
 def git_commit():
@@ -42,55 +46,69 @@ def git_commit():
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def build_all(names, cold):
+    """{name: (namespace, build times)} of the variants that built, {name: error text} of those that did not."""
+    built, failed = {}, {}
+    for name in names:
+        cold_s = cold_build_seconds(name) if cold else None
+        t0 = time.perf_counter()
+        try:
+            built[name] = load_variant(name)
+        except Exception as error:   # a build failure: reported with the compiler's output, the others go on
+            failed[name] = str(error)
+            print(f"{name}: BUILD FAILED\n{error}", flush=True)
+            continue
+        times = {"load_s": time.perf_counter() - t0, "cold_build_s": cold_s}
+        built[name] = (built[name], times)
+        print(f"{name}: built or loaded in {times['load_s']:.1f} s"
+              + (f" (cold build {cold_s:.1f} s)" if cold else ""), flush=True)
+    return built, failed
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", action="append", help="variant name (repeatable)")
     parser.add_argument("--json", help="write all results here")
+    parser.add_argument("--markdown", help="write the tables, with the GPU, versions and commit, here")
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile of the reference")
-    parser.add_argument("--skip-cold", action="store_true", help="skip the cold build into an empty folder")
+    parser.add_argument("--cold", action="store_true", help="also time a build into an empty folder")
     args = parser.parse_args()
     names = args.only or variant_names()
     unknown = set(names) - set(variant_names())
     if unknown:
         parser.error(f"no such variant: {', '.join(sorted(unknown))}")
 
-    builds = {}
-    for name in names:
-        cold = None
-        if not args.skip_cold:
-            with tempfile.TemporaryDirectory() as fresh:
-                cold = timed_build(name, fresh)
-        warm_dir = os.environ["TORCH_EXTENSIONS_DIR"]
-        timed_build(name, warm_dir)               # make sure the shared cache holds it
-        builds[name] = {"cold_build_s": cold, "warm_load_s": timed_build(name, warm_dir)}
-        print(f"{name}: cold build {cold if cold is None else round(cold, 1)} s, "
-              f"warm load {builds[name]['warm_load_s']:.1f} s", flush=True)
-
+    built, failed = build_all(names, args.cold)
     if not torch.cuda.is_available():
-        print(f"No CUDA device is visible: built {len(names)} variant(s), checked and timed nothing.")
+        print(f"No CUDA device is visible: built {len(built)} of {len(names)} variant(s), "
+              "checked and timed nothing.")
         return 1
 
     gpu = torch.cuda.get_device_name()
     results = []
-    for name in names:
-        module = import_variant(name)
-        result = evaluate(name, module.ModelNew, reps=args.reps, with_compile=not args.no_compile,
-                          stages=getattr(module, "benchmark_stages", None))
-        result.update(builds[name])
+    for name, (namespace, times) in built.items():
+        result = evaluate(name, namespace["ModelNew"], reps=args.reps, with_compile=not args.no_compile,
+                          stages=namespace.get("benchmark_stages"))
+        result.update(times)
         results.append(result)
         print(f"{name}: {'pass' if result['pass'] else 'FAIL'}, {result['variant_ms']['median_ms']:.3f} ms",
               flush=True)
 
-    print(f"\n{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
-          f"copy bandwidth {results[0]['bandwidth_gbs']:.0f} GB/s, commit {git_commit()[:12]}")
-    print(format_tables(results))
+    header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, copy bandwidth "
+              f"{results[0]['bandwidth_gbs']:.0f} GB/s, commit {git_commit()[:12]}, {time.strftime('%Y-%m-%d')}")
+    tables = format_tables(results)
+    print(f"\n{header}\n{tables}")
     if args.json:
         meta = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": git_commit(),
-                "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"), "build_failures": failed}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=2)
-    ok = all(r["pass"] and r.get("grad_pass", True) for r in results)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(f"{header} (median of {args.reps} runs, L2 flushed before each; floor = max(bytes / copy "
+                    f"bandwidth, FLOPs / 67 TFLOP/s)):\n\n```\n{tables}\n```\n")
+    ok = not failed and all(r["pass"] and r.get("grad_pass", True) for r in results)
     return 0 if ok else 1
 
 

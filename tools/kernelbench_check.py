@@ -1,0 +1,107 @@
+"""Run every variant file through KernelBench's own harness and print one table.
+
+    python tools/kernelbench_check.py KERNELBENCH_DIR [--no-tf32] [--only NAME] [--markdown PATH]
+
+KERNELBENCH_DIR is a checkout of github.com/ScalingIntelligence/KernelBench (its `src/kernelbench` package
+and its `KernelBench/level2` references are used; nothing of it is copied here). For each file: its static
+checker, `validate_kernel_static(src, backend="cuda", precision="fp32")`, then
+`eval_kernel_against_ref(reference, src, num_correct_trials=5, measure_performance=True)` against the
+matching level-2 reference, with torch.backends.cudnn.allow_tf32 at PyTorch's default (on) or, with
+--no-tf32, off. KernelBench flags a speedup above 10x as "excessive" for a human to check.
+
+KernelBench's package imports LLM client libraries at import time that this check never calls (openai,
+litellm, python-dotenv); they are stubbed here rather than installed. It needs pydantic, requests, tqdm
+and numpy.
+"""
+import argparse
+import pathlib
+import sys
+import types
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from common.loading import variant_names, variant_path  # noqa: E402  (sets the build defaults)
+from common.problems import PROBLEMS  # noqa: E402
+
+import torch  # noqa: E402
+
+STUBS = {"dotenv": {"load_dotenv": lambda *a, **k: None}, "openai": {"OpenAI": object},
+         "litellm": {"completion": None}}
+
+
+def import_kernelbench(kernelbench_dir):
+    for module, names in STUBS.items():
+        if module not in sys.modules:
+            stub = types.ModuleType(module)
+            stub.__dict__.update(names)
+            sys.modules[module] = stub
+    sys.path.insert(0, str(pathlib.Path(kernelbench_dir) / "src"))
+    from kernelbench import eval as kb_eval, kernel_static_checker
+    return kb_eval, kernel_static_checker
+
+
+def reference_source(kernelbench_dir, problem_id):
+    matches = sorted((pathlib.Path(kernelbench_dir) / "KernelBench" / "level2").glob(f"{problem_id}_*.py"))
+    if len(matches) != 1:
+        raise SystemExit(f"no single level-2 reference for problem {problem_id} under {kernelbench_dir}")
+    return matches[0].read_text()
+
+
+def check(name, kernelbench_dir, kb_eval, checker):
+    src = variant_path(name).read_text()
+    valid, errors, warnings = checker.validate_kernel_static(src, backend="cuda", precision="fp32")
+    row = {"name": name, "static": "ok" if valid and not warnings else "; ".join(errors + warnings)}
+    result = kb_eval.eval_kernel_against_ref(
+        reference_source(kernelbench_dir, PROBLEMS[name].kernelbench_id), src, num_correct_trials=5,
+        num_perf_trials=100, measure_performance=True, device=torch.device("cuda", 0), backend="cuda",
+        precision=torch.float32)
+    if result is None:
+        row.update(correct="build lock error", ms=float("nan"), ref_ms=float("nan"))
+        return row
+    meta = result.metadata
+    row["correct"] = meta.get("correctness_trials", "not compiled" if not result.compiled else "error")
+    if not result.correctness and "max_difference" in meta:
+        row["correct"] += f" (max diff {', '.join(meta['max_difference'])})"
+    if "runtime_error" in meta or "compilation_error" in meta:
+        row["correct"] += f" {meta.get('runtime_error', meta.get('compilation_error'))}"[:200]
+    row["ms"], row["ref_ms"] = result.runtime, result.ref_runtime
+    row["excessive"] = "yes" if meta.get("excessive_speedup") else "no"
+    return row
+
+
+def table(rows):
+    head = ["variant", "static check", "correct trials", "ms", "reference ms", "speedup", ">10x flag"]
+    body = [[r["name"], r["static"], r["correct"], f"{r['ms']:.3f}", f"{r['ref_ms']:.3f}",
+             f"{r['ref_ms'] / r['ms']:.2f}" if r["ms"] > 0 else "-", r.get("excessive", "-")] for r in rows]
+    widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(line, widths)) + " |" for line in [head] + body]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kernelbench_dir")
+    parser.add_argument("--no-tf32", action="store_true", help="torch.backends.cudnn.allow_tf32 = False")
+    parser.add_argument("--only", action="append", help="variant name (repeatable)")
+    parser.add_argument("--markdown", help="append the table here")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("No CUDA device is visible: KernelBench's harness needs one.")
+        return 1
+    kb_eval, checker = import_kernelbench(args.kernelbench_dir)
+    torch.backends.cudnn.allow_tf32 = not args.no_tf32
+    rows = [check(name, args.kernelbench_dir, kb_eval, checker) for name in args.only or variant_names()]
+    title = (f"KernelBench harness, {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+             f"torch.backends.cudnn.allow_tf32 = {torch.backends.cudnn.allow_tf32}")
+    print(f"\n{title}\n{table(rows)}")
+    if args.markdown:
+        with open(args.markdown, "a") as f:
+            f.write(f"{title}:\n\n{table(rows)}\n\n")
+    ok = all(r["static"] == "ok" and r["correct"] == "(5 / 5)" for r in rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
