@@ -1,207 +1,56 @@
 """ConvTranspose3d -> Swish -> GroupNorm -> HardSwish, all in custom CUDA (KernelBench level 2, problem 60).
 
-With stride 2, padding 1 and kernel 3, output o along each axis takes tap k = 1 from input m = o/2
-when o is even, and taps k = 0 (input m + 1) and k = 2 (input m) when o = 2m + 1 is odd. So each
+The parity split: with stride 2, padding 1 and kernel 3, output o along each axis takes tap k = 1 from
+input m = o/2 when o is even, and taps k = 0 (input m + 1) and k = 2 (input m) when o = 2m + 1. So each
 input position m feeds the 2 x 2 x 2 outputs (2m + a, 2m + b, 2m + c) through dense loops with no
 divisibility tests and no wasted multiply-adds (27 taps per input channel for 8 outputs).
+
 One persistent kernel (convt_swish_gn_kernel) does the whole model. Its blocks take work items by
-ticket, pass-1 and pass-2 items in turn, pass 2 about 1.5 rounds of items behind (item_of, schedule):
-  pass 1 item (a tile and 32 output channels): transposed conv + Swish in registers; writes the tile's
-    per-channel sum and sum of squares (double). Nothing of output size is written. The last pass-1
-    item of a sample (an atomic count) adds the sample's partials in a fixed order and writes its
-    per-channel scale and shift, then sets the sample's flag.
-  pass 2 item: waits for its sample's flag, recomputes, normalises, applies HardSwish and writes the
-    output once.
-The passes are mixed so that the output is written over the whole launch. With all of pass 1 first, the
-launch wrote nothing for its first half and then 1 GB in its second: globaltimer stamps per item showed
-pass-2 items taking 38 us against 26 us for pass-1 items, and blocks finishing 260 pass-2 items per 50 us
-(some 2.6 TB/s of output, about the write bandwidth) against 400 pass-1 items. Mixed, a pass-2 item took
-36 us and the launch 0.974 of the unmixed one (interleaved timing, 300 rounds). Lags of one, one and a
-half and two rounds of items gave 0.976, 0.970 and 0.968 in one comparison, two and three rounds 0.973
-and 0.975 in another, 1.5 and 2.5 rounds 0.9603 and 0.9647 against two rounds' 0.9606 in a third (two
-rounds: the last samples' statistics are complete before the last round needs them); alternating single
-items or whole samples measured the same (0.9627 and 0.9635). Once a pass-2 item's wait got cheaper (the
-acquire poll below), 1.5 rounds measured 0.998 and 0.998 of two (interleaved, 800 rounds, two processes).
-The launch's last round of pass-2 items (one per block) is split in four by channels, so that blocks finish
-closer together: they drift apart over the launch, and with whole items the GPU idled for about half an
-item (some 20 us) at the end. Measured: two parts 0.988 of the kernel before it (interleaved, 250 rounds);
-four parts then measured the same as two (0.9606 both), but gained once the waits for a sample's
-statistics got cheaper (below).
-A pass-2 item's wait for its sample's flag is warp 0's alone, with an acquire load and no fence, and warp 0
-loads the normalisation; the other warps go on to the item's barrier. (Since 02bc354 warp 0 does this as it
-finishes the item before, as warp 1 draws the next ticket.) By the stamps the poll and its fence
-took 1.5 us per pass-2 item, and 3 us in the launch's last rounds, where every block writes and the fence
-waits for the thread's stores. With the last round in four parts: 0.990 and 0.994 (interleaved, 700
-rounds, two processes).
-A block stages one input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4
-input channels at a time) and the weights of up to 32 output channels in shared memory, with
-cp.async (zero-filled outside the input; 16-byte copies where the width is a multiple of 4, a quarter of
-the copy instructions); with up to 4 input channels it loads its next item's tile
-while computing the current one. Warp w owns 4 input rows, lane l one input column; a thread
-computes all 2 x 2 x 2 parities of its 4 positions for 4 output channels at a time, one output depth
-parity after the other (64 accumulators). Weights and bias carry a factor -log2(e), so Swish needs
-no multiply before its exponential. Pass 1 computes the reciprocals 1 / (1 + 2^a) of two channels with
-one MUFU operation (r = 1 / (d0 d1), then r d1 and r d0); pass 2 folds Swish and the normalisation
-into one quotient, a / (inv (1 + 2^a)) + shift. In pass 2 each warp's output rows go through shared
-memory so that every store instruction writes 32 consecutive floats.
+ticket, phase-1 and phase-2 items in turn, phase 2 about 1.5 rounds of items behind (item_of, schedule),
+so that the output is written over the whole launch:
+  phase 1 item (a tile and 32 output channels): transposed conv + Swish in registers; writes the tile's
+    per-channel sum and sum of squares (double). The last phase-1 item of a sample (an atomic count)
+    adds the sample's partials in a fixed order, writes its per-channel scale and shift and sets the
+    sample's flag. Nothing of output size is written.
+  phase 2 item: waits for its sample's flag, recomputes, normalises, applies HardSwish, writes once.
+A block stages an input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4 input
+channels) and the weights of up to 32 output channels in shared memory with cp.async, and loads its
+next item's tile while computing the current one. Warp w owns 4 input rows, lane l one input column; a
+thread computes all 8 parities of its 4 positions for 4 output channels at a time (64 accumulators).
+Weights and bias carry a factor -log2(e), so Swish needs no multiply before its exponential; phase 1
+computes two channels' reciprocals with one MUFU operation, phase 2 folds Swish and the normalisation
+into one quotient. Phase 2's rows go through shared memory so each store writes 32 consecutive floats.
+The next ticket and the next item's statistics are awaited as the item before ends; the workspace
+(partials, counters) is kept per (device, stream) and left zeroed by the launch's last block.
+Deterministic: every sum is added in a fixed order; the tickets only decide which block does an item.
+
+TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows
+torch.backends.cudnn.allow_tf32, read at every call: on, the input and weights are rounded to TF32
+(round to nearest even, as cuDNN does; products exact, sums in fp32) as they are staged; off, exact
+fp32. A CUDA graph keeps the setting it was captured with.
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output
-once, 0.35 ms at an H100's 2.95 TB/s copy bandwidth. Per pass the arithmetic is 10.1 multiply-adds
-per output (2.6 G, 0.04 ms at 67 TFLOP/s) but Swish needs two MUFU operations per output in pass 2
-and one and a half in pass 1 (16 per clock per SM: 0.13 and 0.10 ms at 1.98 GHz), and a thread
-issues about 23 instructions per output and pass (0.4 ms for both passes at one instruction per
-clock per scheduler), so the kernel is bound by instruction issue and latency, not by the write.
-Profiled on an H100 (ncu, clock locked at 1.59 GHz; the kernel before the paired reciprocals): 0.770
-ms, 384 M warp instructions (half of them the conv's multiply-adds), issue slots busy 59% (16 warps
-per SM, 1.6 of 4 eligible), MUFU pipe 43%, FMA pipe 40%, ALU 9%. Warp states: eligible but another
-warp picked 26%, issuing 16%, fixed-latency waits 17%, the MIO queue 16% (80% of it MUFU
-instructions: MUFU and shared-memory loads share that queue), dispatch 10%, barriers 7%. Warp
-samples: the Swish epilogues about 45% (pass 1 28%, pass 2 17%), the conv 24%, pass 2's stores 11%,
-per-item work and barriers the rest. An epilogue issues about a third of its instructions to MUFU,
-which takes 8 cycles per warp instruction on a scheduler, so there the MUFU pipe is the limit; in
-the conv the FMA pipe is. Not power-bound: 1980 MHz and 590 W of 700 W while the kernel runs back to
-back (0.68 ms a call). Timed 0.690, 0.694, 0.715, 0.719 and 0.685 ms in five full run_all.py runs on
-different H100s before the paired reciprocals (1.97x, 1.98x, 2.08x, 2.06x and 1.96x the floor); 0.68
-to 0.78 ms over several machines and runs (interleaved medians of the same kernel: 0.705 ms on one
-H100, 0.774 ms on another). The paired reciprocals and the folded quotient took 0.984, 0.989, 0.989
-and 0.986 of the kernel before them in four interleaved comparisons on four machines (300 to 400
-alternating runs each, medians); in full run_all.py runs 0.772 ms (2.25x the floor) on a slower
-machine, 0.681 ms (1.98x, 11.54x eager) on a faster one, 0.689 ms (2.01x, at 0b563a6) and 0.698 ms
-(2.02x, 11.17x eager, at 7cef82d). With the last round split, 0.686 ms (1.97x, 11.37x eager, 6.76x
-compile, at 89644bf) and 0.698 ms (2.03x, 11.27x eager, at 651c160). With the passes mixed and the
-lighter forward, 0.647 ms (1.90x, 11.94x eager, 7.23x compile, at 9e0e46f) and 0.697 ms (2.00x, 11.36x
-eager, 6.88x compile, at a79c007, on a machine where every variant ran slower). With the per-item and
-host costs cut (below), 0.635 ms (1.79x, 12.32x eager at 7.818 ms, 7.41x compile, at 8f87037) and 0.646 ms
-(1.83x, 12.07x eager, 7.17x compile, at 4696d80); with the ticket and the statistics awaited as the item
-before ends, 0.622 ms (1.76x, 12.53x eager at 7.789 ms, 7.46x compile, at 9cf818c). The host's
-share is measured below (about 14 us of a call's time before the lighter forward; on one machine this
-kernel measured 0.669 ms as timed by run_all and 0.618 ms with the host given a head start).
-Tried and slower: software-pipelining each stage's conv beside the previous stage's Swish (MUFU and
-shared-memory loads then queue behind each other: 0.93 ms), a warp storing its own two
-columns instead of staging rows in shared memory (no gain), and the conv on the tensor cores in
-split TF32 (mma.sync m16n8k8, three products per step, 292 M warp instructions instead of 385 M):
-correct (rel err 2.4e-7) but 0.94 ms, because pass 2's Swish, staging and stores then queue on the
-MIO path with too little work per warp to hide their latency (0.33 instructions per clock per
-scheduler). Also measured, no gain: pass 1 alone on the tensor cores, as its own kernel (split TF32,
-m16n8k4 where a column parity reads one input column, the next tile prefetched, one unit's products
-beside the previous unit's Swish), then pass 2 alone under programmatic dependent launch: 0.284 ms
-for the statistics (MUFU pipe 57% busy, tensor pipe 29%, issue 50%: latency-bound at 16 warps per
-SM) plus 0.43 ms for the output, 0.68 to 0.76 ms in all, against 0.68 to 0.78 ms for this kernel in
-the same runs; with 24 warps per SM (80 registers) the statistics took 0.310 ms, and one block of
-each kernel per SM side by side 0.74 to 0.78 ms in all.
-No single part dominates (same-process benches, this kernel at 0.68 to 0.72 ms): without any MUFU
-operation (Swish replaced by multiply-adds, timing only) 0.66 to 0.70 ms, without the stores 0.657
-ms, with a third of the conv's multiply-adds 0.608 ms. Also no gain: warps sharing a scheduler
-visiting the depth parities in opposite orders (0.69 to 0.72 ms); 24 warps per SM (2 input rows per
-thread, 80 registers, 3 blocks; 0.70 ms) or 4-warp blocks, 4 per SM (0.685 to 0.70 ms);
-acquire/release flags and counts instead of full fences (0.684 to 0.691 ms); tickets taken two
-items ahead (0.69 to 0.70 ms); those with the next item's normalisation prefetched and the sample
-count read an item later (0.70 to 0.76 ms); each warp's output rows of a channel as one bulk copy
-from shared memory, cp.async.bulk (0.69 to 0.70 ms).
-Later, also correct on every edge case and none faster (this kernel at 0.685 to 0.78 ms in the same
-processes): each lane storing its two adjacent columns as one 8-byte store, with a shuffle for rows
-at odd offsets, instead of the staging (0.81 ms; about 400 bytes of spill stores); pass-2 items of
-one output depth each, to shorten the last wave (0.70 to 0.79 ms); a warp's rows of a channel staged
-in output order and stored as 16-byte-aligned float4s where a tile spans whole rows (0.71 to 0.79
-ms; 0.71 ms with streaming stores); pass 1's sums kept in shared memory between the parities, the two
-passes as two loops, items recomputed from their tickets and two-register Swish masks (24 bytes of
-spill stores instead of 20, 0.76 to 0.80 ms; with the float4 stores as well 4 bytes, 0.73 to 0.83
-ms); every warp taking its own items of 4 input rows, with its own tiles and tickets and no block
-barriers (0.98 ms: each item's ticket, fence and normalisation loads are exposed, at an eighth of a
-block item's work); streaming stores (__stcs) or two-register Swish masks alone (within the noise,
-0.69 to 0.77 ms, this kernel 0.72 to 0.76 ms in the same process).
-Measured against the paired reciprocals, as ratios to the kernel before them in interleaved runs:
-the folded quotient alone 0.996 to 0.998; one or two channels of four taking their reciprocal from
-three Newton steps on the FMA pipe instead of MUFU 0.997 to 1.001; pairs in both passes without the
-clamp at 63 0.974 to 0.981 (but there a pair with one exponent past 2^128 gives NaN, and one past
-2^64 can zero its partner: not usable); pairs in both passes, clamped, pass 2 pairing the two
-columns of one channel 0.993; four channels sharing one reciprocal in pass 1 (clamp at 31) 1.015,
-with 124 bytes of spills.
-Tensor cores again, in a layout built for them (measured against this kernel, same processes): split
-TF32 with the big part masked to TF32 (2 instructions per value), mma.sync m16n8k8 on an m-tile of 16
-input positions of a row x all 8 parity classes x 16 output channels, offsets paired (f, f + 4) so that
-one A fragment serves every class of a depth parity: 14 k-steps per 4 input channels, 84 MMAs per m-tile
-and pass, weights pre-split in shared memory as B fragments. Correct on every test of this problem (rel
-err 2.2e-7) but 1.00 to 1.06 ms against 0.70 to 0.75 ms. Profiled: 337 M warp instructions (HMMA 5%),
-issue slots 43% busy; pass 2's stores, coming from the MMA layout (a lane holds 2 channels x 2
-positions 8 apart), took 28% of the warp samples staged through shared memory and more as direct
-8-byte stores (4 channel planes per instruction; 1.18 ms). Pass 1 alone (pass-2 items skipped, timing
-only) took 0.379 ms on the tensor cores and 0.374 ms with this kernel's FP32 conv, half of this
-kernel's time: pass 1 is bound by its Swish epilogue and latency, not by the multiply-adds.
-Held on chip instead of recomputed (measured, not kept): a cooperative kernel in which each block
-computes pass 1 of one unit (2 input rows x 32 columns x 16 channels, 32 outputs a thread) of every
-sample, keeps the Swish values in shared memory (3 units of 32 KB a block, 2 blocks an SM: the
-resident blocks hold about three samples) and writes the unit two samples later; a finalizing block
-sums each sample's partials and stores (factor, shift) pairs that pass 2 polls. Correct on all 25 of
-this problem's GPU tests, no conv recomputed, but 0.80 to 0.82 ms against 0.69 to 0.75 ms for this
-kernel in the same processes. Timed with globaltimer stamps: pass 1 of a unit 1.8 to 1.9 us, yet an
-iteration 5.2 to 5.7 us, because every sample waits for all 256 blocks: the last one finishes 3.6 to
-6.7 us after the median (the same few blocks, sample after sample), the statistics take 2.3 to 4 us
-more, and then every block's pass 2 falls in the same 2 to 2.5 us (8 MB of stores at once, the write
-bandwidth). With the last-counting block finalizing, that block fell behind and stayed last: 1.3 to
-1.5 ms. With the statistics spread over the computing blocks instead (sample i completed by block
-i mod 256, right after its pass 1), 1.22 ms against 0.89 ms with the finalizing block and 0.78 ms for
-this kernel on one machine: each completing block falls behind and the next one waits for it. With no
-finalizing block at all, each unit adding its group sums with integer atomics to 288-bit fixed-point
-accumulators (exact, so the same in any order) and pass 2 computing the normalisation from them: correct
-on every shape tried, but 1.45 ms against 0.84 ms with the finalizing block and 0.74 ms for this kernel
-(all 256 blocks add to the same few words each sample).
-Held on chip with units taken by ticket instead, so that slow SMs do fewer (measured, not kept): the
-held kernel above without the lockstep. Correct on every shape tried (single samples of 4,000 units
-included), but 0.96 ms and slower in every later form. With each step's round trip
-(ticket, count, poll, normalisation) waited for by the whole block, a unit took 7.5 us against 1.9 us of
-arithmetic. With the round trips issued before pass 1 and used after it, a unit still took 4.2 us, and
-the statistics came too late for the three buffers: a sample's last unit is ticketed about one unit after
-its first and computed up to two units later, and its sum follows. Waiting then chained blocks into a
-convoy (2.8 ms); dropping the held values and recomputing them later dropped 95% of them (1.85 ms). On-chip
-capacity is the wall: a sample's output (7.9 MB) is a quarter of all shared memory (132 x 228 KB), and a
-sample must stay held for about three units. Keeping the values in L2 instead (write, re-read, discard)
-was measured on its own: 1 GB through an 8 to 16 MB ring per block took 0.54 to 0.63 ms against 0.32 ms
-for writing 1 GB once, and evicted scratch reached DRAM (1.4 to 1.5 GB written).
-Where the rest of the time goes (the kernel before the mixed passes, same process): time is linear in the
-batch, 4.98 us per sample plus 51 us (B from 116 to 148); about 14 us of that is the host (a call takes 39
-us to enqueue, and the timing's L2 flush hides only part of it: 0.679 ms against 0.665 ms with the host
-given a head start, and 0.664 ms as a CUDA graph). A workspace kept between calls, with the kernel zeroing
-its counters at the end instead of a memset per call, changed nothing then (0.9987), but with the passes
-mixed it measured 0.991 and 0.992 (interleaved, 700 rounds, two processes; one per stream, so kept), and
-in another process 0.992 when the host was slow and 1.003 when it was quick. The input checks in
-forward took a few us of that: one combined test on the common path gave 0.990 of five separate ones
-(with the passes mixed; the same checks in C++ measured alike), and reading the submodules and parameters
-from nn.Module's dicts instead of through its __getattr__ 0.9944 and 0.9948 (two copies of each; two
-copies of the same file 0.9999).
-Measured, not kept. Before the passes were mixed: each pass-2 item's wait for its sample's flag (a poll
-and a fence, some 3 us per item by the stamps) replaced by self-validating (scale, shift) words read at
-the item's start (1.014 of the kernel before it: a block waiting costs little, the other block on its SM
-takes the issue slots); the input tile staged in 16-byte copies (0.999; with the passes mixed it measured
-0.990 and 0.991, two processes of 700 rounds, and is kept). With them mixed: tickets taken
-only when a block is free in the launch's last rounds (0.967 against 0.962); the workspace in the output's
-allocation (0.983 against 0.967); the last round split in four parts instead of two (0.9606 and 0.9606,
-before the acquire poll);
-pass 2 pairing the reciprocals of a channel's two columns, as pass 1 does (1.014 and 1.013, two copies).
-Costs per item (globaltimer stamps, the mixed order): a block spent some 5 us of each item outside its
-compute: the ticket and its barrier 0.4 us, issuing the next tile's copies 3 us, the flag and its fence 1.5
-us (pass 2), the normalisation's loads 0.5 us, the partials and the count 1.3 us (pass 1); at the end
-blocks idled 15.6 to 18.3 us on average. A 2 us sleep added to every item cost 2.2% (1.0219), so about half
-of such time shows in the launch. Cut since (each interleaved against the kernel before it, two processes
-of 700 or 800 rounds; above and in the code): 16-byte staging (0.990, 0.991), the next item computed by
-thread 0 (0.997, 0.995), the acquire poll in warp 0 with the last round in four parts (0.990, 0.994), the
-workspace kept between calls (0.991, 0.992; host time), at::empty for the output (0.996, 0.995; host time),
-pass 2 lagging 1.5 rounds (0.998, 0.998), the next ticket drawn by warp 1 as the item before ends, with
-no barrier of its own (0.992, 0.992, 0.995, 0.994 in four processes), then warp 0 waiting for the next
-item's statistics there too (0.994 and 0.999 of that). The first four together: 0.975, 0.972, 0.975, 0.979 and 0.979
-in five processes. Then by the stamps: ticket and barrier 1.0 us, staging 1.5 us, flag 1.0 us,
-normalisation 0.4 us per item, and 8.3 us idle per block at the end. Measured, not kept: the pass-1 count
-as one acq_rel atomic by thread 0 without the writers' fences (1.000, 1.001); the last two rounds split
-(1.007, 1.012); the next tile's copies issued after the item's barrier, the ticket drawn by warp 1 while
-warp 0 polls, so that no barrier waits for the ticket (1.002, 1.005).
+once, 0.35 ms at an H100's 2.95 TB/s. Per phase the arithmetic is 10.1 multiply-adds per output (0.04
+ms at 67 TFLOP/s), but Swish needs 1.5 to 2 MUFU operations per output and phase (0.10 to 0.13 ms at 16
+per clock per SM) and a thread issues about 23 instructions per output and phase (0.4 ms for both at one
+per clock per scheduler): the kernel is bound by issue and latency (MUFU 43%, FMA 40% busy by ncu), not
+by the write. Last full run (README): 0.622 ms on an H100, 1.76x the floor, 12.5x eager, 7.5x
+torch.compile. What was tried and measured: docs/convtranspose3d_swish_groupnorm_hardswish.md.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
 import inspect
+import os
+import sys
 
 import torch
 import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
+
+if __name__ == "__main__":   # run from the repository: build where run_all.py and the tests build
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import common.loading  # noqa: F401  (the build folder, CUDA_HOME, the target with no GPU; before cpp_extension)
+
+from torch.utils.cpp_extension import get_default_build_root, load_inline
 
 cuda_source = r"""
 #include <cuda_runtime.h>
@@ -210,16 +59,16 @@ cuda_source = r"""
 #include <type_traits>
 
 constexpr int K = 3, TAPS = K * K * K;   // stride 2, padding 1: the configuration the parity split is for
-constexpr int CO_TILE = 4;      // output channels per pass of a thread: one float4 of weights per tap
-static_assert(CO_TILE % 2 == 0, "pass 1 pairs the channels of a chunk");
+constexpr int CO_TILE = 4;      // output channels per sweep of a thread: one float4 of weights per tap
+static_assert(CO_TILE % 2 == 0, "phase 1 pairs the channels of a chunk");
 constexpr int ROWS = 4;         // input rows m_h per thread
 constexpr int WARPS = 8, THREADS = 32 * WARPS;
 constexpr int MIN_BLOCKS = 2;   // caps registers at 128: 16 warps per SM
 constexpr int CI_CHUNK = 4;     // input channels staged in shared memory at once
 constexpr int CO_GROUP = 32;    // output channels per block
 constexpr int CHUNKS = CO_GROUP / CO_TILE;
-static_assert(CO_GROUP <= 32, "warp 0 loads a pass-2 item's normalisation");
-constexpr int SPLIT = 4;        // parts of each pass-2 item in the launch's last round (a quarter of its chunks
+static_assert(CO_GROUP <= 32, "warp 0 loads a phase-2 item's normalisation");
+constexpr int SPLIT = 4;        // parts of each phase-2 item in the launch's last round (a quarter of its chunks
                                 // each; with fewer than 4 chunks some parts are empty)
 constexpr int TILE_H = WARPS * ROWS + 1;   // input rows a block reads (+1 halo)
 constexpr int TILE_W = 36;      // row pitch of a staged tile: columns 0 .. 32 are read (+1 halo); 16-byte rows
@@ -229,9 +78,9 @@ constexpr double LN2 = 0.69314718055994531;
 struct Geometry {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int h_tiles, w_tiles, tiles;   // tiles per sample: (m_d, TILE_H - 1 rows, 32 columns)
-    int items;                     // blocks per sample and pass: tiles x groups of CO_GROUP channels
-    // The launch's schedule (schedule()): pass 2 of sample s comes among pass 1 of samples s + lag and on;
-    // one ticket per item, but SPLIT per item from ticket split_from on (the last round of pass-2 items:
+    int items;                     // blocks per sample and phase: tiles x groups of CO_GROUP channels
+    // The launch's schedule (schedule()): phase 2 of sample s comes among phase 1 of samples s + lag and on;
+    // one ticket per item, but SPLIT per item from ticket split_from on (the last round of phase-2 items:
     // blocks finish together), `tickets` in all.
     int lag, split_from, tickets;
 };
@@ -242,10 +91,10 @@ struct Params {
     const float* bias;       // (C_out) or nullptr
     const float* gn_weight;  // (C_out)
     const float* gn_bias;    // (C_out)
-    double* partials;        // (B, C_out, tiles, 2): each pass-1 block's sum and sum of squares per channel
+    double* partials;        // (B, C_out, tiles, 2): each phase-1 block's sum and sum of squares per channel
     float* norm;             // (B, C_out, 2): per channel 1 / (-ln(2) scale) and shift
     int* counters;           // zero at the launch, and left zero by it: [0] tickets, [1] blocks finished
-    int* done;               // (B): sample b's pass-1 items done; zero at the launch, and left zero
+    int* done;               // (B): sample b's phase-1 items done; zero at the launch, and left zero
     int* ready;              // (B): sample b's norm written; zero at the launch, and left zero
     float* out;              // (B, C_out, Do, Ho, Wo)
     int B, groups;
@@ -255,7 +104,7 @@ struct Params {
 };
 
 // Where a block's work lies: sample b, input depth md, first input row h0 and column w0, output
-// channels cg0 + CO_TILE k0 .. cg0 + CO_TILE k1 - 1; WRITE: pass 2.
+// channels cg0 + CO_TILE k0 .. cg0 + CO_TILE k1 - 1; WRITE: phase 2.
 struct Item {
     bool write;
     int b, tile, md, h0, w0, cg0;
@@ -267,10 +116,10 @@ typedef float InputTile[CI_CHUNK][2][TILE_H][TILE_W];   // input depths m_d and 
 struct Smem {
     InputTile in[2];                         // the current block's tile and the next one's, loading
     float4 w[CI_CHUNK][TAPS][CHUNKS];        // weights times -log2(e), a float4 over 4 output channels
-    float rows[WARPS][2 * ROWS][64];         // pass 2: a warp's output rows, for coalesced stores
+    float rows[WARPS][2 * ROWS][64];         // phase 2: a warp's output rows, for coalesced stores
     float4 bias[CHUNKS];                     // times -log2(e)
-    float4 inv[2][CHUNKS], shift[2][CHUNKS]; // pass 2: the normalisation (Params::norm), [buf] as `in`
-    double red[CO_GROUP][2][WARPS];          // pass 1: per channel and warp, sum and sum of squares
+    float4 inv[2][CHUNKS], shift[2][CHUNKS]; // phase 2: the normalisation (Params::norm), [buf] as `in`
+    double red[CO_GROUP][2][WARPS];          // phase 1: per channel and warp, sum and sum of squares
     int ticket[2], last;
     Item next;                               // the block's next item, by warp 1 from its ticket
 };
@@ -324,10 +173,17 @@ __device__ __forceinline__ void copy_async_wait() {
 #endif
 }
 
-// The order of the items, each pass's items sample after sample: first pass 1 of samples 0 .. lag - 1,
-// then pass-1 and pass-2 items in turn (pass 2 lag samples behind), then pass 2 of the last lag samples.
+// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
+// the product of two such values is exact in fp32. Finite v only.
+__device__ __forceinline__ float round_tf32(float v) {
+    const unsigned u = __float_as_uint(v);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
+
+// The order of the items, each phase's items sample after sample: first phase 1 of samples 0 .. lag - 1,
+// then phase-1 and phase-2 items in turn (phase 2 lag samples behind), then phase 2 of the last lag samples.
 // So the output is written over the whole launch, not in its second half (where the writes alone would
-// take most of the DRAM bandwidth), and every pass-2 item comes after all pass-1 items of its sample.
+// take most of the DRAM bandwidth), and every phase-2 item comes after all phase-1 items of its sample.
 // From ticket split_from on, SPLIT tickets share an item, each with its part of the chunks.
 __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
 {
@@ -336,7 +192,7 @@ __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
     const int part = split ? (t - g.split_from) % SPLIT : 0;
     if (split) t = g.split_from + (t - g.split_from) / SPLIT;
     const int n = g.items, lead = g.lag * n, mixed = 2 * (B - g.lag) * n;
-    int u;   // the item's index within its pass
+    int u;   // the item's index within its phase
     if (t < lead) {
         it.write = false;
         u = t;
@@ -410,8 +266,35 @@ __device__ __noinline__ void stage_input(InputTile& in, const float* __restrict_
     }
 }
 
+// Rounds to TF32 the elements of a tile that this thread's stage_input copies brought in, once it has
+// waited for them: the same elements in the same order (a change to stage_input's mapping goes here too),
+// so that no barrier comes between the wait and the rounding.
+__device__ __noinline__ void round_staged_input(InputTile& in, int ci0, const Geometry g, bool vec)
+{
+    const int n = min(CI_CHUNK, g.C_in - ci0);
+    if (vec) {
+        constexpr int C4 = TILE_W / 4, PER_CI = 2 * TILE_H * C4;
+        for (int e = threadIdx.x; e < n * PER_CI; e += THREADS) {
+            float4& v = *reinterpret_cast<float4*>(&in[e / PER_CI][e / (TILE_H * C4) % 2][e / C4 % TILE_H][e % C4 * 4]);
+            v = make_float4(round_tf32(v.x), round_tf32(v.y), round_tf32(v.z), round_tf32(v.w));
+        }
+        return;
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int ci = 0; ci < n; ++ci)
+        for (int dd = 0; dd < 2; ++dd)
+            for (int r = warp; r < TILE_H; r += WARPS) in[ci][dd][r][lane] = round_tf32(in[ci][dd][r][lane]);
+    for (int row = threadIdx.x; row < n * 2 * TILE_H; row += THREADS) {
+        float& v = in[row / (2 * TILE_H)][row / TILE_H % 2][row % TILE_H][32];
+        v = round_tf32(v);
+    }
+}
+
 // Stages the weights of input channels ci0 .. ci0 + CI_CHUNK - 1 for output channels cg0 .. cg0 +
-// CO_GROUP - 1 (zero where a channel does not exist), times -log2(e). Synchronous; the caller synchronises.
+// CO_GROUP - 1 (zero where a channel does not exist), times -log2(e); TF32: unscaled, for round_staged_weights
+// (rounding in this loop instead costs the TF32 kernel some 60 bytes of spills). Synchronous; the caller
+// synchronises.
+template <bool TF32>
 __device__ __noinline__ void stage_weights(Smem& s, const float* __restrict__ weight, int ci0, int cg0,
                                            const Geometry g)
 {
@@ -425,15 +308,49 @@ __device__ __noinline__ void stage_weights(Smem& s, const float* __restrict__ we
         const float* src = weight + ((size_t)(ci0 + e / (TAPS * CHUNKS)) * g.C_out + co) * TAPS + tap;
 #pragma unroll
         for (int q = 0; q < CO_TILE; ++q)
-            v[it][q] = e < n * TAPS * CHUNKS && co + q < g.C_out ? __ldg(src + q * TAPS) * -LOG2E : 0.f;
+            v[it][q] = e < n * TAPS * CHUNKS && co + q < g.C_out ? __ldg(src + q * TAPS) : 0.f;
     }
+    const auto scaled = [](float w) { return TF32 ? w : w * -LOG2E; };
 #pragma unroll
     for (int it = 0; it < ITERS; ++it) {
         const int e = threadIdx.x + it * THREADS;
         if (e < n * TAPS * CHUNKS)
             s.w[e / (TAPS * CHUNKS)][e / CHUNKS % TAPS][e % CHUNKS] =
-                make_float4(v[it][0], v[it][1], v[it][2], v[it][3]);
+                make_float4(scaled(v[it][0]), scaled(v[it][1]), scaled(v[it][2]), scaled(v[it][3]));
     }
+}
+
+// TF32: the weights that this thread's stage_weights<true> stored (unscaled), rounded to TF32 and then
+// scaled by -log2(e), as stage_weights<false> scales them.
+__device__ __noinline__ void round_staged_weights(Smem& s, int n)
+{
+    float4* w = &s.w[0][0][0];
+    const auto scaled = [](float v) { return round_tf32(v) * -LOG2E; };
+    for (int e = threadIdx.x; e < n * TAPS * CHUNKS; e += THREADS)
+        w[e] = make_float4(scaled(w[e].x), scaled(w[e].y), scaled(w[e].z), scaled(w[e].w));
+}
+
+// TF32, no prefetch: one chunk of input channels and their weights staged and rounded, synchronously (one call,
+// so that the TF32 kernel's hot loop keeps the FP32 kernel's register allocation).
+__device__ __noinline__ void stage_chunk_tf32(Smem& s, const float* __restrict__ x, const float* __restrict__ weight,
+                                              int ci0, const Item it, const Geometry g, bool vec, int buf)
+{
+    stage_input(s.in[buf], x, ci0, it, g, vec);
+    copy_async_commit();
+    stage_weights<true>(s, weight, ci0, it.cg0, g);
+    round_staged_weights(s, min(CI_CHUNK, g.C_in - ci0));
+    copy_async_wait<true>();
+    round_staged_input(s.in[buf], ci0, g, vec);
+}
+
+// TF32, prefetch: waits for the current item's tile (issued an item ago, so done by now), rounds it, and starts
+// the next item's (if any): one call where the FP32 kernel has stage_input.
+__device__ __noinline__ void round_and_stage_next(Smem& s, const float* __restrict__ x, const Item next, bool has_next,
+                                                  const Geometry g, bool vec, int buf)
+{
+    copy_async_wait<true>();
+    round_staged_input(s.in[buf], 0, g, vec);
+    if (has_next) stage_input(s.in[buf ^ 1], x, 0, next, g, vec);
 }
 
 // Adds input channel ci's contributions to the outputs of depth parity A that a thread owns: output
@@ -489,11 +406,11 @@ __device__ __forceinline__ void convolve_staged(float (&acc)[2][2][ROWS][CO_TILE
     for (int ci = first ? 1 : 0; ci < n_ci; ++ci) convolve_channel<A, false>(acc, s, tile, ci, k);
 }
 
-// Sample b's normalisation, by the last of its pass-1 blocks: per group, one warp adds the partials
+// Sample b's normalisation, by the last of its phase-1 blocks: per group, one warp adds the partials
 // of the group's channels in a fixed order (each lane a fixed stride, then a fixed shuffle tree; double),
 // then per channel folds mean, 1/std and the affine parameters into one scale and shift. It stores
 // the reciprocal of the scale times -ln(2) (the scaled Swish's factor), at most FLT_MAX in size, so
-// that pass 2 divides once (a zero scale gives a zero quotient). Partials come from other blocks: read
+// that phase 2 divides once (a zero scale gives a zero quotient). Partials come from other blocks: read
 // past L1 (__ldcg).
 __device__ void finalize_sample(const Params& p, int b)
 {
@@ -540,7 +457,7 @@ __device__ __forceinline__ void wait_for_flag(const int* flag)
 #endif
 }
 
-// One block of either pass: WRITE = false gathers statistics, WRITE = true writes the output.
+// One block of either phase: WRITE = false gathers statistics, WRITE = true writes the output.
 // A block owns one input tile of sample b (depth m_d, TILE_H - 1 rows, 32 columns) and output channels
 // cg0 .. cg0 + CO_GROUP - 1; warp w owns ROWS of its rows, lane l one column. For each chunk of
 // CO_TILE channels and each output depth parity a thread convolves, applies Swish, and either adds to
@@ -548,8 +465,8 @@ __device__ __forceinline__ void wait_for_flag(const int* flag)
 //
 // The staged weights and the bias carry a factor -log2(e), so an accumulator holds a = -log2(e) v and
 // Swish is v sigmoid(v) = -ln(2) a / (1 + 2^a): no multiply before the exponential. The sums are
-// scaled back in double, and pass 2's normalisation carries the -ln(2) (finalize_sample).
-template <bool WRITE>
+// scaled back in double, and phase 2's normalisation carries the -ln(2) (finalize_sample).
+template <bool WRITE, bool TF32>
 __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item& it, int buf)
 {
     const Geometry& g = p.g;
@@ -563,23 +480,27 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
     const size_t vol = (size_t)g.Do * g.Ho * g.Wo;
     const bool col_lo = lane < n_out_cols, col_hi = lane + 32 < n_out_cols;   // output columns lane, lane + 32
     const bool col_ok[2] = {mw < g.W, 2 * mw + 1 < g.Wo};   // output columns 2 m_w + c inside the output
-    float2* const row_wr = reinterpret_cast<float2*>(s.rows[warp][0]) + lane;   // pass 2: this lane's slots
+    float2* const row_wr = reinterpret_cast<float2*>(s.rows[warp][0]) + lane;   // phase 2: this lane's slots
     const float* const row_rd = s.rows[warp][0] + lane;
     const InputTile& in = s.in[buf];
 
     float acc[2][2][ROWS][CO_TILE];   // [bb][c][r][q]
     for (int k = it.k0; k < it.k1; ++k) {
         const int co0 = cg0 + k * CO_TILE;
-        float tot[CO_TILE] = {}, tot_sq[CO_TILE] = {};   // pass 1: the thread's sums
+        float tot[CO_TILE] = {}, tot_sq[CO_TILE] = {};   // phase 1: the thread's sums
 #pragma unroll 1
         for (int A = 0; A < n_parities; ++A) {
             for (int cc = 0; cc < n_cc; ++cc) {
                 if (n_cc > 1) {   // no prefetch: the input channels and their weights chunk by chunk
                     __syncthreads();
-                    stage_input(s.in[buf], p.x, cc * CI_CHUNK, it, g, p.vec);
-                    copy_async_commit();
-                    stage_weights(s, p.weight, cc * CI_CHUNK, cg0, g);
-                    copy_async_wait<true>();
+                    if (TF32) {
+                        stage_chunk_tf32(s, p.x, p.weight, cc * CI_CHUNK, it, g, p.vec, buf);
+                    } else {
+                        stage_input(s.in[buf], p.x, cc * CI_CHUNK, it, g, p.vec);
+                        copy_async_commit();
+                        stage_weights<false>(s, p.weight, cc * CI_CHUNK, cg0, g);
+                        copy_async_wait<true>();
+                    }
                     __syncthreads();
                 }
                 const int n_ci = min(CI_CHUNK, g.C_in - cc * CI_CHUNK);
@@ -723,7 +644,7 @@ __device__ __noinline__ void clear_counters(int& last, int* counters, int* done,
     for (int b = threadIdx.x; b < B; b += THREADS) done[b] = ready[b] = 0;
 }
 
-// Warp 0: a pass-2 item's normalisation into s.inv[buf] and s.shift[buf], once its sample's pass 1 is complete.
+// Warp 0: a phase-2 item's normalisation into s.inv[buf] and s.shift[buf], once its sample's phase 1 is complete.
 __device__ __forceinline__ void load_norm(Smem& s, const Params& p, const Item& it, int buf)
 {
     if (threadIdx.x == 0) wait_for_flag(p.ready + it.b);
@@ -738,14 +659,16 @@ __device__ __forceinline__ void load_norm(Smem& s, const Params& p, const Item& 
 // The whole model in one launch: persistent blocks take items by ticket (item_of) until g.tickets are
 // done; shared memory: a dynamic Smem. Tickets come from an atomic counter, so every smaller ticket
 // belongs to a block that is working on it or done with it, or holds it as its next item while working on
-// a still smaller one. A pass-2 item waits only for the pass-1 items of its sample, which all have smaller
-// tickets, and pass-1 items never wait: the launch cannot deadlock however the GPU schedules blocks. (A
-// block waits for its next item's statistics as it finishes the item before: a block holding a pass-1
+// a still smaller one. A phase-2 item waits only for the phase-1 items of its sample, which all have smaller
+// tickets, and phase-1 items never wait: the launch cannot deadlock however the GPU schedules blocks. (A
+// block waits for its next item's statistics as it finishes the item before: a block holding a phase-1
 // item as its next waits for nothing, so it reaches that item.)
 // Where one staged chunk holds all input channels (C_in <= CI_CHUNK), a block loads its next item's
 // input tile while it computes the current one. Bias and weights are staged when the channel group changes.
 // A block's next ticket is drawn, and its next item's statistics waited for, as it finishes the item
 // before, so that these round trips hide behind the warps still working and no barrier waits for them.
+// TF32 (torch.backends.cudnn.allow_tf32): the conv's operands rounded to TF32, to nearest even, as staged.
+template <bool TF32>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(const Params p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -772,17 +695,22 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
                 const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
                 reinterpret_cast<float*>(s.bias)[threadIdx.x] = p.bias != nullptr ? p.bias[co] * -LOG2E : 0.f;
             }
-            if (prefetch) stage_weights(s, p.weight, 0, it.cg0, g);
+            if (prefetch) stage_weights<TF32>(s, p.weight, 0, it.cg0, g);
+            if (TF32 && prefetch) round_staged_weights(s, min(CI_CHUNK, g.C_in));
             staged_cg = it.cg0;
         }
         const int t_next = s.ticket[buf ^ 1];
         const Item next = s.next;
-        if (prefetch && t_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
+        if (TF32 && prefetch) {
+            round_and_stage_next(s, p.x, next, t_next < total, g, p.vec, buf);
+        } else if (prefetch && t_next < total) {
+            stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
+        }
         copy_async_commit();
         copy_async_wait<false>();   // this item's tile (all but the group just committed)
         __syncthreads();
-        if (it.write) convt_block<true>(s, p, it, buf);
-        else convt_block<false>(s, p, it, buf);
+        if (it.write) convt_block<true, TF32>(s, p, it, buf);
+        else convt_block<false, TF32>(s, p, it, buf);
         // The ticket after next, drawn by warp 1 as it finishes this item (the atomic's round trip hides
         // behind the warps still working) and published by the barrier: no barrier waits for it.
         if (threadIdx.x == 32 && t_next < total) {
@@ -810,12 +738,12 @@ static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
     return g;
 }
 
-// The launch's schedule for B samples on `blocks` resident blocks. Pass 2 lags about 1.5 rounds of items
+// The launch's schedule for B samples on `blocks` resident blocks. Phase 2 lags about 1.5 rounds of items
 // (and at least one sample), so that the last samples' statistics are complete before the launch's last
-// round needs them (a lag of one round left blocks waiting at the end). That last round of pass-2
+// round needs them (a lag of one round left blocks waiting at the end). That last round of phase-2
 // items, one per block, is split: the blocks' last tickets are shorter, so they finish closer together
 // (blocks drift apart, so without it the GPU is half idle for about half an item). The split tickets (at
-// most one round) are all pass 2.
+// most one round) are all phase 2.
 static void schedule(Geometry& g, int B, int blocks) {
     g.lag = min(B, (3 * blocks / 2 + g.items - 1) / g.items + 1);
     const int split = min(B * g.items, blocks);
@@ -832,7 +760,7 @@ long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W
     return (long long)(partials_bytes(B, g) + norm_bytes(B, g));
 }
 
-// Tickets at most (as if every pass-2 item were split).
+// Tickets at most (as if every phase-2 item were split).
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W) {
     return (1 + SPLIT) * B * make_geometry(C_in, C_out, D, H, W).items;
 }
@@ -846,9 +774,11 @@ static cudaError_t resident_blocks(int* resident) {
     if (dev < 64 && cache[dev] > 0) { *resident = cache[dev]; return cudaSuccess; }
     const int smem = (int)sizeof(Smem);
     int per_sm = 0, sms = 0;
-    if ((err = cudaFuncSetAttribute(convt_swish_gn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem))
-            != cudaSuccess ||
-        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, convt_swish_gn_kernel, THREADS, smem))
+    if ((err = cudaFuncSetAttribute(convt_swish_gn_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    smem)) != cudaSuccess ||
+        (err = cudaFuncSetAttribute(convt_swish_gn_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    smem)) != cudaSuccess ||
+        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, convt_swish_gn_kernel<false>, THREADS, smem))
             != cudaSuccess ||
         (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
         return err;
@@ -862,7 +792,7 @@ static cudaError_t resident_blocks(int* resident) {
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     void* data, int* counters, int* done, int* ready, float* out, int B, int C_in, int C_out, int groups,
-    int D, int H, int W, double eps, cudaStream_t stream)
+    int D, int H, int W, double eps, bool tf32, cudaStream_t stream)
 {
     Params p;
     p.g = make_geometry(C_in, C_out, D, H, W);
@@ -877,13 +807,14 @@ cudaError_t convt_swish_gn_hardswish_launch(
     if ((err = resident_blocks(&resident)) != cudaSuccess) return err;
     const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
     schedule(p.g, B, blocks);
-    convt_swish_gn_kernel<<<blocks, THREADS, sizeof(Smem), stream>>>(p);
+    (tf32 ? convt_swish_gn_kernel<true> : convt_swish_gn_kernel<false>)<<<blocks, THREADS, sizeof(Smem), stream>>>(p);
     return cudaGetLastError();
 }
 """
 
 cpp_source = r"""
 #include <torch/extension.h>
+#include <torch/version.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <map>
@@ -895,7 +826,17 @@ long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     void* data, int* counters, int* done, int* ready, float* out, int B, int C_in, int C_out, int groups,
-    int D, int H, int W, double eps, cudaStream_t stream);
+    int D, int H, int W, double eps, bool tf32, cudaStream_t stream);
+
+// torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
+// the value it was captured with). torch 2.9 split the flag by operator; the conv's is the one that counts.
+static bool allow_tf32_conv() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+    return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+    return at::globalContext().allowTF32CuDNN();
+#endif
+}
 
 // The kernel's workspace: zeroed once, kept between calls, one per (device, stream). Launches on one stream
 // run in order and each leaves its counters zero, so a call neither allocates nor clears anything (about
@@ -965,7 +906,7 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr, gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(),
         ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr<float>(), B, C_in, C_out, groups,
-        D, H, W, eps, stream);
+        D, H, W, eps, allow_tf32_conv(), stream);
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
     return out;
 }
@@ -974,6 +915,9 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
+_build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+print(f"convtranspose3d_swish_groupnorm_hardswish: loading its CUDA extension from "
+      f"{_build_root} (a cold build takes 20 to 30 s)", file=sys.stderr)
 _ext = load_inline(name="convtranspose3d_swish_groupnorm_hardswish_ext", cpp_sources=cpp_source,
                    cuda_sources=cuda_source, functions=["convt_swish_gn_hardswish"], extra_cuda_cflags=["-O3"],
                    verbose=False, **_header_option)
@@ -1036,8 +980,5 @@ def get_init_inputs():
 
 
 if __name__ == "__main__":
-    import pathlib
-    import sys
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from common.evaluate import main
     sys.exit(main("convtranspose3d_swish_groupnorm_hardswish", ModelNew))
