@@ -33,8 +33,8 @@ bandwidth). On the tensor cores each phase is 3 x 18.7 GFLOP of TF32, 0.11 ms at
 2 adds three MUFU operations per conv output (two for tanh, one exp), 0.10 ms at 16 per clock per
 SM. Measured on an H100 (ncu): phase 1 0.27 ms, phase 2 0.34 ms, at 44% and 35% of the tensor
 rate, bound by issue and latency (the stats and logsumexp epilogues are half the instructions);
-run_all.py times the forward at 0.66 to 0.82 ms on H100s (0.781 ms, 5.6x eager, in the README's
-table; history in docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md).
+run_all.py times the forward at 0.66 to 0.82 ms on H100s (0.761 ms, 2.7x the floor, 5.7x eager, in
+the README's table; history in docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md).
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 

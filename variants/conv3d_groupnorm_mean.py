@@ -28,8 +28,8 @@ bandwidth. On the tensor cores the same work is 3 x 12.5 GFLOP (32 rows per 30 o
 padded to 32) of TF32, 0.076 ms at ~490 TFLOP/s. Measured on an H100: the conv kernel takes
 0.159 ms (ncu), the tensor pipe about half busy, the rest waiting on gathered loads and on each
 step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us;
-with the host's launch cost run_all.py times 0.18 to 0.20 ms on H100s (0.200 ms, 6.9x eager, in the
-README's table). History: docs/conv3d_groupnorm_mean.md.
+with the host's launch cost run_all.py times 0.18 to 0.20 ms on H100s (0.179 ms, 1.22x the floor,
+7.2x eager, in the README's table). History: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """

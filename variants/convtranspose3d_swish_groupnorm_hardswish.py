@@ -34,8 +34,9 @@ once, 0.35 ms at an H100's 2.95 TB/s. Per phase the arithmetic is 10.1 multiply-
 ms at 67 TFLOP/s), but Swish needs 1.5 to 2 MUFU operations per output and phase (0.10 to 0.13 ms at 16
 per clock per SM) and a thread issues about 23 instructions per output and phase (0.4 ms for both at one
 per clock per scheduler): the kernel is bound by issue and latency (MUFU 43%, FMA 40% busy by ncu), not
-by the write. Last full run (README): 0.622 ms on an H100, 1.76x the floor, 12.5x eager, 7.5x
-torch.compile. What was tried and measured: docs/convtranspose3d_swish_groupnorm_hardswish.md.
+by the write. Last full run (README, PyTorch's default flags, so with the TF32 rounding, which costs
+about 4%): 0.708 ms on an H100, 2.03x the floor, 11.1x eager, 6.7x torch.compile; the same kernel has
+measured 0.62 to 0.77 ms across H100s. Tried and measured: docs/convtranspose3d_swish_groupnorm_hardswish.md.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
