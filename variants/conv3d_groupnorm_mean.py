@@ -1,4 +1,4 @@
-"""Conv3d -> GroupNorm -> mean over (C, D, H, W), fused into one phase (KernelBench level 2, problem 23).
+"""Conv3d -> GroupNorm -> mean over (C, D, H, W), one sweep over the input (KernelBench level 2, problem 23).
 
 The mean of a GroupNorm output needs no normalised element: with S_c and Q_c the sum and the sum of
 squares of channel c's conv output over its N positions, and g(c) the group of c,

@@ -830,7 +830,8 @@ cudaError_t convt_swish_gn_hardswish_launch(
     int D, int H, int W, double eps, bool tf32, cudaStream_t stream);
 
 // torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
-// the value it was captured with). torch 2.9 split the flag by operator; the conv's is the one that counts.
+// the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
+// it is read per operator from 2.11 on, the oldest version this was built and checked with.
 static bool allow_tf32_conv() {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
     return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
