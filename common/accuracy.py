@@ -145,25 +145,42 @@ def check_gradients(model, reference, input_shape, device, seed=0):
 
     Returns {name: Report} judged by relative L2 error <= GRAD_REL_L2 alone (gradient entries
     near zero make an elementwise tolerance meaningless). cuDNN's TF32 is off throughout: PyTorch's
-    conv backward, which the variants may use, runs in TF32 by default and misses fp32 accuracy."""
+    conv backward, which the variants may use, runs in TF32 by default and misses fp32 accuracy.
+
+    Where a gradient is zero in exact arithmetic (problem 23 with one channel per group: its output is
+    the mean of the GroupNorm bias whatever the input), the fp64 truth is rounding noise and no fp32
+    computation meets a relative rule; PyTorch's own fp32 gradient fails it too. There, and only where
+    PyTorch's fp32 gradient fails, a gradient passes if it is no farther from the truth than PyTorch's."""
     ref64 = float64_copy(reference)
     x = make_input(input_shape, seed + 2000, device)
     x32 = x.clone().requires_grad_(True)
+    x_ref = x.clone().requires_grad_(True)
     x64 = x.double().requires_grad_(True)
     gen = torch.Generator().manual_seed(seed + 3000)
+    reference.zero_grad(set_to_none=True)
     with cudnn_tf32(False):
         out = model(x32)
         out64 = ref64(x64)
         grad_out = torch.randn(out64.shape, generator=gen, dtype=torch.float64).to(device)
         out.backward(grad_out.float())
         out64.backward(grad_out)
-    params = dict(model.named_parameters())
-    pairs = [("input", x32.grad, x64.grad)]
-    pairs += [(name, params[name].grad, p64.grad) for name, p64 in ref64.named_parameters()]
-    return {name: _compare_gradient(g, g64) for name, g, g64 in pairs}
+        reference(x_ref).backward(grad_out.float())
+    params, ref_params = dict(model.named_parameters()), dict(reference.named_parameters())
+    triples = [("input", x32.grad, x_ref.grad, x64.grad)]
+    triples += [(name, params[name].grad, ref_params[name].grad, p64.grad) for name, p64 in ref64.named_parameters()]
+    reference.zero_grad(set_to_none=True)
+    return {name: _compare_gradient(g, g_ref, g64) for name, g, g_ref, g64 in triples}
 
 
-def _compare_gradient(grad, grad64):
+def _compare_gradient(grad, grad_pytorch, grad64):
     if grad is None:
         return Report(False, tuple(grad64.shape), reason="no gradient was computed")
-    return compare(grad, grad64, GRAD_REL_L2, atol=float("inf"), rtol=0)
+    report = compare(grad, grad64, GRAD_REL_L2, atol=float("inf"), rtol=0)
+    if report.passed or grad_pytorch is None:
+        return report
+    pytorch = compare(grad_pytorch, grad64, GRAD_REL_L2, atol=float("inf"), rtol=0)
+    if not pytorch.passed and report.rel_l2 <= pytorch.rel_l2:
+        report.passed = True
+        report.reason = (f"PyTorch's fp32 gradient fails the rule too (rel_l2 {pytorch.rel_l2:.3e}): a gradient "
+                         f"that is zero in exact arithmetic; this one is no farther from the truth")
+    return report

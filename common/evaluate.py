@@ -80,6 +80,8 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
                 result["stages"][stage] = {"ms": time_cuda(fn, device, reps=reps).as_dict(),
                                            "floor_ms": nbytes / bandwidth * 1e3 if nbytes else None}
     floor_s, mem_s, flop_s = problem.floor(bandwidth)
+    if problem.has_backward:
+        result["fwd_bwd_floor_ms"] = (floor_s + problem.backward_floor(bandwidth)) * 1e3
     result.update(floor_ms=floor_s * 1e3, floor_memory_ms=mem_s * 1e3, floor_compute_ms=flop_s * 1e3,
                   bandwidth_gbs=bandwidth / 1e9)
     ms = result["variant_ms"]["median_ms"]
@@ -114,6 +116,10 @@ BACKWARD_COLUMNS = [
      else float("nan"), "{:.3f}"),
     ("x eager", lambda r: _ratio(r["eager_fwd_bwd_ms"]["median_ms"], r["variant_fwd_bwd_ms"]["median_ms"]),
      "{:.2f}"),
+    ("x compile", lambda r: _ratio(r["compiled_fwd_bwd_ms"]["median_ms"], r["variant_fwd_bwd_ms"]["median_ms"])
+     if "compiled_fwd_bwd_ms" in r else float("nan"), "{:.2f}"),
+    ("floor ms", "fwd_bwd_floor_ms", "{:.3f}"),
+    ("x floor", lambda r: _ratio(r["variant_fwd_bwd_ms"]["median_ms"], r["fwd_bwd_floor_ms"]), "{:.2f}"),
 ]
 
 

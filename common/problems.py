@@ -52,6 +52,15 @@ class Problem:
         t_flop = self.flops(args, shape) / FP32_FLOPS
         return max(t_mem, t_flop), t_mem, t_flop
 
+    def backward_floor(self, bandwidth, init_args=None, input_shape=None):
+        """Seconds the backward needs at least: the conv's two gradients (input and weight) are twice its
+        forward multiply-adds at the FP32 rate; the bytes are the input read, its gradient written and the
+        output's gradient read (everything else can stay on chip in principle)."""
+        args = self.init_args if init_args is None else init_args
+        shape = self.input_shape if input_shape is None else input_shape
+        nbytes = FLOAT_BYTES * (2 * math.prod(shape) + math.prod(self.out_shape(args, shape)))
+        return max(nbytes / bandwidth, 2 * self.flops(args, shape) / FP32_FLOPS)
+
 
 def conv_out(size, kernel, stride=1, padding=0):
     return (size + 2 * padding - kernel) // stride + 1
@@ -150,6 +159,7 @@ PROBLEMS = {p.name: p for p in (
             Case("many_samples", (3, 24, 3, 8), (1500, 3, 3, 3, 3)),
         )),
         other_configs=((4, 16, 3, 4), (2, 40, 3, 5), (3, 24, 5, 8), (12, 24, 3, 8), (20, 8, 3, 4)),
+        has_backward=True,
     ),
     Problem(
         name="conv3d_hardswish_groupnorm_mean", kernelbench_id=27,
@@ -175,6 +185,7 @@ PROBLEMS = {p.name: p for p in (
                                  Case("many_channels", (6, 36, 3, 2, 1, 4, 1e-5), (2, 6, 3, 9, 11)),
                                  Case("odd_channels", (3, 6, 3, 2, 1, 3, 1e-5), (2, 3, 4, 5, 6)))),
         other_configs=((4, 8, 3, 2, 1, 2, 1e-3), (3, 16, 4, 2, 1, 4, 1e-5), (3, 16, 3, 1, 1, 4, 1e-5)),
+        has_backward=True,
         rejects_small_input=False,   # a transposed conv grows its input: any size >= 1 is valid
     ),
     Problem(

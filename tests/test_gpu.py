@@ -1,6 +1,7 @@
 """GPU: every variant against the float64 truth at the benchmark size and at the edge cases; bad
 input, layouts, determinism, CUDA graphs, other module configurations."""
 import inspect
+import warnings
 
 import pytest
 import torch
@@ -179,11 +180,10 @@ def test_other_configurations_correct_or_refused(name, config):
     assert_all_pass(check_model(new, ref, shape, DEVICE))
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if PROBLEMS[n].has_backward])
-@pytest.mark.parametrize("label", ["batch3_odd", "benchmark"])
-def test_gradients_match_float64(name, label):
-    problem = PROBLEMS[name]
-    case = problem.benchmark if label == "benchmark" else small(name)
+@pytest.mark.parametrize("name,case", [(n, c) for n in NAMES for c in (PROBLEMS[n].benchmark,) + PROBLEMS[n].cases],
+                         ids=lambda v: v if isinstance(v, str) else v.label)
+def test_gradients_match_float64(name, case):
+    """The input's and every parameter's gradient against fp64 autograd, at the benchmark size and every edge case."""
     ref, new = models(name, case.init_args)
     reports = check_gradients(new, ref, case.input_shape, DEVICE)
     assert all(r.passed for r in reports.values()), "\n".join(f"{k}: {r}" for k, r in reports.items())
@@ -273,3 +273,31 @@ def test_tf32_reference_fails_problem3():
     with torch.no_grad(), cudnn_tf32(True):
         report = compare(ref(x), float64_copy(ref)(x.double()))
     assert not report.passed, str(report)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_compile_fullgraph_is_bit_identical_forward_and_backward(name):
+    """torch.compile(model, fullgraph=True), Inductor: no graph break, no warning, and the same bits as eager
+    ModelNew for the output and every gradient, at two batch sizes (the second with a symbolic batch).
+    cuDNN's deterministic mode is on: PyTorch's convolution backward, which gives the conv's own gradients,
+    may otherwise pick algorithms that add in a varying order."""
+    torch._dynamo.reset()
+    case = small(name)
+    _, new = models(name, case.init_args)
+    compiled = torch.compile(new, fullgraph=True)
+    names = ["output", "input grad"] + [f"{n} grad" for n, _ in new.named_parameters()]
+    cudnn = torch.backends.cudnn
+    with warnings.catch_warnings(record=True) as caught, cudnn.flags(enabled=True, deterministic=True):
+        warnings.simplefilter("always")
+        for batch in (case.input_shape[0], 7):
+            x = make_input((batch,) + case.input_shape[1:], 11, DEVICE)
+            results = []
+            for fn in (new, compiled):
+                new.zero_grad(set_to_none=True)
+                xi = x.clone().requires_grad_(True)
+                out = fn(xi)
+                out.backward(torch.ones_like(out))
+                results.append([out, xi.grad] + [p.grad for p in new.parameters()])
+            differ = [n for n, a, b in zip(names, *results) if not torch.equal(a, b)]
+            assert not differ, f"batch {batch}: {differ} differ"
+    assert not caught, [str(w.message) for w in caught]

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common.accuracy import compare
+from common.accuracy import _compare_gradient, compare
 from common.inputs import float64_copy, make_input, make_models, perturb_groupnorm
 from common.problems import PROBLEMS
 
@@ -125,3 +125,18 @@ def test_models_built_like_a_harness_share_parameters():
     for (k, a), (_, b) in zip(ref.state_dict().items(), twin.state_dict().items()):
         assert torch.equal(a, b), k
     assert not torch.equal(ref.group_norm.weight, torch.ones_like(ref.group_norm.weight))
+
+
+def test_gradient_rule_falls_back_to_pytorch_only_where_pytorch_fails():
+    """A gradient passes on relative L2 <= 1e-4; the comparison with PyTorch's fp32 gradient counts only where
+    that gradient fails the rule too (a gradient that is zero in exact arithmetic), never as a looser bound."""
+    truth = torch.randn(1000, dtype=torch.float64)
+    close, off = (truth * (1 + 1e-6)).float(), (truth * (1 + 1e-3)).float()
+    assert _compare_gradient(close, close, truth).passed
+    assert not _compare_gradient(off, close, truth).passed             # PyTorch meets the rule: so must we
+    assert _compare_gradient(off, (truth * 1.01).float(), truth).passed       # both fail, ours is closer
+    assert not _compare_gradient((truth * 1.02).float(), (truth * 1.01).float(), truth).passed   # farther
+    noise = torch.randn(1000, dtype=torch.float64) * 1e-17                     # a zero gradient, in fp64
+    assert _compare_gradient(torch.zeros(1000), (noise * 1e8).float(), noise).passed
+    assert not _compare_gradient(torch.full((1000,), 1e-3), (noise * 1e8).float(), noise).passed
+    assert not _compare_gradient(None, close, truth).passed

@@ -19,6 +19,13 @@ So:
     partial per sample it touches. The conv output never touches memory.
   phase 2 (gn_mean_finalize_kernel): per sample, add the partials in a fixed order (double), add the
     conv bias, form the group statistics and the (B,) output. Deterministic: no atomics anywhere.
+  backward: given the group statistics (saved, (B, C + 2G) doubles) the output is affine in each
+    channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel);
+    conv_grad_y_kernel recomputes y in plain FP32 (81 multiply-adds per value, cheaper than keeping
+    y) and writes dL/dy; PyTorch's convolution backward gives the conv's gradients (deterministic
+    only with torch.backends.cudnn.deterministic, as in PyTorch).
+Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta and
+Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 TF32: cuDNN runs this Conv3d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 
@@ -33,6 +40,7 @@ with the host's launch cost run_all.py times 0.18 to 0.20 ms on H100s (0.179 ms,
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
+import hashlib
 import inspect
 import os
 import sys
@@ -352,6 +360,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     const float* __restrict__ gn_weight,  // (C_out)
     const float* __restrict__ gn_bias,    // (C_out)
     float* __restrict__ out,              // (B)
+    double* __restrict__ stats,           // (B, C_out + 2 groups): mean_c, then mu_g, then 1/std_g (for the backward)
     int C_out, int groups, int units_per_sample, long long n_units, int n_blocks, double n_per_channel,
     double eps)
 {
@@ -391,9 +400,12 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
             q += sums[C_out + j] + bj * (2.0 * sums[j] + n_per_channel * bj);
         }
         const double mu = s / n_group;
-        const double var = fmax(q / n_group - mu * mu, 0.0);
+        const double rstd = 1.0 / sqrt(fmax(q / n_group - mu * mu, 0.0) + eps);
         const double mean_c = sums[c] / n_per_channel + bias[c];
-        sums[2 * C_out + c] = gn_weight[c] * (mean_c - mu) / sqrt(var + eps) + gn_bias[c];
+        sums[2 * C_out + c] = gn_weight[c] * (mean_c - mu) * rstd + gn_bias[c];
+        double* st = stats + (size_t)b * (C_out + 2 * groups);
+        st[c] = mean_c;
+        if (c % cpg == 0) { st[C_out + c / cpg] = mu; st[C_out + groups + c / cpg] = rstd; }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -401,6 +413,97 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
         for (int c = 0; c < C_out; ++c) total += sums[2 * C_out + c];
         out[b] = (float)(total / C_out);
     }
+}
+
+// Backward. Given each group's statistics the output is affine in each channel's conv outputs:
+//     dL/dy[b, c, s] = g_b / C * (A_c + B_g (y[b, c, s] - mu_g)),
+//     A_c = rstd_g (gamma_c / N - sum_{c' in g} gamma_c' / (N cpg)),
+//     B_g = -rstd_g^3 / (N cpg) * sum_{c' in g} gamma_c' (mean_c' - mu_g),
+// with N the positions per channel and cpg the channels per group; dL/dgamma_c = sum_b g_b / C (mean_c - mu_g)
+// rstd_g and dL/dbeta_c = sum_b g_b / C. One block per sample forms (g_b / C A_c, g_b / C B_g, mu_g) per
+// channel and the per-sample parameter terms; conv_grad_y_kernel recomputes y and writes dL/dy;
+// gn_param_grad_kernel adds the parameter terms over the batch in a fixed order.
+__global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
+    const float* __restrict__ grad_out,   // (B)
+    const double* __restrict__ stats,     // (B, C_out + 2 groups), from the forward
+    const float* __restrict__ gn_weight,  // (C_out)
+    float* __restrict__ coef,             // (B, C_out, 3)
+    double* __restrict__ param_terms,     // (B, 2 C_out)
+    int C_out, int groups, double n_per_channel)
+{
+    const int b = blockIdx.x, cpg = C_out / groups;
+    const double* st = stats + (size_t)b * (C_out + 2 * groups);
+    const double gb = (double)grad_out[b] / C_out, n_group = n_per_channel * cpg;
+    for (int c = threadIdx.x; c < C_out; c += FINAL_THREADS) {
+        const int grp = c / cpg;
+        const double mu = st[C_out + grp], rstd = st[C_out + groups + grp];
+        double gamma_sum = 0.0, spread = 0.0;
+        for (int j = grp * cpg; j < (grp + 1) * cpg; ++j) {
+            gamma_sum += gn_weight[j];
+            spread += gn_weight[j] * (st[j] - mu);
+        }
+        float* cf = coef + ((size_t)b * C_out + c) * 3;
+        cf[0] = (float)(gb * rstd * (gn_weight[c] / n_per_channel - gamma_sum / n_group));
+        cf[1] = (float)(-gb * rstd * rstd * rstd * spread / n_group);
+        cf[2] = (float)mu;
+        param_terms[(size_t)b * 2 * C_out + c] = gb * (st[c] - mu) * rstd;
+        param_terms[(size_t)b * 2 * C_out + C_out + c] = gb;
+    }
+}
+
+// dL/dy, y recomputed in plain FP32: a thread per output position, BWD_CO channels per block (grid y),
+// their weights in shared memory (read by every thread at once: broadcast).
+constexpr int BWD_THREADS = 256, BWD_CO = 8, MAX_TAPS = 16 * K * K * K;   // C_in <= 16 (refused above in Python)
+__global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
+    const float* __restrict__ x,          // (B, C_in, D, H, W), contiguous
+    const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
+    const float* __restrict__ bias,       // (C_out)
+    const float* __restrict__ coef,       // (B, C_out, 3)
+    float* __restrict__ grad_y,           // (B, C_out, Do, Ho, Wo)
+    int C_in, int C_out, int D, int H, int W, long long n_positions)
+{
+    __shared__ float w_s[BWD_CO][MAX_TAPS];
+    const int c0 = blockIdx.y * BWD_CO, taps = C_in * K * K * K;
+    for (int i = threadIdx.x; i < BWD_CO * taps; i += BWD_THREADS)
+        w_s[i / taps][i % taps] = c0 + i / taps < C_out ? weight[(size_t)(c0 + i / taps) * taps + i % taps] : 0.f;
+    __syncthreads();
+    const long long p = (long long)blockIdx.x * BWD_THREADS + threadIdx.x;
+    if (p >= n_positions) return;
+    const int Do = D - K + 1, Ho = H - K + 1, Wo = W - K + 1;
+    const long long S = (long long)Do * Ho * Wo;
+    const long long b = p / S;
+    const int s = (int)(p % S), ow = s % Wo, oh = s / Wo % Ho, od = s / (Wo * Ho);
+    const float* xs = x + (size_t)b * C_in * D * H * W + (od * H + oh) * W + ow;
+    float acc[BWD_CO] = {};
+    for (int ci = 0, t = 0; ci < C_in; ++ci)
+        for (int kd = 0; kd < K; ++kd)
+            for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw, ++t) {
+                    const float v = __ldg(xs + ((ci * D + kd) * H + kh) * W + kw);
+#pragma unroll
+                    for (int j = 0; j < BWD_CO; ++j) acc[j] = fmaf(v, w_s[j][t], acc[j]);
+                }
+#pragma unroll
+    for (int j = 0; j < BWD_CO; ++j) {
+        const int c = c0 + j;
+        if (c >= C_out) break;
+        const float* cf = coef + ((size_t)b * C_out + c) * 3;
+        grad_y[((size_t)b * C_out + c) * S + s] = cf[0] + cf[1] * (acc[j] + bias[c] - cf[2]);
+    }
+}
+
+// dgamma, dbeta: the per-sample terms added over the batch in a fixed order.
+__global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  // (B, 2C)
+                                     float* __restrict__ grad_gn_weight,      // (C)
+                                     float* __restrict__ grad_gn_bias,        // (C)
+                                     int B, int C)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= 2 * C) return;
+    double v = 0.0;
+    for (int b = 0; b < B; ++b) v += param_terms[(size_t)b * 2 * C + c];
+    if (c < C) grad_gn_weight[c] = (float)v; else grad_gn_bias[c - C] = (float)v;
 }
 
 static int units_per_sample(int D, int H, int W) {
@@ -432,13 +535,32 @@ cudaError_t conv3d_groupnorm_mean_stats(const float* x, const float* weight, dou
 }
 
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const float* bias, const float* gn_weight,
-                                           const float* gn_bias, float* out, int B, int C_out, int groups, int D,
-                                           int H, int W, double eps, int sms, cudaStream_t stream) {
+                                           const float* gn_bias, float* out, double* stats, int B, int C_out,
+                                           int groups, int D, int H, int W, double eps, int sms, cudaStream_t stream) {
     const int ups = units_per_sample(D, H, W);
     const double n_per_channel = (double)(D - K + 1) * (H - K + 1) * (W - K + 1);
     gn_mean_finalize_kernel<<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
-        partials, bias, gn_weight, gn_bias, out, C_out, groups, ups, (long long)B * ups,
+        partials, bias, gn_weight, gn_bias, out, stats, C_out, groups, ups, (long long)B * ups,
         conv_blocks(B, D, H, W, sms), n_per_channel, eps);
+    return cudaGetLastError();
+}
+
+// The backward's kernels; coef (B, C_out, 3) floats and param_terms (B, 2 C_out) doubles of workspace.
+cudaError_t conv3d_groupnorm_mean_backward(const float* grad_out, const double* stats, const float* x,
+                                           const float* weight, const float* bias, const float* gn_weight,
+                                           float* coef, double* param_terms, float* grad_y, float* grad_gn_weight,
+                                           float* grad_gn_bias, int B, int C_in, int C_out, int groups, int D,
+                                           int H, int W, cudaStream_t stream) {
+    const long long S = (long long)(D - K + 1) * (H - K + 1) * (W - K + 1);
+    gn_mean_backward_coef_kernel<<<B, FINAL_THREADS, 0, stream>>>(grad_out, stats, gn_weight, coef, param_terms,
+                                                                  C_out, groups, (double)S);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    const dim3 grid((unsigned)((B * S + BWD_THREADS - 1) / BWD_THREADS), (C_out + BWD_CO - 1) / BWD_CO);
+    conv_grad_y_kernel<<<grid, BWD_THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, C_in, C_out, D, H, W, B * S);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    gn_param_grad_kernel<<<(2 * C_out + 255) / 256, 256, 0, stream>>>(param_terms, grad_gn_weight, grad_gn_bias,
+                                                                       B, C_out);
     return cudaGetLastError();
 }
 """
@@ -451,11 +573,36 @@ long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W)
 cudaError_t conv3d_groupnorm_mean_stats(const float* x, const float* weight, double* partials, int B, int C_in,
                                         int C_out, int D, int H, int W, int sms, cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const float* bias, const float* gn_weight,
-                                           const float* gn_bias, float* out, int B, int C_out, int groups, int D,
-                                           int H, int W, double eps, int sms, cudaStream_t stream);
+                                           const float* gn_bias, float* out, double* stats, int B, int C_out,
+                                           int groups, int D, int H, int W, double eps, int sms, cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_backward(const float* grad_out, const double* stats, const float* x,
+                                           const float* weight, const float* bias, const float* gn_weight,
+                                           float* coef, double* param_terms, float* grad_y, float* grad_gn_weight,
+                                           float* grad_gn_bias, int B, int C_in, int C_out, int groups, int D,
+                                           int H, int W, cudaStream_t stream);
 
-torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, torch::Tensor bias,
-                                    torch::Tensor gn_weight, torch::Tensor gn_bias, int64_t groups, double eps) {
+// OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
+#define OPS_STR_(s) #s
+#define OPS_STR(s) OPS_STR_(s)
+#define OP(name) OPS_STR(OPS_NAMESPACE) "::" name
+#define DEFINE_OPS(ns, m) TORCH_LIBRARY(ns, m)
+#define IMPLEMENT_OPS(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+
+using torch::Tensor;
+using Mask = std::array<bool, 3>;
+
+static void check(cudaError_t err) {
+    TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
+}
+
+// The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
+// Autograd kernel at the end), and the forward and backward it is made of:
+//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B), stats (B, C + 2G) float64: per
+//     channel the mean of the conv output, then per group mu_g, then rstd_g);
+//   backward(grad_out, x, weight, bias, gn_weight, stats, groups, conv_mask) -> the gradients of x, weight,
+//     bias (PyTorch's convolution backward of our dL/dy, where conv_mask asks), gn_weight and gn_bias.
+std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
     TORCH_CHECK(input.is_cuda(), "conv3d_groupnorm_mean: input must be a CUDA tensor, got ", input.device());
     TORCH_CHECK(input.scalar_type() == torch::kFloat32, "conv3d_groupnorm_mean: input must be float32");
     // Numbers go through std::to_string: streaming an integer into a TORCH_CHECK message has been
@@ -475,24 +622,131 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
     auto x = input.contiguous();
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
-    if (B == 0) return torch::empty({0}, x.options());
+    auto out = at::empty({B}, x.options());
+    auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
+    if (B == 0) return {out, stats};
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample must have fewer than "
                 "2^31 elements");
     int sms = 0;
-    cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device());
-    TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: ", cudaGetErrorString(err));
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     // The conv kernel first: the host's remaining work then overlaps it.
-    auto partials = torch::empty({conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
-    err = conv3d_groupnorm_mean_stats(x.data_ptr<float>(), w.data_ptr<float>(), partials.data_ptr<double>(),
-                                      B, x.size(1), C_out, D, H, W, sms, stream);
-    TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
-    auto out = torch::empty({B}, x.options());
-    err = conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
-                                         gn_bias.data_ptr<float>(), out.data_ptr<float>(), B, C_out, groups, D, H, W,
-                                         eps, sms, stream);
-    TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
-    return out;
+    auto partials = at::empty({conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
+    check(conv3d_groupnorm_mean_stats(x.data_ptr<float>(), w.data_ptr<float>(), partials.data_ptr<double>(),
+                                      B, x.size(1), C_out, D, H, W, sms, stream));
+    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
+                                         gn_bias.data_ptr<float>(), out.data_ptr<float>(), stats.data_ptr<double>(),
+                                         B, C_out, groups, D, H, W, eps, sms, stream));
+    return {out, stats};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
+        const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
+        const Tensor& stats, int64_t groups, Mask conv_mask) {
+    const c10::cuda::CUDAGuard guard(input.device());
+    auto x = input.contiguous();
+    auto w = weight.contiguous();
+    const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
+    auto grad_y = at::empty({B, C_out, D - 2, H - 2, W - 2}, x.options());
+    auto grad_gn_weight = at::zeros({C_out}, x.options());
+    auto grad_gn_bias = at::zeros({C_out}, x.options());
+    if (B > 0) {
+        auto coef = at::empty({B, C_out, 3}, x.options());
+        auto param_terms = at::empty({B, 2 * C_out}, x.options().dtype(torch::kFloat64));
+        check(conv3d_groupnorm_mean_backward(
+            grad_out.contiguous().data_ptr<float>(), stats.data_ptr<double>(), x.data_ptr<float>(), w.data_ptr<float>(),
+            bias.data_ptr<float>(), gn_weight.contiguous().data_ptr<float>(), coef.data_ptr<float>(),
+            param_terms.data_ptr<double>(), grad_y.data_ptr<float>(), grad_gn_weight.data_ptr<float>(),
+            grad_gn_bias.data_ptr<float>(), B, C_in, C_out, groups, D, H, W, c10::cuda::getCurrentCUDAStream()));
+    }
+    // The conv's own gradients: PyTorch's convolution backward.
+    auto conv = at::convolution_backward(grad_y, x, w, at::IntArrayRef{C_out}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false,
+                                         {0, 0, 0}, 1, conv_mask);
+    return {std::get<0>(conv), std::get<1>(conv), std::get<2>(conv), grad_gn_weight, grad_gn_bias};
+}
+
+// Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
+std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
+    return {at::empty_symint({x.sym_size(0)}, x.options()),
+            at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64))};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
+        const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
+        const Tensor& stats, int64_t groups, Mask conv_mask) {
+    return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(weight) : Tensor(),
+            conv_mask[2] ? at::empty_like(bias) : Tensor(), at::empty_like(gn_weight), at::empty_like(gn_weight)};
+}
+
+static auto& forward_op() {
+    static auto op = c10::Dispatcher::singleton().findSchemaOrThrow(OP("forward"), "").typed<decltype(forward_cuda)>();
+    return op;
+}
+static auto& backward_op() {
+    static auto op = c10::Dispatcher::singleton().findSchemaOrThrow(OP("backward"), "").typed<decltype(backward_cuda)>();
+    return op;
+}
+
+// model without autograd (inference tensors, no gradient wanted): the forward's output.
+Tensor model_plain(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
+                   const Tensor& gn_bias, int64_t groups, double eps) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps));
+}
+
+// model's Autograd kernel: saves the input, the parameters and the statistics; the backward operator does the rest.
+struct Model : torch::autograd::Function<Model> {
+    static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
+                          const Tensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
+                          double eps) {
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps);
+        ctx->save_for_backward({x, weight, bias, gn_weight, std::get<1>(r)});
+        ctx->saved_data["groups"] = groups;
+        ctx->saved_data["mask"] = c10::List<bool>({x.requires_grad(), weight.requires_grad(), bias.requires_grad()});
+        return std::get<0>(r);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto s = ctx->get_saved_variables();
+        const auto m = ctx->saved_data["mask"].toBoolList();
+        auto r = backward_op().call(grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["groups"].toInt(),
+                                    Mask{m[0], m[1], m[2]});
+        return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r), std::get<4>(r), Tensor(), Tensor()};
+    }
+};
+
+Tensor model_autograd(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
+                      const Tensor& gn_bias, int64_t groups, double eps) {
+    // Function::apply costs some 13 us of host time per call: only where a gradient is wanted.
+    const bool wanted = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad() || gn_weight.requires_grad() ||
+                           gn_bias.requires_grad());
+    if (!wanted) return model_plain(x, weight, bias, gn_weight, gn_bias, groups, eps);
+    return Model::apply(x, weight, bias, gn_weight, gn_bias, groups, eps);
+}
+
+DEFINE_OPS(OPS_NAMESPACE, m) {
+    m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
+          "-> (Tensor, Tensor)");
+    m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor stats, "
+          "int groups, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+    m.def("model(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
+          "-> Tensor");
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, CUDA, m) {
+    m.impl("forward", forward_cuda);
+    m.impl("backward", backward_cuda);
+    m.impl("model", model_plain);
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
+    m.impl("forward", forward_meta);
+    m.impl("backward", backward_meta);
+    m.impl("model", model_plain);
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
+    m.impl("model", model_autograd);
 }
 """
 
@@ -500,14 +754,22 @@ torch::Tensor conv3d_groupnorm_mean(torch::Tensor input, torch::Tensor weight, t
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
 # On Hopper (compute capability 9.0) build for sm_90a, whose wgmma runs the tensor cores at twice
-# mma.sync's rate; PyTorch adds no architecture flags of its own then. Other GPUs: its defaults.
+# mma.sync's rate. Recent PyTorch (2.11 checked) then adds no architecture flags of its own; 2.1 adds
+# those of TORCH_CUDA_ARCH_LIST or of the visible GPU beside it (sm_90 too, the mma.sync path: which of the
+# two an H100 runs is then the driver's choice; both are exact). Other GPUs: PyTorch's defaults.
 _hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-_build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
-print(f"conv3d_groupnorm_mean: loading its CUDA extension from "
-      f"{_build_root} (a cold build takes 20 to 30 s)", file=sys.stderr)
-_ext = load_inline(name="conv3d_groupnorm_mean_ext", cpp_sources=cpp_source, cuda_sources=cuda_source,
-                   functions=["conv3d_groupnorm_mean"], verbose=False, **_header_option,
-                   extra_cuda_cflags=["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
+# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
+# per process, so the library is loaded once per source, however often the file is exec-ed.
+_namespace = "conv3d_groupnorm_mean_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
+if not hasattr(getattr(torch.ops, _namespace), "model"):
+    _build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    print(f"conv3d_groupnorm_mean: loading its CUDA extension from "
+          f"{_build_root} (a cold build takes 20 to 30 s)", file=sys.stderr)
+    load_inline(name="conv3d_groupnorm_mean_ext", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], is_python_module=False, verbose=False, **_header_option,
+                extra_cuda_cflags=["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
+_ops = getattr(torch.ops, _namespace)
+_model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
 KERNEL_SIZE = 3        # the CUDA kernel's K
 MAX_IN_CHANNELS = 16   # all split weights stay in shared memory: 96 KB at 16, within any GPU since sm_80
@@ -525,8 +787,8 @@ class ModelNew(nn.Module):
             raise ValueError(f"in_channels must be at most {MAX_IN_CHANNELS}, got {in_channels}")
 
     def forward(self, x):
-        if not x.is_cuda:
-            raise ValueError(f"input must be a CUDA tensor, got one on {x.device}")
+        if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
+            raise ValueError(f"input must be a CUDA tensor (or meta), got one on {x.device}")
         if x.dtype != torch.float32:
             raise ValueError(f"input must be float32, got {x.dtype}")
         if x.dim() != 5:
@@ -536,7 +798,7 @@ class ModelNew(nn.Module):
         if min(x.shape[2:]) < KERNEL_SIZE:
             raise ValueError(f"input spatial size {tuple(x.shape[2:])} is smaller than the kernel ({KERNEL_SIZE})")
         conv, gn = self.conv, self.group_norm
-        return _ext.conv3d_groupnorm_mean(x, conv.weight, conv.bias, gn.weight, gn.bias, gn.num_groups, gn.eps)
+        return _model(x, conv.weight, conv.bias, gn.weight, gn.bias, gn.num_groups, gn.eps)
 
 
 batch_size = 128

@@ -23,6 +23,13 @@ into one quotient. Phase 2's rows go through shared memory so each store writes 
 The next ticket and the next item's statistics are awaited as the item before ends; the workspace
 (partials, counters) is kept per (device, stream) and left zeroed by the launch's last block.
 Deterministic: every sum is added in a fixed order; the tickets only decide which block does an item.
+Backward (chain_backward_kernel, two sweeps): the first gathers per (sample, channel) sum dz and sum dz n
+(dz the gradient at the GroupNorm output, n the normalised value), the second writes dL/dy; both recompute
+y from the input (about ten multiply-adds per value: cheaper than keeping the 1 GB y and reading it
+twice) with the forward's saved group statistics. PyTorch's convolution backward gives the conv's
+gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyTorch).
+Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta and
+Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
 TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows
 torch.backends.cudnn.allow_tf32, read at every call: on, the input and weights are rounded to TF32
@@ -40,6 +47,7 @@ measured 0.62 to 0.77 ms across H100s. Tried and measured: docs/convtranspose3d_
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
+import hashlib
 import inspect
 import os
 import sys
@@ -94,6 +102,7 @@ struct Params {
     const float* gn_bias;    // (C_out)
     double* partials;        // (B, C_out, tiles, 2): each phase-1 block's sum and sum of squares per channel
     float* norm;             // (B, C_out, 2): per channel 1 / (-ln(2) scale) and shift
+    double* stats;           // (B, groups, 2): per group the mean and 1/std of the Swish output (for the backward)
     int* counters;           // zero at the launch, and left zero by it: [0] tickets, [1] blocks finished
     int* done;               // (B): sample b's phase-1 items done; zero at the launch, and left zero
     int* ready;              // (B): sample b's norm written; zero at the launch, and left zero
@@ -431,6 +440,10 @@ __device__ void finalize_sample(const Params& p, int b)
             q += __shfl_xor_sync(0xffffffffu, q, off);
         }
         const double mean = s / n, rstd = 1.0 / sqrt(fmax(q / n - mean * mean, 0.0) + p.eps);
+        if (lane == 0) {
+            p.stats[((size_t)b * p.groups + grp) * 2] = mean;
+            p.stats[((size_t)b * p.groups + grp) * 2 + 1] = rstd;
+        }
         for (int c = grp * cpg + lane; c < (grp + 1) * cpg; c += 32) {
             const double scale = p.gn_weight[c] * rstd;
             const double inv = copysign(fmin(1.0 / fabs(scale * LN2), (double)FLT_MAX), -scale);
@@ -792,12 +805,13 @@ static cudaError_t resident_blocks(int* resident) {
 // counters (2 ints), done and ready (B ints each) zero, and only this stream using them (the launch leaves them zero).
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, int* counters, int* done, int* ready, float* out, int B, int C_in, int C_out, int groups,
-    int D, int H, int W, double eps, bool tf32, cudaStream_t stream)
+    void* data, int* counters, int* done, int* ready, float* out, double* stats, int B, int C_in, int C_out,
+    int groups, int D, int H, int W, double eps, bool tf32, cudaStream_t stream)
 {
     Params p;
     p.g = make_geometry(C_in, C_out, D, H, W);
     p.x = x; p.weight = weight; p.bias = bias; p.gn_weight = gn_weight; p.gn_bias = gn_bias; p.out = out;
+    p.stats = stats;
     p.partials = static_cast<double*>(data);
     p.norm = reinterpret_cast<float*>(static_cast<char*>(data) + partials_bytes(B, p.g));
     p.counters = counters; p.done = done; p.ready = ready;
@@ -809,6 +823,160 @@ cudaError_t convt_swish_gn_hardswish_launch(
     const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
     schedule(p.g, B, blocks);
     (tf32 ? convt_swish_gn_kernel<true> : convt_swish_gn_kernel<false>)<<<blocks, THREADS, sizeof(Smem), stream>>>(p);
+    return cudaGetLastError();
+}
+
+// Backward. With y the conv output, a = Swish(y), n = (a - mu_g) rstd_g, z = gamma_c n + beta_c, out = HardSwish(z)
+// and dz = grad_out HardSwish'(z): dL/dgamma_c = sum dz n, dL/dbeta_c = sum dz, and
+//     dL/dy = rstd_g (gamma_c dz - P_g / N - n Q_g / N) Swish'(y),
+//     P_g = sum_{c in g} gamma_c sum dz,   Q_g = sum_{c in g} gamma_c sum dz n   (N: elements per group),
+// so one sweep gathers per (sample, channel) sum dz and sum dz n and a second writes dL/dy. Both recompute y
+// from the input in plain FP32 (operands rounded to TF32 when `tf32`, as the forward): about ten multiply-adds
+// per element, cheaper than storing y (4 bytes per element) and reading it twice. Block (chunk, c, b) takes
+// BWD_CHUNK consecutive positions of channel c of sample b, a thread each in turn.
+constexpr int BWD_THREADS = 256, BWD_CHUNK = 16 * BWD_THREADS;
+
+// Taps along one axis (stride 2, padding 1, kernel 3; outputs 2D - 1): o = 2m takes k = 1 from input m,
+// o = 2m + 1 takes k = 0 from m + 1 and k = 2 from m. Returns how many (1 or 2).
+__device__ __forceinline__ int axis_taps(int o, int (&k)[2], int (&i)[2]) {
+    if (o % 2 == 0) { k[0] = 1; i[0] = o / 2; return 1; }
+    k[0] = 0; i[0] = o / 2 + 1; k[1] = 2; i[1] = o / 2;
+    return 2;
+}
+
+__device__ __forceinline__ float conv_at(const float* __restrict__ x, const float* __restrict__ weight,
+                                         const float* __restrict__ bias, int b, int c, int od, int oh, int ow,
+                                         int C_in, int C_out, int D, int H, int W, bool tf32) {
+    int kd[2], id[2], kh[2], ih[2], kw[2], iw[2];
+    const int nd = axis_taps(od, kd, id), nh = axis_taps(oh, kh, ih), nw = axis_taps(ow, kw, iw);
+    float acc = 0.f;
+    for (int ci = 0; ci < C_in; ++ci) {
+        const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
+        const float* wc = weight + ((size_t)ci * C_out + c) * K * K * K;
+        for (int a = 0; a < nd; ++a)
+            for (int e = 0; e < nh; ++e)
+                for (int f = 0; f < nw; ++f) {
+                    float v = __ldg(xc + ((size_t)id[a] * H + ih[e]) * W + iw[f]);
+                    float w = __ldg(wc + (kd[a] * K + kh[e]) * K + kw[f]);
+                    if (tf32) { v = round_tf32(v); w = round_tf32(w); }
+                    acc = fmaf(v, w, acc);
+                }
+    }
+    return acc + (bias ? __ldg(bias + c) : 0.f);
+}
+
+template <bool WRITE>
+__global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
+    const double* __restrict__ stats,     // (B, groups, 2): mean, 1/std
+    const float* __restrict__ grad_out,   // (B, C_out, Do, Ho, Wo)
+    double* __restrict__ partials,        // !WRITE: (B, C_out, chunks, 2) written: sum dz, sum dz n
+    const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
+    float* __restrict__ grad_y,           // WRITE: (B, C_out, Do, Ho, Wo)
+    int C_in, int C_out, int groups, int D, int H, int W, bool tf32)
+{
+    const int chunk = blockIdx.x, c = blockIdx.y, b = blockIdx.z, cpg = C_out / groups, grp = c / cpg;
+    const int Do = 2 * D - 1, Ho = 2 * H - 1, Wo = 2 * W - 1, S = Do * Ho * Wo;
+    const float mu = (float)stats[((size_t)b * groups + grp) * 2], rstd = (float)stats[((size_t)b * groups + grp) * 2 + 1];
+    const float gamma = gn_weight[c], beta = gn_bias[c];
+    float p_n = 0.f, q_n = 0.f;   // WRITE: P_g / N and Q_g / N
+    if (WRITE) {
+        double pg = 0.0, qg = 0.0;
+        for (int j = grp * cpg; j < (grp + 1) * cpg; ++j) {
+            pg += gn_weight[j] * sums[((size_t)b * C_out + j) * 2];
+            qg += gn_weight[j] * sums[((size_t)b * C_out + j) * 2 + 1];
+        }
+        p_n = (float)(pg / ((double)S * cpg));
+        q_n = (float)(qg / ((double)S * cpg));
+    }
+    const size_t row = ((size_t)b * C_out + c) * S;
+    float s_dz = 0.f, s_dzn = 0.f;
+    const int end = min(S, (chunk + 1) * BWD_CHUNK);
+    for (int pos = chunk * BWD_CHUNK + threadIdx.x; pos < end; pos += BWD_THREADS) {
+        const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
+        const float y = conv_at(x, weight, bias, b, c, od, oh, ow, C_in, C_out, D, H, W, tf32);
+        const float sig = 1.f / (1.f + expf(-y));
+        const float n = (y * sig - mu) * rstd;
+        const float z = fmaf(gamma, n, beta);
+        const float dz = __ldcs(grad_out + row + pos) * (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
+        if (WRITE) {
+            const float da = rstd * (gamma * dz - p_n - n * q_n);
+            __stcs(grad_y + row + pos, da * sig * (1.f + y * (1.f - sig)));
+        } else {
+            s_dz += dz;
+            s_dzn = fmaf(dz, n, s_dzn);
+        }
+    }
+    if (!WRITE) {   // the block's sums, in a fixed order: warps by shuffles, then warp 0 over the warps
+        __shared__ double warp_sums[BWD_THREADS / 32][2];
+        double d0 = s_dz, d1 = s_dzn;
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) {
+            d0 += __shfl_xor_sync(0xffffffffu, d0, off);
+            d1 += __shfl_xor_sync(0xffffffffu, d1, off);
+        }
+        if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][0] = d0; warp_sums[threadIdx.x / 32][1] = d1; }
+        __syncthreads();
+        if (threadIdx.x < 2) {
+            double v = 0.0;
+            for (int w = 0; w < BWD_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
+            partials[(((size_t)b * C_out + c) * gridDim.x + chunk) * 2 + threadIdx.x] = v;
+        }
+    }
+}
+
+// Per (sample, channel): the chunks' partials added in order; then per channel dL/dgamma and dL/dbeta, the
+// samples added in order. One thread per (b, c), then one per (c, kind).
+__global__ void chain_sums_kernel(const double* __restrict__ partials, double* __restrict__ sums, int BC, int chunks) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= BC) return;
+    double s0 = 0.0, s1 = 0.0;
+    for (int k = 0; k < chunks; ++k) {
+        s0 += partials[((size_t)i * chunks + k) * 2];
+        s1 += partials[((size_t)i * chunks + k) * 2 + 1];
+    }
+    sums[(size_t)i * 2] = s0;
+    sums[(size_t)i * 2 + 1] = s1;
+}
+
+__global__ void gn_param_grad_kernel(const double* __restrict__ sums, float* __restrict__ grad_gn_weight,
+                                     float* __restrict__ grad_gn_bias, int B, int C_out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;   // (c, kind): kind 1 is dL/dgamma (sum dz n)
+    if (i >= 2 * C_out) return;
+    const int c = i / 2, kind = i % 2;
+    double v = 0.0;
+    for (int b = 0; b < B; ++b) v += sums[((size_t)b * C_out + c) * 2 + kind];
+    (kind ? grad_gn_weight : grad_gn_bias)[c] = (float)v;
+}
+
+long long chain_backward_workspace(long long B, int C_out, int D, int H, int W) {   // doubles
+    const long long S = (2LL * D - 1) * (2 * H - 1) * (2 * W - 1);
+    return B * C_out * ((S + BWD_CHUNK - 1) / BWD_CHUNK) * 2 + B * C_out * 2;
+}
+
+// dL/dy (B, C_out, Do, Ho, Wo) and the GroupNorm parameters' gradients; `work` of chain_backward_workspace.
+cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
+                                  const float* gn_bias, const double* stats, const float* grad_out, double* work,
+                                  float* grad_y, float* grad_gn_weight, float* grad_gn_bias, int B, int C_in,
+                                  int C_out, int groups, int D, int H, int W, bool tf32, cudaStream_t stream) {
+    const long long S = (2LL * D - 1) * (2 * H - 1) * (2 * W - 1);
+    const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
+    double* partials = work;
+    double* sums = work + (size_t)B * C_out * chunks * 2;
+    const dim3 grid(chunks, C_out, B);
+    chain_backward_kernel<false><<<grid, BWD_THREADS, 0, stream>>>(x, weight, bias, gn_weight, gn_bias, stats, grad_out,
+                                                                   partials, sums, grad_y, C_in, C_out, groups, D, H,
+                                                                   W, tf32);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    chain_sums_kernel<<<(B * C_out + 255) / 256, 256, 0, stream>>>(partials, sums, B * C_out, chunks);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    gn_param_grad_kernel<<<(2 * C_out + 255) / 256, 256, 0, stream>>>(sums, grad_gn_weight, grad_gn_bias, B, C_out);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    chain_backward_kernel<true><<<grid, BWD_THREADS, 0, stream>>>(x, weight, bias, gn_weight, gn_bias, stats, grad_out,
+                                                                  partials, sums, grad_y, C_in, C_out, groups, D, H,
+                                                                  W, tf32);
     return cudaGetLastError();
 }
 """
@@ -826,8 +994,24 @@ long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, int* counters, int* done, int* ready, float* out, int B, int C_in, int C_out, int groups,
-    int D, int H, int W, double eps, bool tf32, cudaStream_t stream);
+    void* data, int* counters, int* done, int* ready, float* out, double* stats, int B, int C_in, int C_out,
+    int groups, int D, int H, int W, double eps, bool tf32, cudaStream_t stream);
+long long chain_backward_workspace(long long B, int C_out, int D, int H, int W);
+cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
+                                  const float* gn_bias, const double* stats, const float* grad_out, double* work,
+                                  float* grad_y, float* grad_gn_weight, float* grad_gn_bias, int B, int C_in,
+                                  int C_out, int groups, int D, int H, int W, bool tf32, cudaStream_t stream);
+
+// OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
+#define OPS_STR_(s) #s
+#define OPS_STR(s) OPS_STR_(s)
+#define OP(name) OPS_STR(OPS_NAMESPACE) "::" name
+#define DEFINE_OPS(ns, m) TORCH_LIBRARY(ns, m)
+#define IMPLEMENT_OPS(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+
+using torch::Tensor;
+using OptTensor = c10::optional<Tensor>;
+using Mask = std::array<bool, 3>;
 
 // torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
 // the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
@@ -880,10 +1064,15 @@ static Workspace workspace_for(const torch::Tensor& like, cudaStream_t stream, i
     return ws;
 }
 
-// x (B, C_in, D, H, W) -> (B, C_out, 2D - 1, 2H - 1, 2W - 1). `bias` may be undefined (bias=False).
+// The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
+// Autograd kernel at the end), and the forward and backward it is made of:
+//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, C_out, 2D - 1, 2H - 1, 2W - 1),
+//     stats (B, groups, 2) float64: each group's mean and 1/std of the Swish output); `bias` may be None;
+//   backward(grad_out, x, weight, bias, gn_weight, gn_bias, stats, conv_mask) -> the gradients of x, weight,
+//     bias (PyTorch's convolution backward of our dL/dy, where conv_mask asks), gn_weight and gn_bias.
 // Shapes and devices are checked by ModelNew; these checks guard direct calls.
-torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight, c10::optional<torch::Tensor> bias,
-                                       torch::Tensor gn_weight, torch::Tensor gn_bias, int64_t groups, double eps) {
+std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const OptTensor& bias,
+                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
     TORCH_CHECK(input.is_cuda() && input.scalar_type() == torch::kFloat32 && input.dim() == 5,
                 "convt_swish_gn_hardswish: input must be a 5-D float32 CUDA tensor");
     TORCH_CHECK(input.size(1) == weight.size(0), "convt_swish_gn_hardswish: input channels do not match the weight");
@@ -897,7 +1086,8 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
     const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
     // at::empty: torch::empty's autograd wrapping cost some 3 us of host time per call (0.996 and 0.995)
     auto out = at::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, x.options());
-    if (out.numel() == 0) return out;
+    auto stats = at::empty({B, groups, 2}, x.options().dtype(torch::kFloat64));
+    if (out.numel() == 0) return {out, stats};
     TORCH_CHECK((2 * D - 1) * (2 * H - 1) * (2 * W - 1) < (int64_t(1) << 31), "convt_swish_gn_hardswish: one "
                 "output channel must stay under 2^31 elements");
     TORCH_CHECK(convt_items(B, C_in, C_out, D, H, W) < (int64_t(1) << 30), "convt_swish_gn_hardswish: the "
@@ -907,22 +1097,146 @@ torch::Tensor convt_swish_gn_hardswish(torch::Tensor input, torch::Tensor weight
     const float* bias_ptr = bias.has_value() ? bias->data_ptr<float>() : nullptr;
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr, gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(),
-        ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr<float>(), B, C_in, C_out, groups,
-        D, H, W, eps, allow_tf32_conv(), stream);
+        ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr<float>(), stats.data_ptr<double>(), B, C_in,
+        C_out, groups, D, H, W, eps, allow_tf32_conv(), stream);
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
-    return out;
+    return {out, stats};
+}
+
+// The backward's conv recompute follows the flag as it stands when the backward runs, as PyTorch's
+// convolution backward does.
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
+        const Tensor& grad_out, const Tensor& input, const Tensor& weight, const OptTensor& bias,
+        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, Mask conv_mask) {
+    const c10::cuda::CUDAGuard guard(input.device());
+    auto x = input.contiguous();
+    auto w = weight.contiguous();
+    const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(1), groups = stats.size(1);
+    const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
+    const bool tf32 = allow_tf32_conv();
+    auto grad_y = at::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, x.options());
+    auto grad_gn_weight = at::zeros({C_out}, x.options());
+    auto grad_gn_bias = at::zeros({C_out}, x.options());
+    if (grad_y.numel() > 0) {
+        auto work = at::empty({chain_backward_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
+        const cudaError_t err = chain_backward_launch(
+            x.data_ptr<float>(), w.data_ptr<float>(), bias.has_value() ? bias->data_ptr<float>() : nullptr,
+            gn_weight.contiguous().data_ptr<float>(), gn_bias.contiguous().data_ptr<float>(), stats.data_ptr<double>(),
+            grad_out.contiguous().data_ptr<float>(), work.data_ptr<double>(), grad_y.data_ptr<float>(),
+            grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), B, C_in, C_out, groups, D, H, W, tf32,
+            c10::cuda::getCurrentCUDAStream());
+        TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
+    }
+    // The conv's own gradients: PyTorch's convolution backward (transposed).
+    auto conv = at::convolution_backward(grad_y, x, w, at::IntArrayRef{C_out}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, true,
+                                         {0, 0, 0}, 1, conv_mask);
+    return {std::get<0>(conv), std::get<1>(conv), std::get<2>(conv), grad_gn_weight, grad_gn_bias};
+}
+
+// Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
+std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
+    std::vector<c10::SymInt> shape{x.sym_size(0), weight.sym_size(1)};
+    for (int d = 2; d < 5; ++d) shape.push_back(2 * x.sym_size(d) - 1);
+    return {at::empty_symint(shape, x.options()),
+            at::empty_symint({x.sym_size(0), groups, 2}, x.options().dtype(torch::kFloat64))};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
+        const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
+        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, Mask conv_mask) {
+    return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(weight) : Tensor(),
+            conv_mask[2] ? at::empty_like(gn_weight) : Tensor(), at::empty_like(gn_weight), at::empty_like(gn_weight)};
+}
+
+static auto& forward_op() {
+    static auto op = c10::Dispatcher::singleton().findSchemaOrThrow(OP("forward"), "").typed<decltype(forward_cuda)>();
+    return op;
+}
+static auto& backward_op() {
+    static auto op = c10::Dispatcher::singleton().findSchemaOrThrow(OP("backward"), "").typed<decltype(backward_cuda)>();
+    return op;
+}
+
+// model without autograd (inference tensors, no gradient wanted): the forward's output.
+Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
+                   const Tensor& gn_bias, int64_t groups, double eps) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps));
+}
+
+// model's Autograd kernel: saves the input, the parameters and the statistics; the backward operator does the rest.
+struct Model : torch::autograd::Function<Model> {
+    static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
+                          const OptTensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
+                          double eps) {
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps);
+        const bool has_bias = bias.has_value() && bias->defined();
+        ctx->save_for_backward({x, weight, has_bias ? *bias : Tensor(), gn_weight, gn_bias, std::get<1>(r)});
+        ctx->saved_data["mask"] = c10::List<bool>({x.requires_grad(), weight.requires_grad(),
+                                                   has_bias && bias->requires_grad()});
+        return std::get<0>(r);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto s = ctx->get_saved_variables();
+        const auto m = ctx->saved_data["mask"].toBoolList();
+        auto r = backward_op().call(grads[0], s[0], s[1], s[2].defined() ? OptTensor(s[2]) : OptTensor(), s[3], s[4],
+                                    s[5], Mask{m[0], m[1], m[2]});
+        return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r), std::get<4>(r), Tensor(), Tensor()};
+    }
+};
+
+Tensor model_autograd(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
+                      const Tensor& gn_bias, int64_t groups, double eps) {
+    // Function::apply costs some 13 us of host time per call: only where a gradient is wanted.
+    const bool wanted = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.has_value() && bias->requires_grad()) ||
+                           gn_weight.requires_grad() || gn_bias.requires_grad());
+    if (!wanted) return model_plain(x, weight, bias, gn_weight, gn_bias, groups, eps);
+    return Model::apply(x, weight, bias, gn_weight, gn_bias, groups, eps);
+}
+
+DEFINE_OPS(OPS_NAMESPACE, m) {
+    m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
+          "-> (Tensor, Tensor)");
+    m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, "
+          "Tensor stats, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+    m.def("model(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
+          "-> Tensor");
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, CUDA, m) {
+    m.impl("forward", forward_cuda);
+    m.impl("backward", backward_cuda);
+    m.impl("model", model_plain);
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
+    m.impl("forward", forward_meta);
+    m.impl("backward", backward_meta);
+    m.impl("model", model_plain);
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
+    m.impl("model", model_autograd);
 }
 """
 
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
-_build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
-print(f"convtranspose3d_swish_groupnorm_hardswish: loading its CUDA extension from "
-      f"{_build_root} (a cold build takes 20 to 30 s)", file=sys.stderr)
-_ext = load_inline(name="convtranspose3d_swish_groupnorm_hardswish_ext", cpp_sources=cpp_source,
-                   cuda_sources=cuda_source, functions=["convt_swish_gn_hardswish"], extra_cuda_cflags=["-O3"],
-                   verbose=False, **_header_option)
+# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
+# per process, so the library is loaded once per source, however often the file is exec-ed.
+_namespace = ("convtranspose3d_swish_groupnorm_hardswish_" +
+              hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12])
+if not hasattr(getattr(torch.ops, _namespace), "model"):
+    _build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    print(f"convtranspose3d_swish_groupnorm_hardswish: loading its CUDA extension from "
+          f"{_build_root} (a cold build takes 20 to 30 s)", file=sys.stderr)
+    load_inline(name="convtranspose3d_swish_groupnorm_hardswish_ext", cpp_sources=cpp_source,
+                cuda_sources=cuda_source, extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], extra_cuda_cflags=["-O3"],
+                is_python_module=False, verbose=False, **_header_option)
+_ops = getattr(torch.ops, _namespace)
+_model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
 SUPPORTED = {"kernel_size": 3, "stride": 2, "padding": 1}   # the parity split in the kernel
 
@@ -942,16 +1256,15 @@ class ModelNew(nn.Module):
         # The host's time per call shows in the timing: one test on the common path (_refuse says what is
         # wrong), and the submodules and parameters read from their dicts, where nn.Module's __getattr__ finds them.
         ct, gn = self._modules["conv_transpose"], self._modules["group_norm"]
-        if not (x.is_cuda and x.dtype == torch.float32 and x.dim() == 5 and x.shape[1] == ct.in_channels
+        if not ((x.is_cuda or x.is_meta) and x.dtype == torch.float32 and x.dim() == 5 and x.shape[1] == ct.in_channels
                 and x.numel()):
             self._refuse(x)   # returns only for an empty batch
         cp, gp = ct._parameters, gn._parameters
-        return _ext.convt_swish_gn_hardswish(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups,
-                                             gn.eps)
+        return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups, gn.eps)
 
     def _refuse(self, x):
-        if not x.is_cuda:
-            raise ValueError(f"input must be a CUDA tensor, got one on {x.device}")
+        if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
+            raise ValueError(f"input must be a CUDA tensor (or meta), got one on {x.device}")
         if x.dtype != torch.float32:
             raise ValueError(f"input must be float32, got {x.dtype}")
         if x.dim() != 5:

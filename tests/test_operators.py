@@ -1,0 +1,78 @@
+"""Operators (CPU, on the meta device): each variant's forward is one registered PyTorch operator with CUDA,
+Meta and Autograd kernels (CONTRACT.md 12). On meta tensors, which carry shapes only, the model gives the
+reference's output shape and, through its Autograd kernel, a gradient of the input's and each parameter's
+shape; torch.compile(fullgraph=True) traces it forward and backward with no graph break and no warning, at two
+batch sizes (the second traced with a symbolic batch). On the GPU, tests/test_gpu.py checks the values."""
+import warnings
+
+import pytest
+import torch
+
+from common.loading import variant_names
+from common.problems import PROBLEMS
+from tests.conftest import load, needs_nvcc
+
+pytestmark = needs_nvcc
+NAMES = variant_names()
+
+
+def meta_models(name, batch):
+    problem = PROBLEMS[name]
+    torch.manual_seed(0)
+    ref = problem.model(*problem.init_args).to("meta")
+    new = load(name)["ModelNew"](*problem.init_args).to("meta")
+    x = torch.empty((batch,) + problem.input_shape[1:], device="meta", requires_grad=True)
+    return ref, new, x
+
+
+def assert_gradients_shaped(new, x):
+    assert x.grad is not None and x.grad.shape == x.shape
+    for pname, p in new.named_parameters():
+        assert p.grad is not None and p.grad.shape == p.shape, pname
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_model_is_an_operator_with_cuda_meta_and_autograd_kernels(name):
+    op = f"{load(name)['_namespace']}::model"
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA")
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "Meta")
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "Autograd")
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key(op, "CPU")   # a CPU tensor gets a clear error
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_meta_forward_and_backward_shapes(name):
+    ref, new, x = meta_models(name, 3)
+    out = new(x)
+    assert out.shape == ref(x).shape and out.dtype == torch.float32
+    assert out.grad_fn is not None
+    out.sum().backward()
+    assert_gradients_shaped(new, x)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_compile_fullgraph_traces_forward_and_backward(name):
+    torch._dynamo.reset()
+    ref, new, _ = meta_models(name, 3)
+    compiled = torch.compile(new, fullgraph=True, backend="aot_eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in (3, 5):   # the second call recompiles with a symbolic batch size
+            new.zero_grad(set_to_none=True)
+            _, _, x = meta_models(name, batch)
+            out = compiled(x)
+            assert out.shape == ref(x).shape
+            out.sum().backward()
+            assert_gradients_shaped(new, x)
+    assert not caught, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_second_exec_reuses_the_loaded_operators(name, capsys):
+    """The file exec-ed again in this process (as harnesses do) finds its operators registered and does not
+    load the library again (a namespace can be registered once per process)."""
+    from common.loading import exec_variant
+    first = load(name)["_namespace"]
+    capsys.readouterr()
+    assert exec_variant(name)["_namespace"] == first
+    assert "loading its CUDA extension" not in capsys.readouterr().err
