@@ -171,6 +171,18 @@ PROBLEMS = {p.name: p for p in (
         other_configs=((3, 32, 3, 8), (5, 12, 3, 3)),
         has_backward=True,
     ),
+    Problem(   # problem 27 again, the conv ours too (PROBLEMS.md 5)
+        name="conv3d_hardswish_groupnorm_mean_all_custom", kernelbench_id=27,
+        model=reference.Conv3dHardSwishGroupNormMean,
+        init_args=(3, 16, 4), input_shape=(1024, 3, 16, 32, 32), out_shape=_p2_shape,
+        flops=_conv3d_flops, min_bytes=_p2_bytes,
+        cases=_edge_cases((3, 16, 4, 4), 3, (7, 9, 11), (4, 4, 4), 3, 16,
+                          extra=(Case("no_bias", (3, 16, 4, 4, False), (2, 3, 7, 9, 11)),
+                                 # partial column quads and a partial output-channel chunk
+                                 Case("odd_channels", (5, 20, 3, 5), (2, 5, 6, 7, 38)))),
+        other_configs=((3, 32, 3, 8), (5, 12, 3, 3), (3, 16, 5, 4)),
+        has_backward=True,
+    ),
     Problem(
         name="convtranspose3d_swish_groupnorm_hardswish", kernelbench_id=60,
         model=reference.ConvTranspose3dSwishGroupNormHardSwish,
