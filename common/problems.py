@@ -179,7 +179,9 @@ PROBLEMS = {p.name: p for p in (
         cases=_edge_cases((3, 16, 4, 4), 3, (7, 9, 11), (4, 4, 4), 3, 16,
                           extra=(Case("no_bias", (3, 16, 4, 4, False), (2, 3, 7, 9, 11)),
                                  # partial column quads and a partial output-channel chunk
-                                 Case("odd_channels", (5, 20, 3, 5), (2, 5, 6, 7, 38)))),
+                                 Case("odd_channels", (5, 20, 3, 5), (2, 5, 6, 7, 38)),
+                                 # planes too large for the weight gradient's shared-memory path
+                                 Case("wide_plane", (3, 16, 4, 4), (1, 3, 4, 90, 100)))),
         other_configs=((3, 32, 3, 8), (5, 12, 3, 3), (3, 16, 5, 4)),
         has_backward=True,
     ),

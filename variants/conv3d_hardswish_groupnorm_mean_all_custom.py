@@ -13,7 +13,7 @@ as cuDNN is for this conv at the benchmark size):
   backward, with g_c the output's gradient, A_c, B_g as in conv3d_hardswish_groupnorm_mean.py:
     grad_y_kernel recomputes the conv and writes dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), plus
     each block's per-channel sum of it (the bias gradient); grad_input_kernel is the transposed conv
-    of dL/dy (a thread: 4 adjacent input columns x 4 input channels); grad_weight_kernel reduces
+    of dL/dy (a thread: 8 adjacent input columns x 4 input channels); grad_weight_kernel reduces
     dL/dy x input over batch and positions: a warp owns 4 output channels x one (ci, kd, kh) x the K
     kw taps, its lanes walk the output columns of its block's range of (sample, depth) slices, and
     a shuffle tree adds the lanes; fixed-order sums finish every gradient.
@@ -49,11 +49,12 @@ constexpr int THREADS = 128;   // conv-shaped kernels: a thread per 4 output col
 constexpr int PW = 4;          // adjacent columns per thread
 constexpr int CO = 16;         // output channels per thread (grid covers the rest in chunks)
 constexpr int CI = 4;          // input channels per thread in the input gradient
+constexpr int PWI = 8;         // adjacent input columns per thread in the input gradient
 constexpr int WG_THREADS = 256, WG_WARPS = WG_THREADS / 32;   // weight gradient
 
 struct Dims {
     int B, C_in, C_out, D, H, W, Do, Ho, Wo;
-    int quads, in_quads;        // ceil(Wo / PW), ceil(W / PW)
+    int quads, in_quads;        // ceil(Wo / PW), ceil(W / PWI)
     long long out_units, in_units;   // per sample: Do * Ho * quads, D * H * in_quads
 };
 
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(THREADS) grad_y_kernel(
                                                 blockIdx.x % blocks_per_sample) * CO);
 }
 
-// dL/dx[b, ci, i] = sum_{co, tap} dL/dy[b, co, i - tap] W[co, ci, tap]: a thread per 4 adjacent input
+// dL/dx[b, ci, i] = sum_{co, tap} dL/dy[b, co, i - tap] W[co, ci, tap]: a thread per PWI adjacent input
 // columns x CI input channels (grid y: chunks of CI); weights staged per 16 output channels.
 template <int K>
 __global__ void __launch_bounds__(THREADS) grad_input_kernel(
@@ -280,10 +281,10 @@ __global__ void __launch_bounds__(THREADS) grad_input_kernel(
     const long long q = (long long)(blockIdx.x % blocks_per_sample) * THREADS + threadIdx.x;
     const bool live = q < d.in_units;
     const long long qq = live ? q : 0;
-    const int iw0 = (int)(qq % d.in_quads) * PW, ih = (int)(qq / d.in_quads % d.H);
+    const int iw0 = (int)(qq % d.in_quads) * PWI, ih = (int)(qq / d.in_quads % d.H);
     const int id = (int)(qq / ((long long)d.in_quads * d.H));
     const int ci0 = blockIdx.y * CI;
-    float acc[PW][CI] = {};
+    float acc[PWI][CI] = {};
     for (int co0 = 0; co0 < d.C_out; co0 += CO) {
         __syncthreads();
         for (int i = threadIdx.x; i < CO * K * K * K; i += THREADS) {
@@ -305,9 +306,9 @@ __global__ void __launch_bounds__(THREADS) grad_input_kernel(
                     if (oh < 0 || oh >= d.Ho) continue;
                     const float* row = grad_y + (((size_t)b * d.C_out + co0 + j) * d.Do + od) * d.Ho * d.Wo +
                                        (size_t)oh * d.Wo;
-                    float g[PW + K - 1];   // g[i] = dL/dy at column iw0 - (K - 1) + i, zero outside
+                    float g[PWI + K - 1];   // g[i] = dL/dy at column iw0 - (K - 1) + i, zero outside
 #pragma unroll
-                    for (int i = 0; i < PW + K - 1; ++i) {
+                    for (int i = 0; i < PWI + K - 1; ++i) {
                         const int ow = iw0 - (K - 1) + i;
                         g[i] = ow >= 0 && ow < d.Wo ? __ldg(row + ow) : 0.f;
                     }
@@ -316,7 +317,7 @@ __global__ void __launch_bounds__(THREADS) grad_input_kernel(
                     for (int kw = 0; kw < K; ++kw) {
                         const float4 w = wr[kw];
 #pragma unroll
-                        for (int p = 0; p < PW; ++p) {   // output column iw0 + p - kw
+                        for (int p = 0; p < PWI; ++p) {   // output column iw0 + p - kw
                             const float gv = g[p + K - 1 - kw];
                             acc[p][0] = fmaf(gv, w.x, acc[p][0]);
                             acc[p][1] = fmaf(gv, w.y, acc[p][1]);
@@ -333,7 +334,7 @@ __global__ void __launch_bounds__(THREADS) grad_input_kernel(
         if (ci0 + c >= d.C_in) break;
         float* row = grad_x + (((size_t)b * d.C_in + ci0 + c) * d.D + id) * d.H * d.W + (size_t)ih * d.W;
 #pragma unroll
-        for (int p = 0; p < PW; ++p)
+        for (int p = 0; p < PWI; ++p)
             if (iw0 + p < d.W) row[iw0 + p] = acc[p][c];
     }
 }
@@ -387,6 +388,98 @@ __global__ void __launch_bounds__(WG_THREADS, 3) grad_weight_kernel(
     }
 }
 
+// The same sums with each (sample, output depth) slice staged in shared memory: block (group, range) takes
+// WG_WARPS items (4 output channels x one (ci, kd)), a warp each, over a contiguous range of slices. Per
+// slice the block stages the dL/dy planes of its items' output channels and the K input planes of their
+// input channels; each lane then walks the slice's positions with 4 x K x K sums, kept in registers over
+// the whole range and added at the end by a fixed shuffle tree. Partials in grad_weight_kernel's layout.
+// Used where the largest group's planes fit in shared memory (smem_floats).
+template <int K>
+__global__ void __launch_bounds__(WG_THREADS, 2) grad_weight_smem_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, Dims d,
+    int n_groups, int n_ranges)
+{
+    extern __shared__ float sm[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int group = blockIdx.x % n_groups, range = blockIdx.x / n_groups;
+    const int per_co = d.C_in * K, n_items = (d.C_out + 3) / 4 * per_co;   // items: (co / 4, ci, kd)
+    const int first = group * WG_WARPS, last = min(first + WG_WARPS, n_items) - 1;
+    const int co_lo = first / per_co * 4, co_hi = min(d.C_out, (last / per_co + 1) * 4);
+    int ci_lo = d.C_in, ci_hi = 0;
+    for (int it = first; it <= last; ++it) {
+        ci_lo = min(ci_lo, it % per_co / K);
+        ci_hi = max(ci_hi, it % per_co / K + 1);
+    }
+    const int plane_out = d.Ho * d.Wo, plane_in = d.H * d.W;
+    float* g_s = sm;
+    float* x_s = sm + (co_hi - co_lo) * plane_out;
+    const int item = min(first + warp, last);   // warps past the last item repeat it and write nothing
+    const int cq = item / per_co, ci = item % per_co / K, kd = item % K, n_co = min(4, d.C_out - 4 * cq);
+    const long long slices = (long long)d.B * d.Do;
+    const long long s0 = range * slices / n_ranges, s1 = (range + 1) * slices / n_ranges;
+    float a[4][K][K] = {};
+    for (long long s = s0; s < s1; ++s) {
+        const long long b = s / d.Do;
+        const int od = (int)(s % d.Do);
+        __syncthreads();
+        for (int i = threadIdx.x; i < (co_hi - co_lo) * plane_out; i += WG_THREADS)
+            g_s[i] = __ldg(grad_y + (((size_t)b * d.C_out + co_lo + i / plane_out) * d.Do + od) * plane_out + i % plane_out);
+        for (int i = threadIdx.x; i < (ci_hi - ci_lo) * K * plane_in; i += WG_THREADS)   // planes od .. od + K - 1
+            x_s[i] = __ldg(x + (((size_t)b * d.C_in + ci_lo + i / (K * plane_in)) * d.D + od) * plane_in +
+                           i % (K * plane_in));
+        __syncthreads();
+        const float* gp = g_s + (4 * cq - co_lo) * plane_out;
+        const float* xp = x_s + ((ci - ci_lo) * K + kd) * plane_in;
+        for (int p = lane; p < plane_out; p += 32) {
+            const int oh = p / d.Wo, ow = p % d.Wo;
+            float g[4];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) g[c] = c < n_co ? gp[c * plane_out + p] : 0.f;
+            const float* xr = xp + oh * d.W + ow;
+#pragma unroll
+            for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) {
+                    const float xv = xr[kh * d.W + kw];
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) a[c][kh][kw] = fmaf(g[c], xv, a[c][kh][kw]);
+                }
+        }
+    }
+    const bool writes = first + warp <= last;
+    const int n_items_kh = n_items * K;   // grad_weight_kernel's items: (co / 4, ci, kd, kh)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) {
+                double v = a[c][kh][kw];
+#pragma unroll
+                for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (writes && lane == 0)
+                    partials[(((size_t)range * n_items_kh + item * K + kh) * 4 + c) * K + kw] = v;
+            }
+}
+
+// Shared memory (floats) grad_weight_smem_kernel needs: the largest group's planes.
+static long long wg_smem_floats(const Dims& d, int K) {
+    const int per_co = d.C_in * K, n_items = (d.C_out + 3) / 4 * per_co;
+    long long most = 0;
+    for (int first = 0; first < n_items; first += WG_WARPS) {
+        const int last = min(first + WG_WARPS, n_items) - 1;
+        const int co_lo = first / per_co * 4, co_hi = min(d.C_out, (last / per_co + 1) * 4);
+        int ci_lo = d.C_in, ci_hi = 0;
+        for (int it = first; it <= last; ++it) {
+            ci_lo = min(ci_lo, it % per_co / K);
+            ci_hi = max(ci_hi, it % per_co / K + 1);
+        }
+        most = max(most, (long long)(co_hi - co_lo) * d.Ho * d.Wo + (long long)(ci_hi - ci_lo) * K * d.H * d.W);
+    }
+    return most;
+}
+constexpr long long WG_SMEM_MAX = 100 * 1024;   // bytes: two blocks per SM on sm_80 and newer
+
 // dL/dW from the weight-gradient partials, a thread per weight, the blocks' partials added in order.
 template <int K>
 __global__ void finish_weight_grad_kernel(const double* __restrict__ w_partials, float* __restrict__ grad_weight,
@@ -438,7 +531,7 @@ static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
     d.B = B; d.C_in = C_in; d.C_out = C_out; d.D = D; d.H = H; d.W = W;
     d.Do = D - K + 1; d.Ho = H - K + 1; d.Wo = W - K + 1;
     d.quads = (d.Wo + PW - 1) / PW;
-    d.in_quads = (W + PW - 1) / PW;
+    d.in_quads = (W + PWI - 1) / PWI;
     d.out_units = (long long)d.Do * d.Ho * d.quads;
     d.in_units = (long long)D * H * d.in_quads;
     return d;
@@ -502,8 +595,18 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
         else grad_input_kernel<4><<<grid_x, THREADS, 0, stream>>>(grad_y, weight, grad_x, d, ibps);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
-    if (K == 3) grad_weight_kernel<3><<<n_wg, WG_THREADS, 0, stream>>>(grad_y, x, w_partials, d, n_items);
-    else grad_weight_kernel<4><<<n_wg, WG_THREADS, 0, stream>>>(grad_y, x, w_partials, d, n_items);
+    const long long smem = wg_smem_floats(d, K) * (long long)sizeof(float);
+    if (smem <= WG_SMEM_MAX) {
+        const int n_groups = (n_items / K + WG_WARPS - 1) / WG_WARPS;
+        const auto kernel = K == 3 ? grad_weight_smem_kernel<3> : grad_weight_smem_kernel<4>;
+        if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+            return err;
+        kernel<<<n_groups * n_wg, WG_THREADS, (size_t)smem, stream>>>(grad_y, x, w_partials, d, n_groups, n_wg);
+    } else if (K == 3) {
+        grad_weight_kernel<3><<<n_wg, WG_THREADS, 0, stream>>>(grad_y, x, w_partials, d, n_items);
+    } else {
+        grad_weight_kernel<4><<<n_wg, WG_THREADS, 0, stream>>>(grad_y, x, w_partials, d, n_items);
+    }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const long long n_w = (long long)C_out * C_in * K * K * K;
     if (K == 3) finish_weight_grad_kernel<3><<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(w_partials, grad_weight, d, n_wg);
