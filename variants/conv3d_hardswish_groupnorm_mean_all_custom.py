@@ -23,7 +23,9 @@ Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4 -> 13x29x29): 34.4 G multiply-adds
 per conv: 1.03 ms at the 67 TFLOP/s FP32 rate (0.42 ms as split TF32 on the tensor cores), and the
-backward's two gradients twice that. Measured: see docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
+backward's two gradients twice that. run_all.py on an H100: forward 2.34 ms (2.3x the FP32 floor, 5.3x
+eager), forward + backward 15.5 ms (9.1x eager; weight gradient 5.4, input gradient 4.5, dL/dy 2.7 ms);
+kernel by kernel, and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
 """
