@@ -2,14 +2,16 @@
 and backward (KernelBench level 2, problem 27; the brief-compliant file that keeps PyTorch's Conv3d is
 conv3d_hardswish_groupnorm_mean.py).
 
-First version, plain FP32 on the CUDA cores (exact under both torch.backends.cudnn.allow_tf32 settings,
-as cuDNN is for this conv at the benchmark size):
-  forward: conv_hswish_sums_kernel: a thread computes 4 adjacent output columns x 16 output channels
-    (64 accumulators; input rows read through L1, the channel chunk's weights staged in shared memory
-    per input channel), applies HardSwish and adds h and h^2 per channel; the block adds its threads'
-    sums in double in a fixed order and writes one partial. gn_mean_finalize_kernel adds a sample's
-    partials in order and writes out (B, C) and the statistics the backward needs. The conv output
-    is never written.
+The forward's conv on the tensor cores in split TF32, the backward in plain FP32 on the CUDA cores; both
+exact to fp32 level under either torch.backends.cudnn.allow_tf32 setting (cuDNN's conv here is fp32 too):
+  forward: conv_hswish_sums_tc_kernel, where an input row fits 32 columns: per output row a GEMM (rows:
+    the 32 input columns, columns: (kw, 16 channels), depth: (ci, kd, kh)) with mma.sync m16n8k8 in
+    split TF32 (3 products per fp32 one), the kw taps added across rows in registers and one shuffle
+    away; the next depth step's inputs load while this one's products run. Each lane adds h =
+    hardswish(y) and h^2 per channel; a block, one (sample, depth) slice, writes one partial.
+    Otherwise conv_hswish_sums_kernel, plain FP32: a thread per 4 output columns x 16 channels.
+    gn_mean_finalize_kernel adds a sample's partials in order and writes out (B, C) and the
+    statistics the backward needs. The conv output is never written.
   backward, with g_c the output's gradient, A_c, B_g as in conv3d_hardswish_groupnorm_mean.py:
     grad_y_kernel recomputes the conv and writes dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), plus
     each block's per-channel sum of it (the bias gradient); grad_input_kernel is the transposed conv
@@ -23,9 +25,11 @@ Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4 -> 13x29x29): 34.4 G multiply-adds
 per conv: 1.03 ms at the 67 TFLOP/s FP32 rate (0.42 ms as split TF32 on the tensor cores), and the
-backward's two gradients twice that. run_all.py on an H100: forward 2.34 ms (2.3x the FP32 floor, 5.3x
-eager), forward + backward 15.5 ms (9.1x eager; weight gradient 5.4, input gradient 4.5, dL/dy 2.7 ms);
-kernel by kernel, and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
+backward's two gradients twice that. On an H100 the forward takes 1.52 ms (0.655 of the plain-FP32
+forward's 2.32, interleaved), 3.6x its split-TF32 floor: one warp per output row, 3 blocks of 4 warps per
+SM, inputs gathered through L1 (mma.sync; no wgmma path yet). Forward + backward: weight gradient 5.4,
+input gradient 4.5, dL/dy 2.7 ms. Kernel by kernel, and what was tried:
+docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
 """
@@ -171,6 +175,154 @@ __global__ void __launch_bounds__(THREADS) conv_hswish_sums_kernel(
     double* out = partials + ((b * gridDim.y + blockIdx.y) * blocks_per_sample + blockIdx.x % blocks_per_sample) * 2 * CO;
     block_channel_sums(s, red, out);
     block_channel_sums(q, red, out + CO);
+}
+
+// The forward on the tensor cores, where a row of input fits one 32-column segment (W <= 32) and the depth
+// (ci, kd, kh) is at most TC_MAX_STEPS * 8: per output row (b, od, oh) a GEMM with rows = the 32 input
+// columns, columns = (kw, 16 output channels), depth = (ci, kd, kh) padded to a multiple of 8, so that
+// out[ow][co] = sum_kw C[ow + kw][kw, co]. Split TF32 ("3xTF32": v = big + small, both TF32, and big*big +
+// big*small + small*big) keeps fp32-level accuracy. mma.sync m16n8k8; fragments (g = lane / 4, t = lane % 4):
+// a = rows g, g + 8 at depths t, t + 4; b = depths t, t + 4 of column g; c = row g then g + 8, columns 2t, 2t + 1.
+// The rows are the columns in this order: lane g's rows g and g + 8 of tile i are its columns 4g + 2i and
+// 4g + 2i + 1, so out[4g + s] needs C rows of its own lane but for the last K - 1, from lane g + 1.
+// Block (b, od), grid y: chunks of 16 output channels; its 4 warps take the rows oh in turn; each lane adds
+// h and h^2 of its outputs per channel; the block's sums are written as conv_hswish_sums_kernel's partials
+// (blocks per sample = Do).
+constexpr int TC_MAX_STEPS = 8;
+struct TfSplit { uint32_t big, small; };
+__device__ __forceinline__ TfSplit tf_split(float v) {
+    const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+    return {__float_as_uint(big), __float_as_uint(v - big)};
+}
+__device__ __forceinline__ void mma_tf32(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int K>
+__global__ void __launch_bounds__(THREADS) conv_hswish_sums_tc_kernel(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    double* __restrict__ partials, Dims d)
+{
+    constexpr int NT = K * CO / 8;   // n-tiles: column n = kw * CO + channel
+    __shared__ uint2 w_s[2][TC_MAX_STEPS][NT][32];   // [big, small][step][n-tile][lane]: (b0, b1)
+    __shared__ unsigned tap_s[TC_MAX_STEPS * 8];    // input offset of depth k = (ci, kd, kh)
+    __shared__ double red[THREADS / 32][2][CO];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const long long b = blockIdx.x / d.Do;
+    const int od = (int)(blockIdx.x % d.Do), co0 = blockIdx.y * CO;
+    const int depth = d.C_in * K * K, steps = (depth + 7) / 8;
+    for (int i = threadIdx.x; i < steps * NT * 32; i += THREADS) {
+        const int st = i / (NT * 32), j = i / 32 % NT, l = i % 32;
+        const int n = j * 8 + l / 4, kw = n / CO, co = co0 + n % CO;
+        float v[2];
+        for (int h = 0; h < 2; ++h) {
+            const int k = st * 8 + l % 4 + 4 * h;
+            v[h] = co < d.C_out && k < depth ? weight[((size_t)co * d.C_in + k / (K * K)) * K * K * K + k % (K * K) * K + kw]
+                                            : 0.f;
+        }
+        const TfSplit s0 = tf_split(v[0]), s1 = tf_split(v[1]);
+        w_s[0][st][j][l] = make_uint2(s0.big, s1.big);
+        w_s[1][st][j][l] = make_uint2(s0.small, s1.small);
+    }
+    for (int k = threadIdx.x; k < steps * 8; k += THREADS)
+        tap_s[k] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+    __syncthreads();
+    const float* xb = x + ((size_t)b * d.C_in * d.D + od) * d.H * d.W;
+    float sum[2][2] = {}, sq[2][2] = {};   // [channel tile jc][column e]: channel 8 jc + 2t + e
+    for (int oh = warp; oh < d.Ho; oh += THREADS / 32) {
+        const float* xr = xb + (size_t)oh * d.W;
+        float acc[2][NT][4] = {};
+        // A fragments' raw values of a step: [i][r] depth t, [i][r + 2] depth t + 4; the next step's are
+        // loaded while this step's products run.
+        float raw[2][4];
+        const auto load = [&](int st) {
+            const unsigned o0 = tap_s[st * 8 + t], o1 = tap_s[st * 8 + t + 4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int col = min(4 * g + 2 * i + r, d.W - 1);   // clamped: only outputs past Wo use it
+                    raw[i][r] = __ldg(xr + o0 + col);
+                    raw[i][r + 2] = __ldg(xr + o1 + col);
+                }
+        };
+        load(0);
+        for (int st = 0; st < steps; ++st) {
+            uint32_t big[2][4], small[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const TfSplit v = tf_split(raw[i][e]);
+                    big[i][e] = v.big;
+                    small[i][e] = v.small;
+                }
+            if (st + 1 < steps) load(st + 1);
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const uint2 wb = w_s[0][st][j][lane], ws = w_s[1][st][j][lane];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    mma_tf32(acc[i][j], small[i], wb.x, wb.y);
+                    mma_tf32(acc[i][j], big[i], ws.x, ws.y);
+                    mma_tf32(acc[i][j], big[i], wb.x, wb.y);
+                }
+            }
+        }
+        // out[4g + s] = sum_kw C[4g + s + kw][kw, channel]; C[4g + s'] is acc[s' / 2][.][2 (s' % 2) + e].
+#pragma unroll
+        for (int jc = 0; jc < 2; ++jc)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float c[K][4 + K - 1];
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) {
+#pragma unroll
+                    for (int s = 0; s < 4; ++s) c[kw][s] = acc[s / 2][kw * 2 + jc][2 * (s % 2) + e];
+#pragma unroll
+                    for (int m = 0; m < K - 1; ++m) c[kw][4 + m] = __shfl_sync(0xffffffffu, c[kw][m], (lane + 4) % 32);
+                }
+                const int co = co0 + 8 * jc + 2 * t + e;
+                const float bj = bias != nullptr && co < d.C_out ? bias[co] : 0.f;
+#pragma unroll
+                for (int s = 0; s < 4; ++s) {
+                    float v = bj;
+#pragma unroll
+                    for (int kw = 0; kw < K; ++kw) v += c[kw][s + kw];
+                    if (4 * g + s < d.Wo && co < d.C_out) {
+                        const float h = hardswish(v);
+                        sum[jc][e] += h;
+                        sq[jc][e] = fmaf(h, h, sq[jc][e]);
+                    }
+                }
+            }
+    }
+    // Per channel: the 8 lanes with the same t (a fixed shuffle tree, double), then the warps in order.
+#pragma unroll
+    for (int jc = 0; jc < 2; ++jc)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            double s1 = sum[jc][e], s2 = sq[jc][e];
+#pragma unroll
+            for (int off = 4; off < 32; off *= 2) {
+                s1 += __shfl_xor_sync(0xffffffffu, s1, off);
+                s2 += __shfl_xor_sync(0xffffffffu, s2, off);
+            }
+            if (g == 0) { red[warp][0][8 * jc + 2 * t + e] = s1; red[warp][1][8 * jc + 2 * t + e] = s2; }
+        }
+    __syncthreads();
+    if (threadIdx.x < 2 * CO) {
+        const int kind = threadIdx.x / CO, j = threadIdx.x % CO;
+        double v = 0.0;
+        for (int w = 0; w < THREADS / 32; ++w) v += red[w][kind][j];
+        partials[((b * gridDim.y + blockIdx.y) * d.Do + od) * 2 * CO + kind * CO + j] = v;
+    }
+}
+
+__host__ __device__ inline bool tc_forward(const Dims& d, int K) {
+    return d.W <= 32 && d.C_in * K * K <= TC_MAX_STEPS * 8;
 }
 
 // Per sample: the partials added in order; out[b, c] = gamma_c (m_c - mu_g) rstd_g + beta_c; stats
@@ -543,16 +695,19 @@ static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + TH
 
 long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    return (long long)B * ((C_out + CO - 1) / CO) * out_blocks_per_sample(d) * 2 * CO;
+    return (long long)B * ((C_out + CO - 1) / CO) * (tc_forward(d, K) ? d.Do : out_blocks_per_sample(d)) * 2 * CO;
 }
 
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* partials, float* out, double* stats, int B, int C_in,
                            int C_out, int G, int D, int H, int W, int K, double eps, cudaStream_t stream) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const int bps = out_blocks_per_sample(d);
+    const bool tc = tc_forward(d, K);
+    const int bps = tc ? d.Do : out_blocks_per_sample(d);
     const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
-    if (K == 3) conv_hswish_sums_kernel<3><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
+    if (tc && K == 3) conv_hswish_sums_tc_kernel<3><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d);
+    else if (tc) conv_hswish_sums_tc_kernel<4><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d);
+    else if (K == 3) conv_hswish_sums_kernel<3><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
     else conv_hswish_sums_kernel<4><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
