@@ -22,6 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from common.loading import variant_names, variant_path  # noqa: E402  (sets the build defaults)
+from common.evaluate import format_table  # noqa: E402
 from common.problems import PROBLEMS  # noqa: E402
 
 import torch  # noqa: E402
@@ -70,14 +71,14 @@ def check(name, kernelbench_dir, kb_eval, checker):
     return row
 
 
+COLUMNS = [("variant", "name", "{}"), ("static check", "static", "{}"), ("correct trials", "correct", "{}"),
+           ("ms", "ms", "{:.3f}"), ("reference ms", "ref_ms", "{:.3f}"),
+           ("speedup", lambda r: f"{r['ref_ms'] / r['ms']:.2f}" if r["ms"] > 0 else "-", "{}"),
+           (">10x flag", lambda r: r.get("excessive", "-"), "{}")]
+
+
 def table(rows):
-    head = ["variant", "static check", "correct trials", "ms", "reference ms", "speedup", ">10x flag"]
-    body = [[r["name"], r["static"], r["correct"], f"{r['ms']:.3f}", f"{r['ref_ms']:.3f}",
-             f"{r['ref_ms'] / r['ms']:.2f}" if r["ms"] > 0 else "-", r.get("excessive", "-")] for r in rows]
-    widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(line, widths)) + " |" for line in [head] + body]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
+    return format_table(rows, COLUMNS)
 
 
 def main():
