@@ -181,7 +181,11 @@ PROBLEMS = {p.name: p for p in (
                                  # partial column quads and a partial output-channel chunk
                                  Case("odd_channels", (5, 20, 3, 5), (2, 5, 6, 7, 38)),
                                  # planes too large for the weight gradient's shared-memory path
-                                 Case("wide_plane", (3, 16, 4, 4), (1, 3, 4, 90, 100)))),
+                                 Case("wide_plane", (3, 16, 4, 4), (1, 3, 4, 90, 100)),
+                                 # the tensor-core paths with K = 3 and rows of 16-byte loads shorter
+                                 # than 32 columns (clamped), and with two output-channel chunks
+                                 Case("short_rows_k3", (3, 16, 3, 4), (2, 3, 6, 7, 20)),
+                                 Case("two_chunks", (3, 20, 4, 4), (2, 3, 6, 7, 16)))),
         other_configs=((3, 32, 3, 8), (5, 12, 3, 3), (3, 16, 5, 4)),
         has_backward=True,
     ),

@@ -2,33 +2,33 @@
 and backward (KernelBench level 2, problem 27; the brief-compliant file that keeps PyTorch's Conv3d is
 conv3d_hardswish_groupnorm_mean.py).
 
-The forward's conv on the tensor cores in split TF32, the backward in plain FP32 on the CUDA cores; both
-exact to fp32 level under either torch.backends.cudnn.allow_tf32 setting (cuDNN's conv here is fp32 too):
-  forward: conv_hswish_sums_tc_kernel, where an input row fits 32 columns: per output row a GEMM (rows:
-    the 32 input columns, columns: (kw, 16 channels), depth: (ci, kd, kh)) with mma.sync m16n8k8 in
-    split TF32 (3 products per fp32 one), the kw taps added across rows in registers and one shuffle
-    away; the next depth step's inputs load while this one's products run. Each lane adds h =
-    hardswish(y) and h^2 per channel; a block, one (sample, depth) slice, writes one partial.
-    Otherwise conv_hswish_sums_kernel, plain FP32: a thread per 4 output columns x 16 channels.
-    gn_mean_finalize_kernel adds a sample's partials in order and writes out (B, C) and the
-    statistics the backward needs. The conv output is never written.
-  backward, with g_c the output's gradient, A_c, B_g as in conv3d_hardswish_groupnorm_mean.py:
-    grad_y_kernel recomputes the conv and writes dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), plus
-    each block's per-channel sum of it (the bias gradient); grad_input_kernel is the transposed conv
-    of dL/dy (a thread: 8 adjacent input columns x 4 input channels); grad_weight_kernel reduces
-    dL/dy x input over batch and positions: a warp owns 4 output channels x one (ci, kd, kh) x the K
-    kw taps, its lanes walk the output columns of its block's range of (sample, depth) slices, and
-    a shuffle tree adds the lanes; fixed-order sums finish every gradient.
-    Deterministic: no atomics.
+Every conv on the tensor cores in split TF32 ("3xTF32": v = big + small, big*big + big*small + small*big),
+exact to fp32 level under either torch.backends.cudnn.allow_tf32 setting (cuDNN's conv here is fp32 too).
+Where an input row fits 32 columns and C_in K^2 <= 64 (the benchmark):
+  forward: conv_rows_tc_kernel<K, false>: per output row (b, od, oh) a GEMM, rows = the 32 input columns,
+    columns = (kw, 16 channels), depth = (ci, kd, kh); the kw taps are added across rows in registers.
+    On Hopper (sm_90a) a warpgroup (4 rows) issues wgmma m64n64k8, a step behind at most, the step after
+    next's inputs in flight; elsewhere mma.sync. Each lane adds h = hardswish(y) and h^2 per channel; a
+    block writes one partial; gn_mean_finalize_kernel adds them in order. The conv output is never written.
+  backward, with g_c the output's gradient and A_c, B_g as in conv3d_hardswish_groupnorm_mean.py:
+    conv_rows_tc_kernel<K, true> recomputes y and writes dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y) and
+    its per-block channel sums (the bias gradient); grad_weight_tc_kernel: per output row and kw a GEMM
+    (mma.sync) of 16 channels of dL/dy shifted by kw against the input rows, the row's products added
+    into fp32 totals (the tensor cores' own additions truncate: over thousands of rows they biased the
+    sum by 3e-4); grad_input_tc_kernel: per input row the transposed conv as a GEMM, rows = output
+    columns, columns = (kw, ci), depth = (co, kd, kh), the kw taps added from shared memory.
+Elsewhere plain-FP32 kernels do the same (conv_hswish_sums_kernel, grad_y_kernel, grad_input_kernel,
+grad_weight_smem_kernel or grad_weight_kernel); the tests cover both paths. Every final sum is in a fixed
+order: deterministic, no atomics.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta and
 Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4 -> 13x29x29): 34.4 G multiply-adds
-per conv: 1.03 ms at the 67 TFLOP/s FP32 rate (0.42 ms as split TF32 on the tensor cores), and the
-backward's two gradients twice that. On an H100 the forward takes 1.52 ms (0.655 of the plain-FP32
-forward's 2.32, interleaved), 3.6x its split-TF32 floor: one warp per output row, 3 blocks of 4 warps per
-SM, inputs gathered through L1 (mma.sync; no wgmma path yet). Forward + backward: weight gradient 5.4,
-input gradient 4.5, dL/dy 2.7 ms. Kernel by kernel, and what was tried:
+per conv: 1.03 ms at the 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32 at the tensor cores' dense
+rate; the backward's two gradients are twice that. On an H100 (torch.profiler): forward 1.00 ms (2.4x its
+split-TF32 floor: gathered loads and each step's wait, the tensor pipe some 40% busy), dL/dy 1.42 ms
+(716 MB written), input gradient about 3.8 ms (mma.sync, bound by L2 traffic: every dL/dy row is
+gathered by 16 input rows), weight gradient 1.54 ms. History and what was tried:
 docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
@@ -49,6 +49,7 @@ from torch.utils.cpp_extension import get_default_build_root, load_inline
 
 cuda_source = r"""
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cstdint>
 
 constexpr int THREADS = 128;   // conv-shaped kernels: a thread per 4 output columns
@@ -177,101 +178,210 @@ __global__ void __launch_bounds__(THREADS) conv_hswish_sums_kernel(
     block_channel_sums(q, red, out + CO);
 }
 
-// The forward on the tensor cores, where a row of input fits one 32-column segment (W <= 32) and the depth
+// The conv on the tensor cores, where a row of input fits one 32-column segment (W <= 32) and the depth
 // (ci, kd, kh) is at most TC_MAX_STEPS * 8: per output row (b, od, oh) a GEMM with rows = the 32 input
-// columns, columns = (kw, 16 output channels), depth = (ci, kd, kh) padded to a multiple of 8, so that
-// out[ow][co] = sum_kw C[ow + kw][kw, co]. Split TF32 ("3xTF32": v = big + small, both TF32, and big*big +
-// big*small + small*big) keeps fp32-level accuracy. mma.sync m16n8k8; fragments (g = lane / 4, t = lane % 4):
-// a = rows g, g + 8 at depths t, t + 4; b = depths t, t + 4 of column g; c = row g then g + 8, columns 2t, 2t + 1.
+// columns, columns = (kw slot 0..3, 16 output channels; slot 3 zero where K = 3), depth = (ci, kd, kh)
+// padded to a multiple of 8, so that out[ow][co] = sum_kw C[ow + kw][kw, co]. Split TF32 ("3xTF32": v =
+// big + small, both TF32, and big*big + big*small + small*big) keeps fp32-level accuracy. Fragments
+// (g = lane / 4, t = lane % 4): a = rows g, g + 8 at depths t, t + 4; b = depths t, t + 4 of column g;
+// c = row g then g + 8, columns 2t, 2t + 1 (mma.sync m16n8k8 and each warp's 16 rows of wgmma m64n64k8 alike).
 // The rows are the columns in this order: lane g's rows g and g + 8 of tile i are its columns 4g + 2i and
 // 4g + 2i + 1, so out[4g + s] needs C rows of its own lane but for the last K - 1, from lane g + 1.
-// Block (b, od), grid y: chunks of 16 output channels; its 4 warps take the rows oh in turn; each lane adds
-// h and h^2 of its outputs per channel; the block's sums are written as conv_hswish_sums_kernel's partials
-// (blocks per sample = Do).
 constexpr int TC_MAX_STEPS = 8;
+constexpr int TC_COLS = 4 * CO;         // GEMM columns: (kw slot, channel)
+constexpr int TC_WORDS = TC_COLS * 8;   // one 8-deep slice of one part (big or small) of the weights
+constexpr int TC_BLOCKS_PER_SM = 3;     // caps registers at 168
 struct TfSplit { uint32_t big, small; };
 __device__ __forceinline__ TfSplit tf_split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Hopper: the warpgroup's 4 warps give 16 rows each (A from registers) times the 64 columns of one weight
+// slice in shared memory, asynchronously: d += a * b.
+__device__ __forceinline__ void wgmma(float (&d)[32], const uint32_t (&a)[4], const uint32_t* b) {
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(b);   // 8x4 blocks, 128 bytes apart along k, 256 along n
+    const uint64_t desc = (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(128 >> 4) << 16 | (uint64_t)(256 >> 4) << 32;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+                 "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+#endif
 __device__ __forceinline__ void mma_tf32(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// acc += a * (one step's weights: big part at w, small part at w + TC_WORDS), small terms first. Layout of a
+// part: column n, depth k at word (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4 (the tensor cores' 8x4
+// blocks). Only the first 2K column tiles hold weights; wgmma multiplies all 8, mma.sync those.
 template <int K>
-__global__ void __launch_bounds__(THREADS) conv_hswish_sums_tc_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    double* __restrict__ partials, Dims d)
-{
-    constexpr int NT = K * CO / 8;   // n-tiles: column n = kw * CO + channel
-    __shared__ uint2 w_s[2][TC_MAX_STEPS][NT][32];   // [big, small][step][n-tile][lane]: (b0, b1)
-    __shared__ unsigned tap_s[TC_MAX_STEPS * 8];    // input offset of depth k = (ci, kd, kh)
-    __shared__ double red[THREADS / 32][2][CO];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const long long b = blockIdx.x / d.Do;
-    const int od = (int)(blockIdx.x % d.Do), co0 = blockIdx.y * CO;
-    const int depth = d.C_in * K * K, steps = (depth + 7) / 8;
-    for (int i = threadIdx.x; i < steps * NT * 32; i += THREADS) {
-        const int st = i / (NT * 32), j = i / 32 % NT, l = i % 32;
-        const int n = j * 8 + l / 4, kw = n / CO, co = co0 + n % CO;
-        float v[2];
-        for (int h = 0; h < 2; ++h) {
-            const int k = st * 8 + l % 4 + 4 * h;
-            v[h] = co < d.C_out && k < depth ? weight[((size_t)co * d.C_in + k / (K * K)) * K * K * K + k % (K * K) * K + kw]
-                                            : 0.f;
-        }
-        const TfSplit s0 = tf_split(v[0]), s1 = tf_split(v[1]);
-        w_s[0][st][j][l] = make_uint2(s0.big, s1.big);
-        w_s[1][st][j][l] = make_uint2(s0.small, s1.small);
+__device__ __forceinline__ void multiply(float (&acc)[32], const uint32_t (&big)[4], const uint32_t (&small)[4],
+                                         const uint32_t* w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    wgmma(acc, small, w);
+    wgmma(acc, big, w + TC_WORDS);
+    wgmma(acc, big, w);
+#else
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < 2 * K; ++j) {
+        const uint32_t* wj = w + j * 64 + lane;
+        mma_tf32(acc + 4 * j, small, wj[0], wj[32]);
+        mma_tf32(acc + 4 * j, big, wj[TC_WORDS], wj[TC_WORDS + 32]);
+        mma_tf32(acc + 4 * j, big, wj[0], wj[32]);
     }
-    for (int k = threadIdx.x; k < steps * 8; k += THREADS)
-        tap_s[k] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+#endif
+}
+
+// Output rows (od, oh) of a sample go 4 at a time (a unit: one row per warp, the last unit's extra warps
+// compute a copy of the last row and count nothing); block x = (sample b, part p) takes units
+// [p U / parts, (p + 1) U / parts), U = ceil(Do Ho / 4); grid y: chunks of 16 output channels. Per output
+// y = conv + bias, each lane adds, per channel of its four,
+//   forward (GRAD false): h = hardswish(y) and h^2;
+//   backward (GRAD true): dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), written to grad_y, and its sum;
+// the block's sums go to partials (B, chunks, parts, quantities, CO), as conv_hswish_sums_kernel's.
+// vec: W % 4 == 0 and x 16-byte aligned, so a lane's 4 columns are one 16-byte load.
+template <int K, bool GRAD>
+__global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    const float* __restrict__ coef, float* __restrict__ grad_y, double* __restrict__ partials, Dims d, int parts,
+    bool vec)
+{
+    constexpr int NQ = GRAD ? 1 : 2;   // quantities summed per channel
+    __shared__ __align__(128) uint32_t w_s[TC_MAX_STEPS][2][TC_WORDS];   // [step][big, small]
+    __shared__ uint2 tap_s[TC_MAX_STEPS][4];   // input offsets of depths step * 8 + t and step * 8 + t + 4
+    __shared__ double red[THREADS / 32][NQ][CO];
+    __shared__ float chan_s[4][CO];   // per channel of the chunk: the conv bias, then (backward) A_c, B_g, mu_g
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const long long b = blockIdx.x / parts;
+    const int part = (int)(blockIdx.x % parts), co0 = blockIdx.y * CO;
+    const int depth = d.C_in * K * K, steps = (depth + 7) / 8;
+    for (int i = threadIdx.x; i < steps * 2 * TC_WORDS; i += THREADS) {
+        const int w = i % TC_WORDS, half = i / TC_WORDS % 2, st = i / (2 * TC_WORDS);
+        const int n = w / 64 * 8 + w / 4 % 8, k = st * 8 + w / 32 % 2 * 4 + w % 4;
+        const int kw = n / CO, co = co0 + n % CO;
+        const float v = kw < K && co < d.C_out && k < depth
+                            ? weight[((size_t)co * d.C_in + k / (K * K)) * K * K * K + k % (K * K) * K + kw] : 0.f;
+        const TfSplit s = tf_split(v);
+        w_s[st][half][w] = half == 0 ? s.big : s.small;
+    }
+    for (int i = threadIdx.x; i < steps * 4; i += THREADS) {
+        unsigned off[2];
+        for (int h = 0; h < 2; ++h) {   // depth k = (ci, kd, kh); padding depths read offset 0
+            const int k = i / 4 * 8 + i % 4 + 4 * h;
+            off[h] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+        }
+        tap_s[i / 4][i % 4] = make_uint2(off[0], off[1]);
+    }
+    for (int i = threadIdx.x; i < 4 * CO; i += THREADS) {
+        const int kind = i / CO, co = co0 + i % CO;
+        chan_s[kind][i % CO] = co >= d.C_out ? 0.f
+                               : kind == 0 ? (bias != nullptr ? bias[co] : 0.f)
+                               : GRAD ? coef[(b * d.C_out + co) * 3 + kind - 1] : 0.f;
+    }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the weights are read by wgmma
+#endif
     __syncthreads();
-    const float* xb = x + ((size_t)b * d.C_in * d.D + od) * d.H * d.W;
-    float sum[2][2] = {}, sq[2][2] = {};   // [channel tile jc][column e]: channel 8 jc + 2t + e
-    for (int oh = warp; oh < d.Ho; oh += THREADS / 32) {
-        const float* xr = xb + (size_t)oh * d.W;
-        float acc[2][NT][4] = {};
-        // A fragments' raw values of a step: [i][r] depth t, [i][r + 2] depth t + 4; the next step's are
-        // loaded while this step's products run.
-        float raw[2][4];
-        const auto load = [&](int st) {
-            const unsigned o0 = tap_s[st * 8 + t], o1 = tap_s[st * 8 + t + 4];
+
+    const float* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W;
+    const int rows = d.Do * d.Ho, units = (rows + 3) / 4;
+    const int u0 = (int)((long long)part * units / parts), u1 = (int)((long long)(part + 1) * units / parts);
+    int od = 0, oh = 0;
+    unsigned row = 0;    // input offset of the row's first column, within the sample
+    bool counted = false;
+    const auto locate = [&](int u) {
+        const int r = u * 4 + warp;
+        counted = r < rows;
+        od = min(r, rows - 1) / d.Ho;
+        oh = min(r, rows - 1) % d.Ho;
+        row = ((unsigned)od * d.H + oh) * d.W;
+    };
+    // A step's A values: [i][r] column 4g + 2i + r at depth t, [i][r + 2] at depth t + 4; two steps' in flight.
+    float raw[2][2][4];
+    const auto load = [&](int st, float (&raw)[2][4]) {
+        if (st >= steps) return;
+        const uint2 o = tap_s[st][t];
+        if (vec) {   // columns past W are clamped: only outputs past Wo use them
+            const unsigned c = min(4 * g, d.W - 4);
+            const float4 v0 = __ldg(reinterpret_cast<const float4*>(xs + row + o.x + c));
+            const float4 v1 = __ldg(reinterpret_cast<const float4*>(xs + row + o.y + c));
+            raw[0][0] = v0.x; raw[0][1] = v0.y; raw[1][0] = v0.z; raw[1][1] = v0.w;
+            raw[0][2] = v1.x; raw[0][3] = v1.y; raw[1][2] = v1.z; raw[1][3] = v1.w;
+        } else {
 #pragma unroll
-            for (int i = 0; i < 2; ++i)
+            for (int s = 0; s < 4; ++s) {
+                const unsigned c = min(4 * g + s, d.W - 1);
+                raw[s / 2][s % 2] = __ldg(xs + row + o.x + c);
+                raw[s / 2][s % 2 + 2] = __ldg(xs + row + o.y + c);
+            }
+        }
+    };
+    float sums[NQ][2][2] = {};
+    if (u0 < u1) {
+        locate(u0);
+        load(0, raw[0]);
+        load(1, raw[1]);
+    }
+#pragma unroll 1
+    for (int u = u0; u < u1; ++u) {
+        float acc[2][32];
 #pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const int col = min(4 * g + 2 * i + r, d.W - 1);   // clamped: only outputs past Wo use it
-                    raw[i][r] = __ldg(xr + o0 + col);
-                    raw[i][r + 2] = __ldg(xr + o1 + col);
-                }
-        };
-        load(0);
-        for (int st = 0; st < steps; ++st) {
-            uint32_t big[2][4], small[2][4];
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 32; ++j) acc[i][j] = 0.f;
+        // A step splits its inputs into one of two register sets and issues its products; the step after
+        // next's inputs load meanwhile. On Hopper the products run asynchronously, a step behind at most.
+        uint32_t big[2][2][4], small[2][2][4];   // [set][i][e]
+        const auto step = [&](int st, float (&raw)[2][4], uint32_t (&bg)[2][4], uint32_t (&sm)[2][4]) {
 #pragma unroll
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const TfSplit v = tf_split(raw[i][e]);
-                    big[i][e] = v.big;
-                    small[i][e] = v.small;
+                    bg[i][e] = v.big;
+                    sm[i][e] = v.small;
                 }
-            if (st + 1 < steps) load(st + 1);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
 #pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const uint2 wb = w_s[0][st][j][lane], ws = w_s[1][st][j][lane];
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    mma_tf32(acc[i][j], small[i], wb.x, wb.y);
-                    mma_tf32(acc[i][j], big[i], ws.x, ws.y);
-                    mma_tf32(acc[i][j], big[i], wb.x, wb.y);
-                }
-            }
+            for (int i = 0; i < 2; ++i) multiply<K>(acc[i], bg[i], sm[i], w_s[st][0]);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+            load(st + 2, raw);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");   // the other set is free
+#endif
+        };
+#pragma unroll 1
+        for (int st = 0; st < steps; st += 2) {
+            step(st, raw[0], big[0], small[0]);
+            if (st + 1 < steps) step(st + 1, raw[1], big[1], small[1]);
         }
-        // out[4g + s] = sum_kw C[4g + s + kw][kw, channel]; C[4g + s'] is acc[s' / 2][.][2 (s' % 2) + e].
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+        // The next unit's first inputs, in flight during this unit's sums.
+        const int od_u = od, oh_u = oh;
+        const bool counted_u = counted;
+        if (u + 1 < u1) {
+            locate(u + 1);
+            load(0, raw[0]);
+            load(1, raw[1]);
+        }
+        // y[4g + s] = bias + sum_kw C[4g + s + kw][kw, channel]; C[4g + s'] is acc[s' / 2][.][2 (s' % 2) + e].
 #pragma unroll
         for (int jc = 0; jc < 2; ++jc)
 #pragma unroll
@@ -280,49 +390,60 @@ __global__ void __launch_bounds__(THREADS) conv_hswish_sums_tc_kernel(
 #pragma unroll
                 for (int kw = 0; kw < K; ++kw) {
 #pragma unroll
-                    for (int s = 0; s < 4; ++s) c[kw][s] = acc[s / 2][kw * 2 + jc][2 * (s % 2) + e];
+                    for (int s = 0; s < 4; ++s) c[kw][s] = acc[s / 2][4 * (kw * 2 + jc) + 2 * (s % 2) + e];
 #pragma unroll
                     for (int m = 0; m < K - 1; ++m) c[kw][4 + m] = __shfl_sync(0xffffffffu, c[kw][m], (lane + 4) % 32);
                 }
-                const int co = co0 + 8 * jc + 2 * t + e;
-                const float bj = bias != nullptr && co < d.C_out ? bias[co] : 0.f;
+                const int co = co0 + 8 * jc + 2 * t + e, j = 8 * jc + 2 * t + e;
+                float* gy = GRAD ? grad_y + (((size_t)b * d.C_out + co) * d.Do + od_u) * d.Ho * d.Wo + (size_t)oh_u * d.Wo
+                                 : nullptr;
 #pragma unroll
                 for (int s = 0; s < 4; ++s) {
-                    float v = bj;
+                    float v = chan_s[0][j];
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw) v += c[kw][s + kw];
-                    if (4 * g + s < d.Wo && co < d.C_out) {
+                    if (counted_u && 4 * g + s < d.Wo && co < d.C_out) {
                         const float h = hardswish(v);
-                        sum[jc][e] += h;
-                        sq[jc][e] = fmaf(h, h, sq[jc][e]);
+                        if (GRAD) {
+                            const float dy = fmaf(chan_s[2][j], h - chan_s[3][j], chan_s[1][j]) * hardswish_grad(v);
+                            gy[4 * g + s] = dy;
+                            sums[0][jc][e] += dy;
+                        } else {
+                            sums[0][jc][e] += h;
+                            sums[NQ - 1][jc][e] = fmaf(h, h, sums[NQ - 1][jc][e]);
+                        }
                     }
                 }
             }
     }
     // Per channel: the 8 lanes with the same t (a fixed shuffle tree, double), then the warps in order.
 #pragma unroll
-    for (int jc = 0; jc < 2; ++jc)
+    for (int q = 0; q < NQ; ++q)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            double s1 = sum[jc][e], s2 = sq[jc][e];
+        for (int jc = 0; jc < 2; ++jc)
 #pragma unroll
-            for (int off = 4; off < 32; off *= 2) {
-                s1 += __shfl_xor_sync(0xffffffffu, s1, off);
-                s2 += __shfl_xor_sync(0xffffffffu, s2, off);
+            for (int e = 0; e < 2; ++e) {
+                double v = sums[q][jc][e];
+#pragma unroll
+                for (int off = 4; off < 32; off *= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (g == 0) red[warp][q][8 * jc + 2 * t + e] = v;
             }
-            if (g == 0) { red[warp][0][8 * jc + 2 * t + e] = s1; red[warp][1][8 * jc + 2 * t + e] = s2; }
-        }
     __syncthreads();
-    if (threadIdx.x < 2 * CO) {
-        const int kind = threadIdx.x / CO, j = threadIdx.x % CO;
+    if (threadIdx.x < NQ * CO) {
+        const int q = threadIdx.x / CO, j = threadIdx.x % CO;
         double v = 0.0;
-        for (int w = 0; w < THREADS / 32; ++w) v += red[w][kind][j];
-        partials[((b * gridDim.y + blockIdx.y) * d.Do + od) * 2 * CO + kind * CO + j] = v;
+        for (int w = 0; w < THREADS / 32; ++w) v += red[w][q][j];
+        partials[((b * gridDim.y + blockIdx.y) * parts + part) * NQ * CO + q * CO + j] = v;
     }
 }
 
 __host__ __device__ inline bool tc_forward(const Dims& d, int K) {
     return d.W <= 32 && d.C_in * K * K <= TC_MAX_STEPS * 8;
+}
+// Blocks per (sample, channel chunk) of conv_rows_tc_kernel: some 8192 blocks in all, at most one per unit.
+static int tc_parts(const Dims& d) {
+    const long long per_sample = (long long)d.B * ((d.C_out + CO - 1) / CO);
+    return (int)std::min<long long>((d.Do * d.Ho + 3) / 4, std::max<long long>(1, (8192 + per_sample - 1) / per_sample));
 }
 
 // Per sample: the partials added in order; out[b, c] = gamma_c (m_c - mu_g) rstd_g + beta_c; stats
@@ -493,6 +614,117 @@ __global__ void __launch_bounds__(THREADS) grad_input_kernel(
     }
 }
 
+// dL/dx on the tensor cores (mma.sync m16n8k8, split TF32) where the forward runs there, C_in <= 4 and the
+// depth C_out K^2 <= 8 GI_MAX_STEPS: per input row (b, id, ih) a GEMM with rows = the 32 output columns ow,
+// columns = (kw, ci) (4 x 4, zero past K and C_in), depth k = (co, kd, kh):
+//   C[ow][kw, ci] = sum_k dL/dy[co][id - kd][ih - kh][ow] W[co][ci][kd][kh][kw]   (dL/dy zero outside),
+// then dL/dx[iw][ci] = sum_kw C[iw - kw][kw, ci], added by lane iw from the warp's C in shared memory. Lane
+// g's rows are ow = 4g .. 4g + 3 as in the forward; the step after next's loads fly during a step's
+// products. A warp takes an input row at a time; a block, a contiguous range of all samples' rows.
+constexpr int GI_MAX_STEPS = 32;
+constexpr int GI_WARPS = 4;
+
+template <int K>
+__global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, Dims d)
+{
+    __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [step][big, small][n-tile][lane]: (b0, b1)
+    __shared__ int2 tap_s[GI_MAX_STEPS * 8];        // depth k: dL/dy offset of (co, -kd, -kh); kd, kh
+    __shared__ float c_s[GI_WARPS][32][17];         // a warp's C, [ow][kw * 4 + ci]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int depth = d.C_out * K * K, steps = (depth + 7) / 8;
+    for (int i = threadIdx.x; i < steps * 4 * 32; i += blockDim.x) {
+        const int l = i % 32, j = i / 32 % 2, half = i / 64 % 2, st = i / 128;
+        const int n = 8 * j + l / 4, kw = n / 4, ci = n % 4;
+        float v[2];
+        for (int h = 0; h < 2; ++h) {
+            const int k = st * 8 + l % 4 + 4 * h, co = k / (K * K), kd = k / K % K, kh = k % K;
+            v[h] = k < depth && kw < K && ci < d.C_in
+                       ? weight[((((size_t)co * d.C_in + ci) * K + kd) * K + kh) * K + kw] : 0.f;
+        }
+        const TfSplit s0 = tf_split(v[0]), s1 = tf_split(v[1]);
+        w_s[st][half][j][l] = half == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
+    }
+    for (int k = threadIdx.x; k < steps * 8; k += blockDim.x) {
+        const int co = k / (K * K), kd = k / K % K, kh = k % K;
+        tap_s[k] = make_int2(((co * d.Do - kd) * d.Ho - kh) * d.Wo, kd | kh << 16);
+    }
+    __syncthreads();
+    const long long plane = (long long)d.D * d.H, rows = d.B * plane;
+    const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
+#pragma unroll 1
+    for (long long row = r0 + warp; row < r1; row += GI_WARPS) {
+        const long long b = row / plane;
+        const int id = (int)(row % plane / d.H), ih = (int)(row % d.H);
+        const float* gys = grad_y + (b * d.C_out * d.Do * d.Ho + (long long)id * d.Ho + ih) * d.Wo;
+        // A values of a step: [i][r] column 4g + 2i + r at depth t, [i][r + 2] at depth t + 4; two steps in flight.
+        float raw[2][2][4];
+        const auto load = [&](int st, float (&a)[2][4]) {
+            if (st >= steps) return;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int k = st * 8 + t + 4 * h;
+                const int2 o = tap_s[k];
+                const int od = id - (o.y & 0xffff), oh = ih - (o.y >> 16);
+                const bool valid = k < depth && od >= 0 && od < d.Do && oh >= 0 && oh < d.Ho;
+#pragma unroll
+                for (int s = 0; s < 4; ++s)
+                    a[s / 2][s % 2 + 2 * h] = valid && 4 * g + s < d.Wo ? __ldg(gys + o.x + 4 * g + s) : 0.f;
+            }
+        };
+        load(0, raw[0]);
+        load(1, raw[1]);
+        float acc[2][2][4] = {};   // [row tile i][column tile j]
+        const auto step = [&](int st, float (&a)[2][4]) {
+            uint32_t big[2][4], small[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const TfSplit v = tf_split(a[i][e]);
+                    big[i][e] = v.big;
+                    small[i][e] = v.small;
+                }
+            load(st + 2, a);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const uint2 wb = w_s[st][0][j][lane], ws = w_s[st][1][j][lane];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    mma_tf32(acc[i][j], small[i], wb.x, wb.y);
+                    mma_tf32(acc[i][j], big[i], ws.x, ws.y);
+                    mma_tf32(acc[i][j], big[i], wb.x, wb.y);
+                }
+            }
+        };
+#pragma unroll 1
+        for (int st = 0; st < steps; st += 2) {
+            step(st, raw[0]);
+            if (st + 1 < steps) step(st + 1, raw[1]);
+        }
+        // C rows 4g + 2i (c0, c1) and 4g + 2i + 1 (c2, c3), columns 8j + 2t + e.
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) c_s[warp][4 * g + 2 * i + e / 2][8 * j + 2 * t + e % 2] = acc[i][j][e];
+        __syncwarp();
+        if (lane < d.W)
+            for (int ci = 0; ci < d.C_in; ++ci) {
+                float v = 0.f;
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw)
+                    if (lane >= kw) v += c_s[warp][lane - kw][kw * 4 + ci];
+                grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)ih * d.W + lane] = v;
+            }
+        __syncwarp();
+    }
+}
+__host__ __device__ inline bool tc_input_grad(const Dims& d, int K) {
+    return tc_forward(d, K) && d.C_in <= 4 && d.C_out * K * K <= 8 * GI_MAX_STEPS;
+}
+
 // dL/dW[co, ci, kd, kh, kw] = sum over samples and output positions of dL/dy[co] x[ci, + tap]. An item is
 // 4 output channels x one (ci, kd, kh) x the K kw taps. A slice is one (sample, output depth); block i
 // takes the contiguous slices [i S / n, (i + 1) S / n), and its warps take items in turn: for each, the
@@ -634,6 +866,145 @@ static long long wg_smem_floats(const Dims& d, int K) {
 }
 constexpr long long WG_SMEM_MAX = 100 * 1024;   // bytes: two blocks per SM on sm_80 and newer
 
+// dL/dW on the tensor cores where the forward runs there and a row's 4 columns are one 16-byte load (vec):
+// per output row (b, od, oh) and depth k = (ci, kd, kh), with X_k the input row x[b, ci, od + kd, oh + kh, :],
+//   dW[co][k][kw] += sum_iw dL/dy[co][iw - kw] X_k[iw]   (dL/dy zero outside [0, Wo)),
+// for each kw a GEMM (mma.sync m16n8k8, split TF32): rows = the chunk's 16 output channels (A: dL/dy shifted
+// by kw), columns = depths k, reduction over the 32 input columns. The reduction's order is free, so lane t
+// takes iw = 8t .. 8t + 7 (two 16-byte loads per depth): at step s its depths t, t + 4 are iw = 8t + 2s and
+// 8t + 2s + 1; columns past W are clamped and meet only zero dL/dy (iw >= W means ow = iw - kw >= Wo). A
+// lane loads dL/dy of its channels g, g + 8 at columns 8t .. 8t + 7, and the 3 before from lane t - 1, so
+// that every shifted A fragment is a register. A warp: one row at a time, 16 depths (grp) and all kw; a
+// block: RPB rows at a time (warp / groups) x all depth groups (warp % groups), over a contiguous range of
+// the rows of all samples; grid y: chunks of 16 output channels. At the end the block's warps of a depth
+// group add their sums in order (double) into its partials (blocks, chunks, groups, CO, 16, K).
+constexpr int WGT_TILES = 2;                  // 8-column tiles (depths) per warp
+constexpr int WGT_DEPTHS = 8 * WGT_TILES;
+constexpr int WGT_RPB = 2;                    // rows a block takes at a time
+__host__ __device__ inline int wgt_groups(int depth) { return (depth + WGT_DEPTHS - 1) / WGT_DEPTHS; }
+constexpr int WGT_MAX_GROUPS = 64 / WGT_DEPTHS;   // depth <= TC_MAX_STEPS * 8
+
+template <int K>
+__global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, Dims d)
+{
+    __shared__ double sums[WGT_MAX_GROUPS * CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int depth = d.C_in * K * K, groups = wgt_groups(depth), rr = warp / groups, grp = warp % groups;
+    const int co0 = blockIdx.y * CO, rows_ps = d.Do * d.Ho;
+    const long long rows = (long long)d.B * rows_ps;
+    const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
+    unsigned tap[WGT_TILES];   // input offsets of this lane's depths grp * 16 + 8j + g (padding: 0)
+#pragma unroll
+    for (int j = 0; j < WGT_TILES; ++j) {
+        const int k = grp * WGT_DEPTHS + 8 * j + g;
+        tap[j] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+    }
+    // A row's products add up in the tensor cores (acc), then into total in fp32 (round to nearest): the
+    // tensor cores' own additions truncate, which over thousands of rows would bias the sum by ~1e-4.
+    float total[K][WGT_TILES][4] = {};
+#pragma unroll 1
+    for (long long row = r0 + rr; row < r1; row += WGT_RPB) {
+        float acc[K][WGT_TILES][4] = {};
+        const long long b = row / rows_ps;
+        const int rw = (int)(row % rows_ps), od = rw / d.Ho, oh = rw % d.Ho;
+        const float* xr = x + (((size_t)b * d.C_in * d.D + od) * d.H + oh) * d.W;
+        float4 xv[WGT_TILES][2];
+#pragma unroll
+        for (int j = 0; j < WGT_TILES; ++j) {
+            xv[j][0] = __ldg(reinterpret_cast<const float4*>(xr + tap[j] + min(8 * t, d.W - 4)));
+            xv[j][1] = __ldg(reinterpret_cast<const float4*>(xr + tap[j] + min(8 * t + 4, d.W - 4)));
+        }
+        // G[h][3 + m] = dL/dy[co0 + g + 8h][ow = 8t + m], m = -3 .. 7 (zero outside the row and past C_out).
+        float G[2][11];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int co = co0 + g + 8 * h;
+            const float* gr = grad_y + ((size_t)b * d.C_out + min(co, d.C_out - 1)) * rows_ps * d.Wo + (size_t)rw * d.Wo;
+#pragma unroll
+            for (int m = 0; m < 8; ++m)
+                G[h][3 + m] = co < d.C_out && 8 * t + m < d.Wo ? __ldg(gr + 8 * t + m) : 0.f;
+#pragma unroll
+            for (int m = 0; m < 3; ++m) {
+                const float v = __shfl_up_sync(0xffffffffu, G[h][8 + m], 1);   // lane t - 1's columns 5 .. 7
+                G[h][m] = t > 0 ? v : 0.f;
+            }
+        }
+        uint32_t gb[2][11], gs[2][11];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int m = 0; m < 11; ++m) {
+                const TfSplit v = tf_split(G[h][m]);
+                gb[h][m] = v.big;
+                gs[h][m] = v.small;
+            }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            uint32_t xb[WGT_TILES][2], xsm[WGT_TILES][2];
+#pragma unroll
+            for (int j = 0; j < WGT_TILES; ++j) {
+                const float4 v = xv[j][s / 2];
+                const TfSplit p0 = tf_split(s % 2 ? v.z : v.x), p1 = tf_split(s % 2 ? v.w : v.y);
+                xb[j][0] = p0.big; xsm[j][0] = p0.small;
+                xb[j][1] = p1.big; xsm[j][1] = p1.small;
+            }
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) {
+                const int m = 3 + 2 * s - kw;   // a = dL/dy[g, g + 8][8t + 2s - kw (+ 1)]
+                const uint32_t ab[4] = {gb[0][m], gb[1][m], gb[0][m + 1], gb[1][m + 1]};
+                const uint32_t as[4] = {gs[0][m], gs[1][m], gs[0][m + 1], gs[1][m + 1]};
+#pragma unroll
+                for (int j = 0; j < WGT_TILES; ++j) {
+                    mma_tf32(acc[kw][j], as, xb[j][0], xb[j][1]);
+                    mma_tf32(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    mma_tf32(acc[kw][j], ab, xb[j][0], xb[j][1]);
+                }
+            }
+        }
+#pragma unroll
+        for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+            for (int j = 0; j < WGT_TILES; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
+    }
+    // The block's warps of each depth group add their sums in order; c[e]: co = g + 8 (e / 2), k = 8j + 2t + e % 2.
+    for (int q = 0; q < WGT_RPB; ++q) {
+        if (rr == q)
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+                for (int j = 0; j < WGT_TILES; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        double& v = sums[((grp * CO + g + 8 * (e / 2)) * WGT_DEPTHS + 8 * j + 2 * t + e % 2) * K + kw];
+                        v = (q == 0 ? 0.0 : v) + total[kw][j][e];
+                    }
+        __syncthreads();
+    }
+    const int n_sums = groups * CO * WGT_DEPTHS * K;
+    for (int i = threadIdx.x; i < n_sums; i += blockDim.x)
+        partials[((size_t)blockIdx.x * gridDim.y + blockIdx.y) * n_sums + i] = sums[i];
+}
+
+// dL/dW from grad_weight_tc_kernel's partials, a thread per weight, the blocks' partials added in order.
+template <int K>
+__global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partials, float* __restrict__ grad_weight,
+                                             Dims d, int wg_blocks)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int taps = K * K * K, depth = d.C_in * K * K, chunks = (d.C_out + CO - 1) / CO;
+    const int n_sums = wgt_groups(depth) * CO * WGT_DEPTHS * K;
+    if (i >= (long long)d.C_out * d.C_in * taps) return;
+    // weight (co, ci, kd, kh, kw) = (co, k, kw): sums[grp][co % CO][k % 24][kw] of chunk co / CO
+    const int co = (int)(i / (d.C_in * taps)), r = (int)(i % (d.C_in * taps)), k = r / K, kw = r % K;
+    const int slot = (((k / WGT_DEPTHS) * CO + co % CO) * WGT_DEPTHS + k % WGT_DEPTHS) * K + kw;
+    double v = 0.0;
+    for (int blk = 0; blk < wg_blocks; ++blk) v += w_partials[((size_t)blk * chunks + co / CO) * n_sums + slot];
+    grad_weight[i] = (float)v;
+}
+
 // dL/dW from the weight-gradient partials, a thread per weight, the blocks' partials added in order.
 template <int K>
 __global__ void finish_weight_grad_kernel(const double* __restrict__ w_partials, float* __restrict__ grad_weight,
@@ -693,20 +1064,27 @@ static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
 
 static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + THREADS - 1) / THREADS); }
 
+// Blocks per (sample, channel chunk) of the forward and of dL/dy: each writes one set of partial sums.
+static int sum_blocks(const Dims& d, int K) { return tc_forward(d, K) ? tc_parts(d) : out_blocks_per_sample(d); }
+// Rows of x as 16-byte loads: W a multiple of 4 and x 16-byte aligned.
+static bool aligned_rows(const float* x, int W) { return W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0; }
+
 long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    return (long long)B * ((C_out + CO - 1) / CO) * (tc_forward(d, K) ? d.Do : out_blocks_per_sample(d)) * 2 * CO;
+    return (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * 2 * CO;
 }
 
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* partials, float* out, double* stats, int B, int C_in,
                            int C_out, int G, int D, int H, int W, int K, double eps, cudaStream_t stream) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const bool tc = tc_forward(d, K);
-    const int bps = tc ? d.Do : out_blocks_per_sample(d);
+    const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
+    const int bps = sum_blocks(d, K);
     const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
-    if (tc && K == 3) conv_hswish_sums_tc_kernel<3><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d);
-    else if (tc) conv_hswish_sums_tc_kernel<4><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d);
+    if (tc && K == 3)
+        conv_rows_tc_kernel<3, false><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials, d, bps, vec);
+    else if (tc)
+        conv_rows_tc_kernel<4, false><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials, d, bps, vec);
     else if (K == 3) conv_hswish_sums_kernel<3><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
     else conv_hswish_sums_kernel<4><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
     cudaError_t err = cudaGetLastError();
@@ -719,11 +1097,18 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
 // Workspace (doubles): coef (B, C, 3) floats rounded up to doubles, param terms (B, 2C), bias partials,
 // weight-gradient partials.
 static int wg_blocks(int sms) { return 3 * sms; }   // grad_weight_kernel: 3 blocks per SM resident
-long long backward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K, int sms) {
+// grad_weight_tc_kernel's blocks (grid x): 2 per SM resident (a wave), shared by the chunks.
+static int wgt_blocks(const Dims& d, int sms) { return std::max(1, 2 * sms / ((d.C_out + CO - 1) / CO)); }
+static bool tc_weight_grad(const Dims& d, int K, bool vec) { return tc_forward(d, K) && vec; }
+static long long weight_partials(const Dims& d, int K, bool vec, int sms) {
+    const int chunks = (d.C_out + CO - 1) / CO, depth = d.C_in * K * K;
+    if (tc_weight_grad(d, K, vec)) return (long long)wgt_blocks(d, sms) * chunks * wgt_groups(depth) * CO * WGT_DEPTHS * K;
+    return (long long)wg_blocks(sms) * (d.C_out + 3) / 4 * depth * 4 * K;
+}
+long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K, int sms) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const long long n_items = (long long)(C_out + 3) / 4 * C_in * K * K;
     return ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out +
-           (long long)B * ((C_out + CO - 1) / CO) * out_blocks_per_sample(d) * CO + wg_blocks(sms) * n_items * 4 * K;
+           (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * CO + weight_partials(d, K, aligned_rows(x, W), sms);
 }
 
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
@@ -732,7 +1117,7 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int K,
                             int sms, cudaStream_t stream) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const int bps = out_blocks_per_sample(d), chunks = (C_out + CO - 1) / CO;
+    const int bps = sum_blocks(d, K), chunks = (C_out + CO - 1) / CO;
     float* coef = reinterpret_cast<float*>(work);
     double* param_terms = work + ((long long)B * C_out * 3 + 1) / 2;
     double* b_partials = param_terms + (long long)B * 2 * C_out;
@@ -742,10 +1127,19 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, d, G);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const dim3 grid_y((unsigned)((long long)B * bps), chunks);
-    if (K == 3) grad_y_kernel<3><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps);
+    const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
+    if (tc && K == 3)
+        conv_rows_tc_kernel<3, true><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps, vec);
+    else if (tc)
+        conv_rows_tc_kernel<4, true><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps, vec);
+    else if (K == 3) grad_y_kernel<3><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps);
     else grad_y_kernel<4><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (grad_x != nullptr) {
+    if (grad_x != nullptr && tc_input_grad(d, K)) {
+        if (K == 3) grad_input_tc_kernel<3><<<4 * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
+        else grad_input_tc_kernel<4><<<4 * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    } else if (grad_x != nullptr) {
         const int ibps = (int)((d.in_units + THREADS - 1) / THREADS);
         const dim3 grid_x((unsigned)((long long)B * ibps), (C_in + CI - 1) / CI);
         if (K == 3) grad_input_kernel<3><<<grid_x, THREADS, 0, stream>>>(grad_y, weight, grad_x, d, ibps);
@@ -753,7 +1147,16 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     const long long smem = wg_smem_floats(d, K) * (long long)sizeof(float);
-    if (smem <= WG_SMEM_MAX) {
+    const long long n_w = (long long)C_out * C_in * K * K * K;
+    const unsigned w_grid = (unsigned)((n_w + 127) / 128);
+    if (tc_weight_grad(d, K, vec)) {
+        const int n_blocks = wgt_blocks(d, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
+        if (K == 3) grad_weight_tc_kernel<3><<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, d);
+        else grad_weight_tc_kernel<4><<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, d);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_blocks);
+        else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_blocks);
+    } else if (smem <= WG_SMEM_MAX) {
         const int n_groups = (n_items / K + WG_WARPS - 1) / WG_WARPS;
         const auto kernel = K == 3 ? grad_weight_smem_kernel<3> : grad_weight_smem_kernel<4>;
         if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
@@ -765,10 +1168,11 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
         grad_weight_kernel<4><<<n_wg, WG_THREADS, 0, stream>>>(grad_y, x, w_partials, d, n_items);
     }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    const long long n_w = (long long)C_out * C_in * K * K * K;
-    if (K == 3) finish_weight_grad_kernel<3><<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(w_partials, grad_weight, d, n_wg);
-    else finish_weight_grad_kernel<4><<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(w_partials, grad_weight, d, n_wg);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (!tc_weight_grad(d, K, vec)) {
+        if (K == 3) finish_weight_grad_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_wg);
+        else finish_weight_grad_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_wg);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
     finish_channel_grads_kernel<<<dim3(C_out, 3), SUM_THREADS, 0, stream>>>(b_partials, param_terms, grad_bias,
                                                                             grad_gn_weight, grad_gn_bias, d, bps);
     return cudaGetLastError();
@@ -784,7 +1188,7 @@ long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, in
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* partials, float* out, double* stats, int B, int C_in,
                            int C_out, int G, int D, int H, int W, int K, double eps, cudaStream_t stream);
-long long backward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K, int sms);
+long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K, int sms);
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
@@ -854,7 +1258,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
     auto grad_y = at::empty({B, C, D - K + 1, H - K + 1, W - K + 1}, x.options());
-    auto work = at::empty({backward_workspace_doubles(B, C_in, C, D, H, W, K, sms)}, x.options().dtype(torch::kFloat64));
+    auto work = at::empty({backward_workspace_doubles(x.data_ptr<float>(), B, C_in, C, D, H, W, K, sms)}, x.options().dtype(torch::kFloat64));
     check(backward_launch(grad_out.contiguous().data_ptr<float>(), x.data_ptr<float>(), weight.data_ptr<float>(),
                           bias.has_value() ? bias->data_ptr<float>() : nullptr, gn_weight.contiguous().data_ptr<float>(),
                           stats.data_ptr<double>(), work.data_ptr<double>(), grad_y.data_ptr<float>(),
@@ -957,6 +1361,11 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
+# On Hopper (compute capability 9.0) build for sm_90a, whose wgmma runs the tensor cores at twice
+# mma.sync's rate. Recent PyTorch (2.11 checked) then adds no architecture flags of its own; 2.1 adds
+# those of TORCH_CUDA_ARCH_LIST or of the visible GPU beside it (sm_90 too, the mma.sync path: which of the
+# two an H100 runs is then the driver's choice; both are exact). Other GPUs: PyTorch's defaults.
+_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 # The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
 # per process, so the library is loaded once per source, however often the file is exec-ed.
 _namespace = ("conv3d_hardswish_groupnorm_mean_all_custom_" +
@@ -966,8 +1375,9 @@ if not hasattr(getattr(torch.ops, _namespace), "model"):
     print(f"conv3d_hardswish_groupnorm_mean_all_custom: loading its CUDA extension from "
           f"{_build_root} (a cold build takes 30 to 60 s)", file=sys.stderr)
     load_inline(name="conv3d_hardswish_groupnorm_mean_all_custom_ext", cpp_sources=cpp_source,
-                cuda_sources=cuda_source, extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], extra_cuda_cflags=["-O3"],
-                is_python_module=False, verbose=False, **_header_option)
+                cuda_sources=cuda_source, extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], is_python_module=False, verbose=False,
+                extra_cuda_cflags=["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []),
+                **_header_option)
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
