@@ -614,68 +614,80 @@ __global__ void __launch_bounds__(THREADS) grad_input_kernel(
     }
 }
 
-// dL/dx on the tensor cores (mma.sync m16n8k8, split TF32) where the forward runs there, C_in <= 4 and the
-// depth C_out K^2 <= 8 GI_MAX_STEPS: per input row (b, id, ih) a GEMM with rows = the 32 output columns ow,
-// columns = (kw, ci) (4 x 4, zero past K and C_in), depth k = (co, kd, kh):
-//   C[ow][kw, ci] = sum_k dL/dy[co][id - kd][ih - kh][ow] W[co][ci][kd][kh][kw]   (dL/dy zero outside),
-// then dL/dx[iw][ci] = sum_kw C[iw - kw][kw, ci], added by lane iw from the warp's C in shared memory. Lane
-// g's rows are ow = 4g .. 4g + 3 as in the forward; the step after next's loads fly during a step's
-// products. A warp takes an input row at a time; a block, a contiguous range of all samples' rows.
+// dL/dx on the tensor cores (mma.sync m16n8k8, split TF32) where the forward runs there, C_in <= 4 and
+// K^2 ceil(C_out / 8) <= GI_MAX_STEPS: per input row (b, id, ih) a GEMM with rows = the 32 output columns ow,
+// columns = (kw, ci) (4 x 4, zero past K and C_in), depth = the row's valid taps (kd, kh) x output channels:
+//   C[ow][kw, ci] = sum_{kd, kh, co} dL/dy[co][id - kd][ih - kh][ow] W[co][ci][kd][kh][kw],
+// then dL/dx[iw][ci] = sum_kw C[iw - kw][kw, ci] over 0 <= iw - kw < Wo, added by lane iw from the warp's C
+// in shared memory. A step is one tap and 8 channels; taps that fall outside dL/dy are never visited (a
+// warp-uniform step count). Lane (g, t) loads rows ow = g + 8r + 16i (tile i) of channels t and t + 4 at
+// immediate offsets; columns past Wo read on into the next row (grad_y has a GI_TAIL-float tail) and
+// their C rows are never used. The step after next's loads fly during a step's products. A warp takes an
+// input row at a time; a block, a contiguous range of all samples' rows.
 constexpr int GI_MAX_STEPS = 32;
 constexpr int GI_WARPS = 4;
+constexpr int GI_TAIL = 32;   // floats after grad_y that the last row's columns past Wo may read
 
 template <int K>
 __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, Dims d)
 {
-    __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [step][big, small][n-tile][lane]: (b0, b1)
-    __shared__ int2 tap_s[GI_MAX_STEPS * 8];        // depth k: dL/dy offset of (co, -kd, -kh); kd, kh
+    __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
     __shared__ float c_s[GI_WARPS][32][17];         // a warp's C, [ow][kw * 4 + ci]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int depth = d.C_out * K * K, steps = (depth + 7) / 8;
-    for (int i = threadIdx.x; i < steps * 4 * 32; i += blockDim.x) {
+    const int chunks = (d.C_out + 7) / 8;
+    for (int i = threadIdx.x; i < K * K * chunks * 128; i += blockDim.x) {
         const int l = i % 32, j = i / 32 % 2, half = i / 64 % 2, st = i / 128;
-        const int n = 8 * j + l / 4, kw = n / 4, ci = n % 4;
+        const int n = 8 * j + l / 4, kw = n / 4, ci = n % 4, kd = st / chunks / K, kh = st / chunks % K;
         float v[2];
         for (int h = 0; h < 2; ++h) {
-            const int k = st * 8 + l % 4 + 4 * h, co = k / (K * K), kd = k / K % K, kh = k % K;
-            v[h] = k < depth && kw < K && ci < d.C_in
+            const int co = st % chunks * 8 + l % 4 + 4 * h;
+            v[h] = co < d.C_out && kw < K && ci < d.C_in
                        ? weight[((((size_t)co * d.C_in + ci) * K + kd) * K + kh) * K + kw] : 0.f;
         }
         const TfSplit s0 = tf_split(v[0]), s1 = tf_split(v[1]);
         w_s[st][half][j][l] = half == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
     }
-    for (int k = threadIdx.x; k < steps * 8; k += blockDim.x) {
-        const int co = k / (K * K), kd = k / K % K, kh = k % K;
-        tap_s[k] = make_int2(((co * d.Do - kd) * d.Ho - kh) * d.Wo, kd | kh << 16);
-    }
     __syncthreads();
-    const long long plane = (long long)d.D * d.H, rows = d.B * plane;
+    const long long rows = (long long)d.B * d.D * d.H;
     const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
+    const size_t out_plane = (size_t)d.Do * d.Ho * d.Wo, chunk_stride = 8 * out_plane;
+    long long b = (r0 + warp) / ((long long)d.D * d.H);   // the warp's first row (b, id, ih); then GI_WARPS on
+    int id = (int)((r0 + warp) / d.H % d.D), ih = (int)((r0 + warp) % d.H);
 #pragma unroll 1
     for (long long row = r0 + warp; row < r1; row += GI_WARPS) {
-        const long long b = row / plane;
-        const int id = (int)(row % plane / d.H), ih = (int)(row % d.H);
-        const float* gys = grad_y + (b * d.C_out * d.Do * d.Ho + (long long)id * d.Ho + ih) * d.Wo;
-        // A values of a step: [i][r] column 4g + 2i + r at depth t, [i][r + 2] at depth t + 4; two steps in flight.
-        float raw[2][2][4];
-        const auto load = [&](int st, float (&a)[2][4]) {
-            if (st >= steps) return;
+        const int kd0 = max(0, id - d.Do + 1), kh0 = max(0, ih - d.Ho + 1), kh1 = min(K - 1, ih);
+        const int steps = (min(K - 1, id) - kd0 + 1) * (kh1 - kh0 + 1) * chunks;
+        const float* lane_gy = grad_y + ((size_t)b * d.C_out + t) * out_plane + g;
+        int c = 0, kd = kd0, kh = kh0;   // the next load's chunk and tap
+        // A values of a step: [i][r] row g + 8r + 16i of channel 8c + t, [i][r + 2] of channel 8c + t + 4;
+        // channels past C_out read grad_y's start and are zeroed.
+        const auto load = [&](float (&a)[2][4], int& w) {
+            const float* p = lane_gy + c * chunk_stride + ((id - kd) * d.Ho + ih - kh) * d.Wo;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int k = st * 8 + t + 4 * h;
-                const int2 o = tap_s[k];
-                const int od = id - (o.y & 0xffff), oh = ih - (o.y >> 16);
-                const bool valid = k < depth && od >= 0 && od < d.Do && oh >= 0 && oh < d.Ho;
+                const bool ok = 8 * c + t + 4 * h < d.C_out;
+                const float* q = ok ? p + 4 * h * out_plane : grad_y;
 #pragma unroll
-                for (int s = 0; s < 4; ++s)
-                    a[s / 2][s % 2 + 2 * h] = valid && 4 * g + s < d.Wo ? __ldg(gys + o.x + 4 * g + s) : 0.f;
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const float v = __ldg(q + 16 * i + 8 * r);
+                        a[i][2 * h + r] = ok ? v : 0.f;
+                    }
+            }
+            w = (kd * K + kh) * chunks + c;
+            if (++c == chunks) {
+                c = 0;
+                if (++kh > kh1) { kh = kh0; ++kd; }
             }
         };
-        load(0, raw[0]);
-        load(1, raw[1]);
+        float raw[2][2][4];
+        int w_at[2];
+        load(raw[0], w_at[0]);
+        if (steps > 1) load(raw[1], w_at[1]);
         float acc[2][2][4] = {};   // [row tile i][column tile j]
-        const auto step = [&](int st, float (&a)[2][4]) {
+        const auto step = [&](int st, float (&a)[2][4], int& w) {
             uint32_t big[2][4], small[2][4];
 #pragma unroll
             for (int i = 0; i < 2; ++i)
@@ -685,44 +697,47 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                     big[i][e] = v.big;
                     small[i][e] = v.small;
                 }
-            load(st + 2, a);
+            const int ws = w;
+            if (st + 2 < steps) load(a, w);
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-                const uint2 wb = w_s[st][0][j][lane], ws = w_s[st][1][j][lane];
+                const uint2 wb = w_s[ws][0][j][lane], wsm = w_s[ws][1][j][lane];
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
                     mma_tf32(acc[i][j], small[i], wb.x, wb.y);
-                    mma_tf32(acc[i][j], big[i], ws.x, ws.y);
+                    mma_tf32(acc[i][j], big[i], wsm.x, wsm.y);
                     mma_tf32(acc[i][j], big[i], wb.x, wb.y);
                 }
             }
         };
 #pragma unroll 1
         for (int st = 0; st < steps; st += 2) {
-            step(st, raw[0]);
-            if (st + 1 < steps) step(st + 1, raw[1]);
+            step(st, raw[0], w_at[0]);
+            if (st + 1 < steps) step(st + 1, raw[1], w_at[1]);
         }
-        // C rows 4g + 2i (c0, c1) and 4g + 2i + 1 (c2, c3), columns 8j + 2t + e.
+        // C rows g + 16i (c0, c1) and g + 8 + 16i (c2, c3), columns 8j + 2t + e.
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
             for (int j = 0; j < 2; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) c_s[warp][4 * g + 2 * i + e / 2][8 * j + 2 * t + e % 2] = acc[i][j][e];
+                for (int e = 0; e < 4; ++e) c_s[warp][16 * i + 8 * (e / 2) + g][8 * j + 2 * t + e % 2] = acc[i][j][e];
         __syncwarp();
         if (lane < d.W)
             for (int ci = 0; ci < d.C_in; ++ci) {
                 float v = 0.f;
 #pragma unroll
                 for (int kw = 0; kw < K; ++kw)
-                    if (lane >= kw) v += c_s[warp][lane - kw][kw * 4 + ci];
+                    if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
                 grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)ih * d.W + lane] = v;
             }
         __syncwarp();
+        for (ih += GI_WARPS; ih >= d.H; ih -= d.H)
+            if (++id == d.D) { id = 0; ++b; }
     }
 }
 __host__ __device__ inline bool tc_input_grad(const Dims& d, int K) {
-    return tc_forward(d, K) && d.C_in <= 4 && d.C_out * K * K <= 8 * GI_MAX_STEPS;
+    return tc_forward(d, K) && d.C_in <= 4 && K * K * ((d.C_out + 7) / 8) <= GI_MAX_STEPS;
 }
 
 // dL/dW[co, ci, kd, kh, kw] = sum over samples and output positions of dL/dy[co] x[ci, + tap]. An item is
@@ -1105,6 +1120,7 @@ static long long weight_partials(const Dims& d, int K, bool vec, int sms) {
     if (tc_weight_grad(d, K, vec)) return (long long)wgt_blocks(d, sms) * chunks * wgt_groups(depth) * CO * WGT_DEPTHS * K;
     return (long long)wg_blocks(sms) * (d.C_out + 3) / 4 * depth * 4 * K;
 }
+int grad_y_tail() { return GI_TAIL; }
 long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K, int sms) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
     return ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out +
@@ -1136,8 +1152,11 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     else grad_y_kernel<4><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (grad_x != nullptr && tc_input_grad(d, K)) {
-        if (K == 3) grad_input_tc_kernel<3><<<4 * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
-        else grad_input_tc_kernel<4><<<4 * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
+        const auto kernel = K == 3 ? grad_input_tc_kernel<3> : grad_input_tc_kernel<4>;
+        int per_sm = 0;   // one wave of resident blocks
+        if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
+            return err;
+        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     } else if (grad_x != nullptr) {
         const int ibps = (int)((d.in_units + THREADS - 1) / THREADS);
@@ -1189,6 +1208,7 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
                            const float* gn_bias, double* partials, float* out, double* stats, int B, int C_in,
                            int C_out, int G, int D, int H, int W, int K, double eps, cudaStream_t stream);
 long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K, int sms);
+int grad_y_tail();
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
@@ -1257,7 +1277,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     }
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
-    auto grad_y = at::empty({B, C, D - K + 1, H - K + 1, W - K + 1}, x.options());
+    // dL/dy (B, C, Do, Ho, Wo) and a tail the input gradient's last row may read past (its columns past Wo).
+    auto grad_y = at::empty({B * C * (D - K + 1) * (H - K + 1) * (W - K + 1) + grad_y_tail()}, x.options());
     auto work = at::empty({backward_workspace_doubles(x.data_ptr<float>(), B, C_in, C, D, H, W, K, sms)}, x.options().dtype(torch::kFloat64));
     check(backward_launch(grad_out.contiguous().data_ptr<float>(), x.data_ptr<float>(), weight.data_ptr<float>(),
                           bias.has_value() ? bias->data_ptr<float>() : nullptr, gn_weight.contiguous().data_ptr<float>(),
