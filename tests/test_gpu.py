@@ -1,6 +1,10 @@
 """GPU: every variant against the float64 truth at the benchmark size and at the edge cases; bad
-input, layouts, determinism, CUDA graphs, other module configurations."""
+input, layouts, determinism, CUDA graphs, other module configurations; the pre-Hopper tensor-core path."""
 import inspect
+import os
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import pytest
@@ -9,7 +13,7 @@ import torch
 from common.accuracy import (check_against_pytorch, check_gradients, check_model, compare, cudnn_tf32,
                              run_poisoned)
 from common.inputs import float64_copy, make_input, make_models
-from common.loading import variant_names
+from common.loading import ROOT, variant_names, variant_path
 from common.problems import PROBLEMS
 from tests.conftest import load, needs_gpu
 
@@ -301,3 +305,37 @@ def test_compile_fullgraph_is_bit_identical_forward_and_backward(name):
             differ = [n for n, a, b in zip(names, *results) if not torch.equal(a, b)]
             assert not differ, f"batch {batch}: {differ} differ"
     assert not caught, [str(w.message) for w in caught]
+
+
+# Files with a Hopper-only (wgmma) path beside the mma.sync one that GPUs before Hopper run.
+SM90A_NAMES = [n for n in NAMES if "wgmma" in variant_path(n).read_text()]
+MMA_SYNC_CHECK = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    from common.accuracy import check_gradients, check_model
+    from common.inputs import make_models
+    from common.loading import load_variant
+    from common.problems import PROBLEMS
+    name = sys.argv[2]
+    ns, problem = load_variant(name), PROBLEMS[name]
+    assert ns["_no_sm90a"] and not ns["_hopper"], "the file did not take VARIANTS_NO_SM90A"
+    failed = []
+    for case in (problem.benchmark,) + problem.cases:
+        ref, new = make_models(problem.model, ns["ModelNew"], case.init_args, "cuda")
+        reports = check_model(new, ref, case.input_shape, "cuda")
+        if problem.has_backward:
+            reports += list(check_gradients(new, ref, case.input_shape, "cuda").values())
+        failed += [f"{case.label}: {r}" for r in reports if not r.passed]
+    print("\\n".join(failed))
+    sys.exit(1 if failed else 0)
+""")
+
+
+@pytest.mark.parametrize("name", SM90A_NAMES)
+def test_mma_sync_path_matches_float64(name):
+    """The mma.sync path, built with VARIANTS_NO_SM90A=1 in a process of its own (on Hopper the normal build
+    runs wgmma): forward at the benchmark size and every edge case, and gradients, against fp64."""
+    env = {**os.environ, "VARIANTS_NO_SM90A": "1"}
+    result = subprocess.run([sys.executable, "-c", MMA_SYNC_CHECK, str(ROOT), name], env=env, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]

@@ -803,7 +803,9 @@ _header_option = ({"no_implicit_headers": True}
 # mma.sync's rate. Recent PyTorch (2.11 checked) then adds no architecture flags of its own; 2.1 adds
 # those of TORCH_CUDA_ARCH_LIST or of the visible GPU beside it (sm_90 too, the mma.sync path: which of the
 # two an H100 runs is then the driver's choice; both are exact). Other GPUs: PyTorch's defaults.
-_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+# VARIANTS_NO_SM90A=1 builds the mma.sync path on Hopper too, under its own name (the tests run it so).
+_no_sm90a = os.environ.get("VARIANTS_NO_SM90A") == "1"
+_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and not _no_sm90a
 # The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
 # per process, so the library is loaded once per source, however often the file is exec-ed.
 _namespace = ("conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp_" +
@@ -812,7 +814,8 @@ if not hasattr(getattr(torch.ops, _namespace), "model"):
     _build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
     print(f"conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp: loading its CUDA extension from "
           f"{_build_root} (a cold build takes 20 to 30 s)", file=sys.stderr)
-    load_inline(name="conv2d_gn_tanh_hardswish_res_lse_ext", cpp_sources=cpp_source, cuda_sources=cuda_source,
+    load_inline(name="conv2d_gn_tanh_hardswish_res_lse" + ("_mma_sync_ext" if _no_sm90a else "_ext"),
+                cpp_sources=cpp_source, cuda_sources=cuda_source,
                 extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], is_python_module=False, verbose=False,
                 **_header_option,
                 extra_cuda_cflags=["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
