@@ -16,7 +16,8 @@ Where an input row fits 32 columns and C_in K^2 <= 64 (the benchmark):
     (mma.sync) of 16 channels of dL/dy shifted by kw against the input rows, the row's products added
     into fp32 totals (the tensor cores' own additions truncate: over thousands of rows they biased the
     sum by 3e-4); grad_input_tc_kernel: per input row the transposed conv as a GEMM, rows = output
-    columns, columns = (kw, ci), depth = (co, kd, kh), the kw taps added from shared memory.
+    columns, columns = (kw, ci), depth = the row's valid taps (kd, kh) x co, the kw taps added from
+    shared memory.
 Elsewhere plain-FP32 kernels do the same (conv_hswish_sums_kernel, grad_y_kernel, grad_input_kernel,
 grad_weight_smem_kernel or grad_weight_kernel); the tests cover both paths. Every final sum is in a fixed
 order: deterministic, no atomics.
@@ -25,10 +26,11 @@ Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4 -> 13x29x29): 34.4 G multiply-adds
 per conv: 1.03 ms at the 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32 at the tensor cores' dense
-rate; the backward's two gradients are twice that. On an H100 (torch.profiler): forward 1.00 ms (2.4x its
-split-TF32 floor: gathered loads and each step's wait, the tensor pipe some 40% busy), dL/dy 1.42 ms
-(716 MB written), input gradient about 3.8 ms (mma.sync, bound by L2 traffic: every dL/dy row is
-gathered by 16 input rows), weight gradient 1.54 ms. History and what was tried:
+rate; the backward's two gradients are twice that. On an H100 (torch.profiler, ncu): forward 0.98 ms
+(2.3x its split-TF32 floor; tensor pipe 48% busy, 3 warps a scheduler waiting on gathered loads and
+on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.55 ms (mma.sync:
+tensor pipe 25% busy, 58% of issue slots used: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
+loads and 16 splits feed only 12 products), weight gradient 1.54 ms. History and what was tried:
 docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
