@@ -16,8 +16,8 @@ Where an input row fits 32 columns and C_in K^2 <= 64 (the benchmark):
     (mma.sync) of 16 channels of dL/dy shifted by kw against the input rows, the row's products added
     into fp32 totals (the tensor cores' own additions truncate: over thousands of rows they biased the
     sum by 3e-4); grad_input_tc_kernel: per input row the transposed conv as a GEMM, rows = output
-    columns, columns = (kw, ci), depth = the row's valid taps (kd, kh) x co, the kw taps added from
-    shared memory.
+    columns, columns = (kw, ci), depth = the row's valid taps (kd, kh) x co, two rows a warp so that
+    each dL/dy row loaded feeds both, the kw taps added from shared memory.
 Elsewhere plain-FP32 kernels do the same (conv_hswish_sums_kernel, grad_y_kernel, grad_input_kernel,
 grad_weight_smem_kernel or grad_weight_kernel); the tests cover both paths. Every final sum is in a fixed
 order: deterministic, no atomics.
@@ -28,9 +28,9 @@ Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4 -> 13x29x29):
 per conv: 1.03 ms at the 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32 at the tensor cores' dense
 rate; the backward's two gradients are twice that. On an H100 (torch.profiler, ncu): forward 0.98 ms
 (2.3x its split-TF32 floor; tensor pipe 48% busy, 3 warps a scheduler waiting on gathered loads and
-on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.55 ms (mma.sync:
-tensor pipe 25% busy, 58% of issue slots used: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
-loads and 16 splits feed only 12 products), weight gradient 1.54 ms. History and what was tried:
+on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.0 ms (mma.sync;
+with a row a warp the tensor pipe was 25% busy: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
+loads and 16 splits fed only 12 products), weight gradient 1.54 ms. History and what was tried:
 docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
@@ -621,13 +621,15 @@ __global__ void __launch_bounds__(THREADS) grad_input_kernel(
 // columns = (kw, ci) (4 x 4, zero past K and C_in), depth = the row's valid taps (kd, kh) x output channels:
 //   C[ow][kw, ci] = sum_{kd, kh, co} dL/dy[co][id - kd][ih - kh][ow] W[co][ci][kd][kh][kw],
 // then dL/dx[iw][ci] = sum_kw C[iw - kw][kw, ci] over 0 <= iw - kw < Wo, added by lane iw from the warp's C
-// in shared memory. A step is one tap and 8 channels; taps that fall outside dL/dy are never visited (a
-// warp-uniform step count). Lane (g, t) loads rows ow = g + 8r + 16i (tile i) of channels t and t + 4 at
-// immediate offsets; columns past Wo read on into the next row (grad_y has a GI_TAIL-float tail) and
-// their C rows are never used. The step after next's loads fly during a step's products. A warp takes an
-// input row at a time; a block, a contiguous range of all samples' rows.
+// in shared memory. A warp takes GI_ROWS neighbouring input rows ih0 + r at once: a step is one dL/dy row
+// (kd, oh) and 8 channels, loaded once and multiplied into row r's C with the weights of kh = ih0 + r - oh
+// wherever that is a tap; rows outside dL/dy are never visited (a warp-uniform step count). Lane (g, t)
+// loads rows ow = g + 8r + 16i (tile i) of channels t and t + 4 at immediate offsets; columns past Wo read
+// on into the next row (grad_y has a GI_TAIL-float tail) and their C rows are never used. The step after
+// next's loads fly during a step's products. A block takes a contiguous range of all samples' row groups.
 constexpr int GI_MAX_STEPS = 32;
 constexpr int GI_WARPS = 4;
+constexpr int GI_ROWS = 2;    // input rows a warp takes (4: 150 registers, slower)
 constexpr int GI_TAIL = 32;   // floats after grad_y that the last row's columns past Wo may read
 
 template <int K>
@@ -651,21 +653,24 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
         w_s[st][half][j][l] = half == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
     }
     __syncthreads();
-    const long long rows = (long long)d.B * d.D * d.H;
-    const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
+    const int row_groups = (d.H + GI_ROWS - 1) / GI_ROWS;   // per (sample, id)
+    const long long groups = (long long)d.B * d.D * row_groups;
+    const long long g0 = blockIdx.x * groups / gridDim.x, g1 = (blockIdx.x + 1) * groups / gridDim.x;
     const size_t out_plane = (size_t)d.Do * d.Ho * d.Wo, chunk_stride = 8 * out_plane;
-    long long b = (r0 + warp) / ((long long)d.D * d.H);   // the warp's first row (b, id, ih); then GI_WARPS on
-    int id = (int)((r0 + warp) / d.H % d.D), ih = (int)((r0 + warp) % d.H);
+    long long b = (g0 + warp) / ((long long)d.D * row_groups);   // the warp's first group (b, id, gh); then GI_WARPS on
+    int id = (int)((g0 + warp) / row_groups % d.D), gh = (int)((g0 + warp) % row_groups);
 #pragma unroll 1
-    for (long long row = r0 + warp; row < r1; row += GI_WARPS) {
-        const int kd0 = max(0, id - d.Do + 1), kh0 = max(0, ih - d.Ho + 1), kh1 = min(K - 1, ih);
-        const int steps = (min(K - 1, id) - kd0 + 1) * (kh1 - kh0 + 1) * chunks;
+    for (long long grp = g0 + warp; grp < g1; grp += GI_WARPS) {
+        const int ih0 = gh * GI_ROWS, kd0 = max(0, id - d.Do + 1), oh0 = max(0, ih0 - K + 1);
+        const int oh1 = min(d.Ho - 1, ih0 + GI_ROWS - 1);
+        const int steps = (min(K - 1, id) - kd0 + 1) * (oh1 - oh0 + 1) * chunks;
         const float* lane_gy = grad_y + ((size_t)b * d.C_out + t) * out_plane + g;
-        int c = 0, kd = kd0, kh = kh0;   // the next load's chunk and tap
+        int c = 0, kd = kd0, oh = oh0;   // the next load's chunk and dL/dy row
         // A values of a step: [i][r] row g + 8r + 16i of channel 8c + t, [i][r + 2] of channel 8c + t + 4;
-        // channels past C_out read grad_y's start and are zeroed.
-        const auto load = [&](float (&a)[2][4], int& w) {
-            const float* p = lane_gy + c * chunk_stride + ((id - kd) * d.Ho + ih - kh) * d.Wo;
+        // channels past C_out read grad_y's start and are zeroed. tap: (weights index of (kd, kh = 0, c),
+        // ih0 - oh: the group's row r takes this step with kh = ih0 - oh + r where that is a tap).
+        const auto load = [&](float (&a)[2][4], int2& tap) {
+            const float* p = lane_gy + c * chunk_stride + ((id - kd) * d.Ho + oh) * d.Wo;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const bool ok = 8 * c + t + 4 * h < d.C_out;
@@ -678,18 +683,18 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                         a[i][2 * h + r] = ok ? v : 0.f;
                     }
             }
-            w = (kd * K + kh) * chunks + c;
+            tap = make_int2(kd * K * chunks + c, ih0 - oh);
             if (++c == chunks) {
                 c = 0;
-                if (++kh > kh1) { kh = kh0; ++kd; }
+                if (++oh > oh1) { oh = oh0; ++kd; }
             }
         };
         float raw[2][2][4];
-        int w_at[2];
-        load(raw[0], w_at[0]);
-        if (steps > 1) load(raw[1], w_at[1]);
-        float acc[2][2][4] = {};   // [row tile i][column tile j]
-        const auto step = [&](int st, float (&a)[2][4], int& w) {
+        int2 tap_at[2];
+        load(raw[0], tap_at[0]);
+        if (steps > 1) load(raw[1], tap_at[1]);
+        float acc[GI_ROWS][2][2][4] = {};   // [row of the group][row tile i][column tile j]
+        const auto step = [&](int st, float (&a)[2][4], int2& tap) {
             uint32_t big[2][4], small[2][4];
 #pragma unroll
             for (int i = 0; i < 2; ++i)
@@ -699,42 +704,53 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                     big[i][e] = v.big;
                     small[i][e] = v.small;
                 }
-            const int ws = w;
-            if (st + 2 < steps) load(a, w);
+            const int2 tp = tap;
+            if (st + 2 < steps) load(a, tap);
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                const uint2 wb = w_s[ws][0][j][lane], wsm = w_s[ws][1][j][lane];
+            for (int r = 0; r < GI_ROWS; ++r) {
+                const int kh = tp.y + r;
+                if (kh < 0 || kh >= K || ih0 + r >= d.H) continue;
+                const int ws = tp.x + kh * chunks;
 #pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    mma_tf32(acc[i][j], small[i], wb.x, wb.y);
-                    mma_tf32(acc[i][j], big[i], wsm.x, wsm.y);
-                    mma_tf32(acc[i][j], big[i], wb.x, wb.y);
+                for (int j = 0; j < 2; ++j) {
+                    const uint2 wb = w_s[ws][0][j][lane], wsm = w_s[ws][1][j][lane];
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) {
+                        mma_tf32(acc[r][i][j], small[i], wb.x, wb.y);
+                        mma_tf32(acc[r][i][j], big[i], wsm.x, wsm.y);
+                        mma_tf32(acc[r][i][j], big[i], wb.x, wb.y);
+                    }
                 }
             }
         };
 #pragma unroll 1
         for (int st = 0; st < steps; st += 2) {
-            step(st, raw[0], w_at[0]);
-            if (st + 1 < steps) step(st + 1, raw[1], w_at[1]);
+            step(st, raw[0], tap_at[0]);
+            if (st + 1 < steps) step(st + 1, raw[1], tap_at[1]);
         }
-        // C rows g + 16i (c0, c1) and g + 8 + 16i (c2, c3), columns 8j + 2t + e.
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
+        for (int r = 0; r < GI_ROWS; ++r) {
+            if (ih0 + r >= d.H) break;
+            // C rows g + 16i (c0, c1) and g + 8 + 16i (c2, c3), columns 8j + 2t + e.
 #pragma unroll
-            for (int j = 0; j < 2; ++j)
+            for (int i = 0; i < 2; ++i)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) c_s[warp][16 * i + 8 * (e / 2) + g][8 * j + 2 * t + e % 2] = acc[i][j][e];
-        __syncwarp();
-        if (lane < d.W)
-            for (int ci = 0; ci < d.C_in; ++ci) {
-                float v = 0.f;
+                for (int j = 0; j < 2; ++j)
 #pragma unroll
-                for (int kw = 0; kw < K; ++kw)
-                    if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
-                grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)ih * d.W + lane] = v;
-            }
-        __syncwarp();
-        for (ih += GI_WARPS; ih >= d.H; ih -= d.H)
+                    for (int e = 0; e < 4; ++e)
+                        c_s[warp][16 * i + 8 * (e / 2) + g][8 * j + 2 * t + e % 2] = acc[r][i][j][e];
+            __syncwarp();
+            if (lane < d.W)
+                for (int ci = 0; ci < d.C_in; ++ci) {
+                    float v = 0.f;
+#pragma unroll
+                    for (int kw = 0; kw < K; ++kw)
+                        if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
+                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] = v;
+                }
+            __syncwarp();
+        }
+        for (gh += GI_WARPS; gh >= row_groups; gh -= row_groups)
             if (++id == d.D) { id = 0; ++b; }
     }
 }
