@@ -198,6 +198,11 @@ __device__ __forceinline__ TfSplit tf_split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+// Input offset, within a sample, of depth k = (ci, kd, kh) of a row-GEMM (0 for the padding depths past depth).
+template <int K>
+__device__ __forceinline__ unsigned depth_offset(int k, int depth, const Dims& d) {
+    return k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Hopper: the warpgroup's 4 warps give 16 rows each (A from registers) times the 64 columns of one weight
@@ -279,10 +284,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
     }
     for (int i = threadIdx.x; i < steps * 4; i += THREADS) {
         unsigned off[2];
-        for (int h = 0; h < 2; ++h) {   // depth k = (ci, kd, kh); padding depths read offset 0
-            const int k = i / 4 * 8 + i % 4 + 4 * h;
-            off[h] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
-        }
+        for (int h = 0; h < 2; ++h) off[h] = depth_offset<K>(i / 4 * 8 + i % 4 + 4 * h, depth, d);
         tap_s[i / 4][i % 4] = make_uint2(off[0], off[1]);
     }
     for (int i = threadIdx.x; i < 4 * CO; i += THREADS) {
@@ -915,7 +917,7 @@ constexpr int WGT_TILES = 2;                  // 8-column tiles (depths) per war
 constexpr int WGT_DEPTHS = 8 * WGT_TILES;
 constexpr int WGT_RPB = 2;                    // rows a block takes at a time
 __host__ __device__ inline int wgt_groups(int depth) { return (depth + WGT_DEPTHS - 1) / WGT_DEPTHS; }
-constexpr int WGT_MAX_GROUPS = 64 / WGT_DEPTHS;   // depth <= TC_MAX_STEPS * 8
+constexpr int WGT_MAX_GROUPS = TC_MAX_STEPS * 8 / WGT_DEPTHS;   // tc_forward bounds the depth
 
 template <int K>
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
@@ -929,10 +931,7 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
     const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
     unsigned tap[WGT_TILES];   // input offsets of this lane's depths grp * 16 + 8j + g (padding: 0)
 #pragma unroll
-    for (int j = 0; j < WGT_TILES; ++j) {
-        const int k = grp * WGT_DEPTHS + 8 * j + g;
-        tap[j] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
-    }
+    for (int j = 0; j < WGT_TILES; ++j) tap[j] = depth_offset<K>(grp * WGT_DEPTHS + 8 * j + g, depth, d);
     // A row's products add up in the tensor cores (acc), then into total in fp32 (round to nearest): the
     // tensor cores' own additions truncate, which over thousands of rows would bias the sum by ~1e-4.
     float total[K][WGT_TILES][4] = {};
