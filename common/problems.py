@@ -211,7 +211,10 @@ PROBLEMS = {p.name: p for p in (
         model=reference.Conv2dGroupNormTanhHardSwishResidualAddLogSumExp,
         init_args=(8, 64, 3, 16), input_shape=(128, 8, 128, 128), out_shape=_p4_shape,
         flops=_p4_flops, min_bytes=_p4_bytes,
-        cases=_edge_cases((8, 64, 3, 16), 8, (17, 23), (3, 3), 3, 64),
+        cases=_edge_cases((8, 64, 3, 16), 8, (17, 23), (3, 3), 3, 64,
+                          # input channels in two chunks of the gradients, a partial tile of output
+                          # channels, three column chunks and two bands of rows in the input gradient
+                          extra=(Case("wide_many_channels", (12, 40, 3, 8), (2, 12, 10, 290)),)),
         other_configs=((3, 32, 3, 8), (4, 40, 3, 8), (8, 64, 5, 16)),
         has_backward=True,
     ),

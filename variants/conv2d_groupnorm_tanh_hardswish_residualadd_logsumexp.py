@@ -73,9 +73,9 @@ constexpr int UNIT_TILES = WARPS * M_TILES;      // a unit of work: M_TILES tile
 constexpr int N_STATS = 2 * C_PAD;               // per channel: sum, sum of squares
 constexpr int B_WORDS = C_PAD * 8;               // one 8-deep slice of the weights
 constexpr int FINAL_THREADS = 256;
-constexpr int ROW_THREADS = 512; // backward row kernels: 16 warps, one (sample, channel) row each at a time
 
-enum Mode { STATS = 0, LOGSUMEXP = 1, STORE = 2 };
+// STATS: phase 1; LOGSUMEXP: phase 2; BSUMS, GRAD: the backward's two passes (conv recomputed).
+enum Mode { STATS = 0, LOGSUMEXP = 1, BSUMS = 2, GRAD = 3 };
 
 // The hardware's approximations (MUFU), flushing denormals so that no fix-up code surrounds them.
 __device__ __forceinline__ float ex2(float v) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v)); return r; }
@@ -137,16 +137,23 @@ __device__ __forceinline__ uint64_t slice_desc(const uint32_t* p) {
     const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
     return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(128 >> 4) << 16 | (uint64_t)(256 >> 4) << 32;
 }
-#else
-// Other GPUs: the same products with mma.sync, 16 rows x 8 channels per instruction. Fragments
-// (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of channel g;
-// d = row g then g+8, channels 2t, 2t+1.
+#endif
+// Other GPUs' forward, and both conv gradients everywhere: mma.sync, 16 rows x 8 columns per
+// instruction. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths
+// t, t+4 of column g; d = row g then g+8, columns 2t, 2t+1.
 __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-#endif
+__device__ __forceinline__ void split4(const float (&v)[4], uint32_t (&big)[4], uint32_t (&small)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const Split s = split(v[e]);
+        big[e] = s.big;
+        small[e] = s.small;
+    }
+}
 
 // acc += a * (weight slice), with the slice's big and small parts at b[0, B_WORDS) and b[B_WORDS, 2 B_WORDS)
 // (on Hopper: b_desc, the descriptor of b).
@@ -187,7 +194,28 @@ __device__ __forceinline__ Tile tile_at(int tile, int tiles, int n_wtiles, int W
     return {tt / n_wtiles, WIDE ? min(w_first, Wo - 16) : 0, w_first, valid};
 }
 
-// Phase 1 (STATS), phase 2 (LOGSUMEXP) and the backward's recompute (STORE) share the conv, on the
+// Backward, one element: from the conv output v, the upstream gradient g of its pixel and the
+// pixel's output, u = dL/dx_res (= dL/dx_conv through the residual) and vn = dL/d(GroupNorm output).
+struct Grads { float u, vn; };
+__device__ __forceinline__ Grads backward_elem(float v, float g, float out, float scale, float shift) {
+    const float t = tanh_of_exp2_arg(fmaf(v, scale, shift));
+    const float u = g * ex2((v + hardswish_of_tanh(t) - out) * LOG2E);   // g * softmax over the channels
+    return {u, u * hardswish_grad(t) * (1.f - t * t)};
+}
+
+// dL/dx_conv's rows are padded to 16 bytes, for the weight gradient's 16-byte copies.
+__host__ __device__ __forceinline__ int grad_pitch(int Wo) { return (Wo + 3) / 4 * 4; }
+
+struct BackwardIn {             // what the backward's two conv passes read and write
+    const float* grad_out;      // (B, Ho, Wo) the upstream gradient
+    const float* out;           // (B, Ho, Wo) the forward's output
+    const float* group_stats;   // BSUMS: (B, groups, 2) mean, 1/std
+    const float4* coef;         // GRAD: (B, C_out) from grad_coef_kernel
+    float* grad_conv;           // GRAD: (B, C_out, Ho, grad_pitch(Wo)) dL/dx_conv
+    int groups;
+};
+
+// Phase 1 (STATS), phase 2 (LOGSUMEXP) and the backward's two passes (BSUMS, GRAD) share the conv, on the
 // tensor cores. Persistent: block x takes a contiguous run of the B * units_per_sample units of work
 // (each inside one sample), so that a unit finds most of its input rows in L1, and prefetches the
 // next unit's rows into L1 while it computes. Dynamic shared memory: the split weights
@@ -198,13 +226,14 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const float* __restrict__ x,        // (B, C_in, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K), contiguous
     const float* __restrict__ bias,     // (C_out)
-    const float* __restrict__ norm,     // LOGSUMEXP: (B, C_out, 2) from gn_stats_kernel
-    double* __restrict__ partials,      // STATS: (B, units_per_sample, N_STATS)
-    float* __restrict__ out,            // LOGSUMEXP: (B, Ho, Wo); STORE: (B, C_out, Ho, Wo)
+    const float* __restrict__ norm,     // all but STATS: (B, C_out, 2) from gn_stats_kernel
+    double* __restrict__ partials,      // all but LOGSUMEXP: (B, units_per_sample, N_STATS)
+    float* __restrict__ out,            // LOGSUMEXP: (B, Ho, Wo)
+    const BackwardIn bw,                // BSUMS, GRAD
     int B, int C_in, int C_out, int H, int W, int units_per_sample)
 {
     extern __shared__ __align__(128) uint32_t w_s[];
-    __shared__ float red[MODE == STATS ? 2 : 1][WARPS][N_STATS];   // STATS: per warp, each channel's S and Q
+    __shared__ float red[MODE == LOGSUMEXP ? 1 : 2][WARPS][N_STATS];   // per warp, each channel's two sums
     const int Ho = H - K + 1, Wo = W - K + 1;
     const int n_wtiles = (Wo + 15) / 16, tiles = Ho * n_wtiles;
     const int k_steps = (C_in * TAPS + 7) / 8;
@@ -318,39 +347,63 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
         for (int i = 0; i < M_TILES; ++i) tl[i] = tile_at<WIDE>(tile0 + i, tiles, n_wtiles, Wo);
         const auto counted = [&](int i, int r) { return tl[i].counted(tl[i].w0 + g + 8 * r, Wo); };
         const auto pixel = [&](int i, int r) { return tl[i].oh * Wo + tl[i].w0 + g + 8 * r; };   // if counted
-        if (MODE == STORE) {
+        if (MODE != LOGSUMEXP) {
+            // Per channel, the unit's sums over this lane's counted rows, the 8 lanes holding the same
+            // channels, then the warps in double, all in a fixed order. STATS: the conv output v and
+            // v^2; BSUMS: vn and vn xhat; GRAD: dL/dx_conv (also written), for the bias gradient.
+            float gv[M_TILES][2], ov[M_TILES][2];   // the backward's per-pixel upstream gradient and output
 #pragma unroll
-            for (int j = 0; j < N_TILES; ++j)
+            for (int i = 0; i < M_TILES; ++i)
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int c = j * 8 + 2 * t + e;
-                    if (c >= C_out) continue;
-                    const float bc = bias[c];
-                    float* dst = out + ((size_t)b * C_out + c) * Ho * Wo;
-#pragma unroll
-                    for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-                        for (int r = 0; r < 2; ++r)
-                            if (counted(i, r)) dst[pixel(i, r)] = acc[i][4 * j + 2 * r + e] + bc;
+                for (int r = 0; r < 2; ++r) {
+                    const size_t p = (size_t)b * Ho * Wo + (counted(i, r) ? pixel(i, r) : 0);
+                    gv[i][r] = MODE == STATS ? 0.f : bw.grad_out[p];
+                    ov[i][r] = MODE == STATS ? 0.f : bw.out[p];
                 }
-        } else if (MODE == STATS) {
-            // The unit's sums per channel: this lane's counted rows, the 8 lanes holding the same
-            // channels, then the warps in double, all in a fixed order.
 #pragma unroll
             for (int j = 0; j < N_TILES; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int c = j * 8 + 2 * t + e;
-                    const float bc = c < C_out ? bias[c] : 0.f;
+                    const bool real = c < C_out;
+                    const int cc = real ? c : 0;
+                    const float bc = real ? bias[c] : 0.f;
+                    float scale = 0.f, shift = 0.f;
+                    float4 k = {0.f, 0.f, 0.f, 0.f};   // BSUMS: (mean, rstd); GRAD: p1, p2, p3, mean
+                    if (MODE != STATS) {
+                        scale = norm[((size_t)b * C_out + cc) * 2];
+                        shift = norm[((size_t)b * C_out + cc) * 2 + 1];
+                    }
+                    if (MODE == BSUMS) {
+                        const float* gs = bw.group_stats + ((size_t)b * bw.groups + cc / (C_out / bw.groups)) * 2;
+                        k.x = gs[0];
+                        k.y = gs[1];
+                    }
+                    if (MODE == GRAD) k = bw.coef[(size_t)b * C_out + cc];
                     float s = 0.f, q = 0.f;
 #pragma unroll
                     for (int i = 0; i < M_TILES; ++i)
 #pragma unroll
                         for (int r = 0; r < 2; ++r) {
                             const float v = acc[i][4 * j + 2 * r + e] + bc;
-                            if (counted(i, r)) {
-                                s += v;
-                                q = fmaf(v, v, q);
+                            if (MODE == STATS) {
+                                if (counted(i, r)) {
+                                    s += v;
+                                    q = fmaf(v, v, q);
+                                }
+                                continue;
+                            }
+                            const Grads gr = backward_elem(v, gv[i][r], ov[i][r], scale, shift);
+                            if (MODE == BSUMS && counted(i, r)) {
+                                s += gr.vn;
+                                q = fmaf(gr.vn, (v - k.x) * k.y, q);
+                            }
+                            if (MODE == GRAD && counted(i, r)) {
+                                const float d = gr.u + fmaf(k.x, gr.vn, fmaf(k.y, v - k.w, k.z));
+                                s += d;
+                                if (real)
+                                    bw.grad_conv[((size_t)b * C_out + c) * Ho * grad_pitch(Wo) + tl[i].oh * grad_pitch(Wo) +
+                                                 tl[i].w0 + g + 8 * r] = d;
                             }
                         }
 #pragma unroll
@@ -416,6 +469,22 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     }
 }
 
+// Sample b's two sums per channel: its units' partials added in a fixed order (double), into
+// sums[kind * C_out + c]; one warp per (kind, channel). Ends with a barrier.
+__device__ void sample_sums(const double* __restrict__ partials, double* sums, int b, int C_out, int units_per_sample) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int i = warp; i < 2 * C_out; i += blockDim.x / 32) {
+        const int kind = i / C_out, c = i % C_out;
+        const double* p = partials + (size_t)b * units_per_sample * N_STATS + kind * C_PAD + c;
+        double v = 0.0;
+        for (int unit = lane; unit < units_per_sample; unit += 32) v += p[(size_t)unit * N_STATS];
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0) sums[i] = v;
+    }
+    __syncthreads();
+}
+
 // Per sample: add the unit partials in a fixed order (double), then per group the mean and 1/std,
 // and per channel fold them and the affine parameters into one scale and shift (of 2 log2(e) y,
 // with y the GroupNorm output: what tanh_of_exp2_arg takes).
@@ -428,17 +497,8 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_stats_kernel(
     int C_out, int groups, int units_per_sample, double n_per_channel, double eps)
 {
     extern __shared__ double sums[];      // [0, C_out): S_c, [C_out, 2 C_out): Q_c
-    const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int i = warp; i < 2 * C_out; i += FINAL_THREADS / 32) {   // one warp per (kind, channel)
-        const int kind = i / C_out, c = i % C_out;
-        const double* p = partials + (size_t)b * units_per_sample * N_STATS + kind * C_PAD + c;
-        double v = 0.0;
-        for (int unit = lane; unit < units_per_sample; unit += 32) v += p[(size_t)unit * N_STATS];
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-        if (lane == 0) sums[i] = v;
-    }
-    __syncthreads();
+    const int b = blockIdx.x;
+    sample_sums(partials, sums, b, C_out, units_per_sample);
     const int cpg = C_out / groups;
     for (int grp = threadIdx.x; grp < groups; grp += FINAL_THREADS) {
         double s = 0.0, sq = 0.0;
@@ -454,93 +514,6 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_stats_kernel(
         }
     }
 }
-// Backward, one element: from the conv output v, the upstream gradient g of its pixel and the
-// pixel's output, u = dL/dx_res (= dL/dx_conv through the residual) and vn = dL/d(GroupNorm output).
-struct Grads { float u, vn; };
-__device__ __forceinline__ Grads backward_elem(float v, float g, float out, float scale, float shift) {
-    const float t = tanh_of_exp2_arg(fmaf(v, scale, shift));
-    const float u = g * ex2((v + hardswish_of_tanh(t) - out) * LOG2E);   // g * softmax over the channels
-    return {u, u * hardswish_grad(t) * (1.f - t * t)};
-}
-
-struct ChannelView {   // what one (sample, channel) row of the backward needs
-    const float* x_conv; const float* g; const float* out; float scale, shift, mean, rstd;
-};
-
-__device__ __forceinline__ ChannelView channel_view(const float* x_conv, const float* grad_out, const float* out,
-                                                    const float* norm, const float* group_stats,
-                                                    int b, int c, int C, int G, int HW) {
-    const int grp = c / (C / G);
-    return {x_conv + ((size_t)b * C + c) * HW, grad_out + (size_t)b * HW, out + (size_t)b * HW,
-            norm[((size_t)b * C + c) * 2], norm[((size_t)b * C + c) * 2 + 1],
-            group_stats[((size_t)b * G + grp) * 2], group_stats[((size_t)b * G + grp) * 2 + 1]};
-}
-
-// Backward 1, one block per sample, one warp per channel row at a time: S1 = sum vn, S2 = sum vn xhat.
-__global__ void __launch_bounds__(ROW_THREADS) gn_backward_sums_kernel(
-    const float* __restrict__ x_conv,      // (B, C, HW) recomputed conv output
-    const float* __restrict__ grad_out,    // (B, HW)
-    const float* __restrict__ out,         // (B, HW) forward output
-    const float* __restrict__ norm,        // (B, C, 2)
-    const float* __restrict__ group_stats, // (B, G, 2)
-    double* __restrict__ sums,             // (B, 2C): S1 then S2
-    int C, int G, int HW)
-{
-    const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int c = warp; c < C; c += ROW_THREADS / 32) {
-        const ChannelView cv = channel_view(x_conv, grad_out, out, norm, group_stats, b, c, C, G, HW);
-        float s1 = 0.f, s2 = 0.f;
-        for (int i = lane; i < HW; i += 32) {
-            const float v = cv.x_conv[i];
-            const Grads gr = backward_elem(v, cv.g[i], cv.out[i], cv.scale, cv.shift);
-            s1 += gr.vn;
-            s2 = fmaf(gr.vn, (v - cv.mean) * cv.rstd, s2);
-        }
-        double d1 = s1, d2 = s2;
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) {
-            d1 += __shfl_down_sync(0xffffffffu, d1, off);
-            d2 += __shfl_down_sync(0xffffffffu, d2, off);
-        }
-        if (lane == 0) { sums[(size_t)b * 2 * C + c] = d1; sums[(size_t)b * 2 * C + C + c] = d2; }
-    }
-}
-
-// Backward 2, one block per sample: dL/dx_conv = u + rstd * (gamma vn - A_g - xhat B_g), with
-// A_g = mean over the group of gamma vn and B_g = mean of gamma vn xhat.
-__global__ void __launch_bounds__(ROW_THREADS) gn_backward_kernel(
-    const float* __restrict__ x_conv, const float* __restrict__ grad_out, const float* __restrict__ out,
-    const float* __restrict__ norm, const float* __restrict__ group_stats,
-    const double* __restrict__ sums,       // (B, 2C) from backward 1
-    const float* __restrict__ gn_weight,   // (C)
-    float* __restrict__ grad_x_conv,       // (B, C, HW)
-    int C, int G, int HW)
-{
-    extern __shared__ float ab[];          // [0, G): A_g, [G, 2G): B_g
-    const int b = blockIdx.x, cpg = C / G;
-    for (int grp = threadIdx.x; grp < G; grp += ROW_THREADS) {
-        double a = 0.0, bb = 0.0;
-        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) {
-            a += (double)gn_weight[c] * sums[(size_t)b * 2 * C + c];
-            bb += (double)gn_weight[c] * sums[(size_t)b * 2 * C + C + c];
-        }
-        ab[grp] = (float)(a / ((double)cpg * HW));
-        ab[G + grp] = (float)(bb / ((double)cpg * HW));
-    }
-    __syncthreads();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int c = warp; c < C; c += ROW_THREADS / 32) {
-        const ChannelView cv = channel_view(x_conv, grad_out, out, norm, group_stats, b, c, C, G, HW);
-        const float gamma = gn_weight[c], a = ab[c / cpg], bg = ab[G + c / cpg];
-        float* dst = grad_x_conv + ((size_t)b * C + c) * HW;
-        for (int i = lane; i < HW; i += 32) {
-            const float v = cv.x_conv[i];
-            const Grads gr = backward_elem(v, cv.g[i], cv.out[i], cv.scale, cv.shift);
-            dst[i] = gr.u + cv.rstd * (gamma * gr.vn - a - (v - cv.mean) * cv.rstd * bg);
-        }
-    }
-}
-
 // dgamma = sum over samples of S2, dbeta = sum of S1, in a fixed order.
 __global__ void gn_param_grad_kernel(const double* __restrict__ sums, float* __restrict__ grad_weight,
                                      float* __restrict__ grad_bias, int B, int C) {
@@ -551,19 +524,347 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, float* __r
     if (i < C) grad_bias[i] = (float)s; else grad_weight[i - C] = (float)s;
 }
 
+// Backward, per sample: each channel's S1 = sum vn and S2 = sum vn xhat from the BSUMS partials
+// (fixed order, double; kept in sums for dgamma and dbeta), per group A_g and B_g, the group means of
+// gamma S1 and gamma S2 per element, and per channel the coefficients of
+// dL/dx_conv = u + p1 vn + p2 (v - mean) + p3: p1 = rstd gamma, p2 = -rstd^2 B_g, p3 = -rstd A_g.
+__global__ void __launch_bounds__(FINAL_THREADS) grad_coef_kernel(
+    const double* __restrict__ partials,    // (B, units_per_sample, N_STATS) from conv_kernel<BSUMS>
+    const float* __restrict__ gn_weight,    // (C_out)
+    const float* __restrict__ group_stats,  // (B, groups, 2)
+    double* __restrict__ sums_out,          // (B, 2 C_out): S1 then S2
+    float4* __restrict__ coef,              // (B, C_out): p1, p2, p3, mean
+    int C_out, int groups, int units_per_sample, double n_per_channel)
+{
+    extern __shared__ double sums[];
+    const int b = blockIdx.x, cpg = C_out / groups;
+    sample_sums(partials, sums, b, C_out, units_per_sample);
+    for (int i = threadIdx.x; i < 2 * C_out; i += FINAL_THREADS) sums_out[(size_t)b * 2 * C_out + i] = sums[i];
+    for (int grp = threadIdx.x; grp < groups; grp += FINAL_THREADS) {
+        double a = 0.0, bg = 0.0;
+        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) {
+            a += (double)gn_weight[c] * sums[c];
+            bg += (double)gn_weight[c] * sums[C_out + c];
+        }
+        const double n = n_per_channel * cpg;
+        const float mean = group_stats[((size_t)b * groups + grp) * 2];
+        const double rstd = group_stats[((size_t)b * groups + grp) * 2 + 1];
+        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c)
+            coef[(size_t)b * C_out + c] = make_float4((float)(rstd * gn_weight[c]), (float)(-rstd * rstd * bg / n),
+                                                      (float)(-rstd * a / n), mean);
+    }
+}
+
+// The bias gradient: per channel (a block each) the GRAD partials of every unit, added in a fixed
+// order (a strided sum per thread, then a tree).
+__global__ void __launch_bounds__(FINAL_THREADS) bias_grad_kernel(const double* __restrict__ partials,
+                                                                  long long units, float* __restrict__ grad_bias) {
+    __shared__ double part[FINAL_THREADS];
+    const int c = blockIdx.x;
+    double v = 0.0;
+    for (long long u = threadIdx.x; u < units; u += FINAL_THREADS) v += partials[u * N_STATS + c];
+    part[threadIdx.x] = v;
+    for (int half = FINAL_THREADS / 2; half > 0; half /= 2) {
+        __syncthreads();
+        if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    }
+    if (threadIdx.x == 0) grad_bias[c] = (float)part[0];
+}
+
+constexpr int GW_WARPS = 4;      // weight gradient: a warp per 16 output channels
+constexpr int GW_COLS = 128;     // output columns per work item: the GEMM's depth, 16 steps of 8
+constexpr int GW_PITCH = 132;    // a staged input row: GW_COLS + 2 columns; 4 mod 32 words apart
+constexpr int GW_ROWS = 25;      // 8 input channels x 3 kernel rows, then a row of zeros
+constexpr int GW_TILES = 9;      // 3 kernel columns x up to 3 tiles of 8 (channel, kernel row) rows
+constexpr int GW_SMEM = (2 * GW_ROWS + C_PAD) * GW_PITCH * 4;   // the split input rows, the dL/dx_conv rows
+
+// Weight gradient, one GEMM per work item (sample b, output row oh, GW_COLS output columns from
+// col0): rows = output channels (16 a warp), columns = the taps of 8 input channels (blockIdx.y
+// picks the 8), depth = the item's columns. Both operands come from shared memory: the item's
+// dL/dx_conv rows (16-byte asynchronous copies, split when read) and its 3 input rows per channel
+// (split when staged); the next item's rows are prefetched into L2 meanwhile. Column tile j
+// is kernel column kw = j / rt and rows (ci, kh) = 8 (j % rt) + 0..7, so that the rows a lane quad
+// reads lie in distinct banks. Each item's products (the tensor cores add them, truncating) are added
+// into fp32 totals; each block writes its totals and grad_weight_reduce_kernel adds the blocks in order.
+__global__ void __launch_bounds__(32 * GW_WARPS) grad_weight_kernel(
+    const float* __restrict__ x,          // (B, C_in, H, W)
+    const float* __restrict__ grad_conv,  // (B, C_out, Ho, grad_pitch(Wo))
+    float* __restrict__ partials,         // (gridDim.y, gridDim.x, C_PAD, GW_TILES * 8)
+    int B, int C_in, int C_out, int H, int W)
+{
+    extern __shared__ __align__(16) uint32_t gw_s[];
+    uint32_t (*xs)[GW_ROWS][GW_PITCH] = reinterpret_cast<uint32_t (*)[GW_ROWS][GW_PITCH]>(gw_s);   // big, small
+    float (*gs)[GW_PITCH] = reinterpret_cast<float (*)[GW_PITCH]>(gw_s + 2 * GW_ROWS * GW_PITCH);   // C_PAD rows
+    const int Ho = H - K + 1, Wo = W - K + 1, Wp = grad_pitch(Wo), col_items = (Wo + GW_COLS - 1) / GW_COLS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int ci0 = 8 * blockIdx.y, rows = K * min(8, C_in - ci0), rt = (rows + 7) / 8, nt = K * rt;
+    for (int i = threadIdx.x; i < 2 * GW_PITCH; i += blockDim.x) xs[i / GW_PITCH][GW_ROWS - 1][i % GW_PITCH] = 0u;
+    const int c_lo = 16 * warp + g, c_hi = c_lo + 8;
+    float total[GW_TILES][4] = {};
+    const long long items = (long long)B * Ho * col_items;
+    const long long first = items * blockIdx.x / gridDim.x, last = items * (blockIdx.x + 1) / gridDim.x;
+#pragma unroll 1
+    for (long long item = first; item < last; ++item) {
+        const int b = (int)(item / ((long long)Ho * col_items)), oh = (int)(item / col_items % Ho);
+        const int col0 = (int)(item % col_items) * GW_COLS, cols = min(GW_COLS, Wo - col0);
+        // Input row ih of channel ci sits in staged row ci * K + ih % K: an item that follows the row
+        // above it in one column chunk stages only its last kernel row.
+        const int kh_first = item > first && col_items == 1 && oh > 0 ? K - 1 : 0;
+        int off[GW_TILES];   // this lane's tap (column g) of each tile: its staged row and kernel column
+#pragma unroll
+        for (int j = 0; j < GW_TILES; ++j) {
+            const int rr = j % rt * 8 + g;   // (ci, kh)
+            off[j] = (rr < rows ? rr / K * K + (oh + rr % K) % K : GW_ROWS - 1) * GW_PITCH + j / rt;
+        }
+        __syncthreads();   // the previous item's products have read xs and gs
+        // The item's dL/dx_conv rows into gs, 16 bytes a copy, zero past C_out and past its columns.
+        for (int i = threadIdx.x; i < C_PAD * GW_COLS / 4; i += blockDim.x) {
+            const int c = i / (GW_COLS / 4), col = i % (GW_COLS / 4) * 4;
+            const int bytes = c < C_out ? 4 * max(0, min(4, cols - col)) : 0;
+            const float* src = bytes > 0 ? grad_conv + (((size_t)b * C_out + c) * Ho + oh) * Wp + col0 + col : grad_conv;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                         :: "r"((uint32_t)__cvta_generic_to_shared(&gs[c][col])), "l"(src), "r"(bytes) : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const int new_rows = K - kh_first;
+        for (int i = threadIdx.x; i < rows / K * new_rows * (GW_COLS + 2); i += blockDim.x) {
+            const int r = i / (GW_COLS + 2), col = i % (GW_COLS + 2), iw = col0 + col;
+            const int ci = r / new_rows, ih = oh + kh_first + r % new_rows, slot = ci * K + ih % K;
+            const Split sp = split(iw < W ? x[(((size_t)b * C_in + ci0 + ci) * H + ih) * W + iw] : 0.f);
+            xs[0][slot][col] = sp.big;
+            xs[1][slot][col] = sp.small;
+        }
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        __syncthreads();
+        if (item + 1 < last) {   // the next item's rows, on their way into L2 while this one computes
+            const int nb = (int)((item + 1) / ((long long)Ho * col_items)), noh = (int)((item + 1) / col_items % Ho);
+            const int ncol0 = (int)((item + 1) % col_items) * GW_COLS;
+            for (int i = threadIdx.x; i < (C_out + rows) * 5; i += blockDim.x) {   // 5 lines a row
+                const int r = i / 5, rx = r - C_out;
+                const float* row = r < C_out ? grad_conv + (((size_t)nb * C_out + r) * Ho + noh) * Wp + ncol0
+                                             : x + (((size_t)nb * C_in + ci0 + rx / K) * H + noh + rx % K) * W + ncol0;
+                const int len = r < C_out ? min(GW_COLS, Wo - ncol0) : min(GW_COLS + 2, W - ncol0);
+                asm volatile("prefetch.global.L2 [%0];" :: "l"(row + min(i % 5 * 32, len - 1)));
+            }
+        }
+        float acc[GW_TILES][4] = {};
+        const int steps = (cols + 7) / 8;
+#pragma unroll 1
+        for (int step = 0; step < steps; ++step) {
+            const int k0 = 8 * step + t;
+            const float a[4] = {gs[c_lo][k0], gs[c_hi][k0], gs[c_lo][k0 + 4], gs[c_hi][k0 + 4]};
+            uint32_t big[4], small[4];
+            split4(a, big, small);
+            // Each split-TF32 pass over every column tile before the next, so that no product waits
+            // on the one just issued (mma.sync's latency). Tiles past nt (a multiple of 3) are idle.
+            uint32_t bb[GW_TILES][2], bs[GW_TILES][2];
+#pragma unroll
+            for (int j = 0; j < GW_TILES; ++j) {
+                const uint32_t* pb = &xs[0][0][0] + off[j] + 8 * step + t;
+                bb[j][0] = pb[0];
+                bb[j][1] = pb[4];
+                bs[j][0] = pb[GW_ROWS * GW_PITCH];
+                bs[j][1] = pb[GW_ROWS * GW_PITCH + 4];
+            }
+#pragma unroll
+            for (int j = 0; j < GW_TILES; ++j)
+                if (j < nt) mma(acc[j], small, bb[j][0], bb[j][1]);
+#pragma unroll
+            for (int j = 0; j < GW_TILES; ++j)
+                if (j < nt) mma(acc[j], big, bs[j][0], bs[j][1]);
+#pragma unroll
+            for (int j = 0; j < GW_TILES; ++j)
+                if (j < nt) mma(acc[j], big, bb[j][0], bb[j][1]);
+        }
+#pragma unroll
+        for (int j = 0; j < GW_TILES; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
+    }
+    float* dst = partials + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * C_PAD * (GW_TILES * 8);
+#pragma unroll
+    for (int j = 0; j < GW_TILES; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            dst[(size_t)(e < 2 ? c_lo : c_hi) * (GW_TILES * 8) + 8 * j + 2 * t + e % 2] = total[j][e];
+}
+
+// dL/dweight[co][ci][kh][kw]: grad_weight_kernel's block totals added in order (double).
+__global__ void grad_weight_reduce_kernel(const float* __restrict__ partials, int blocks, float* __restrict__ grad_weight,
+                                          int C_in, int C_out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= C_out * C_in * K * K) return;
+    const int co = i / (C_in * K * K), ci = i / (K * K) % C_in, kh = i / K % K, kw = i % K;
+    const int chunk = ci / 8, rows = K * min(8, C_in - 8 * chunk), rt = (rows + 7) / 8, rr = ci % 8 * K + kh;
+    const int n = 8 * (kw * rt + rr / 8) + rr % 8;
+    const float* p = partials + ((size_t)chunk * blocks * C_PAD + co) * (GW_TILES * 8) + n;
+    double v = 0.0;
+    for (int blk = 0; blk < blocks; ++blk) v += p[(size_t)blk * C_PAD * (GW_TILES * 8)];
+    grad_weight[i] = (float)v;
+}
+
+constexpr int GI_WARPS = 4;               // input gradient: 32 output columns (two row tiles) a warp
+constexpr int GI_SPAN = 32 * GI_WARPS;    // P rows a block computes: output columns col0 - 2 onwards
+constexpr int GI_OUT = GI_SPAN - 2;       // input columns a block completes (the last chunk: up to W)
+constexpr int GI_TILES = 9;               // P's columns: the taps (ci, kh, kw) of 8 input channels
+constexpr int GI_PITCH = GI_SPAN + 4;     // a column of P in shared memory: 4 mod 32 words apart (no conflicts)
+constexpr int GI_SLICE = 2 * GI_TILES * 64;  // one 8-deep step of the split weights (big, then small)
+
+static __host__ __device__ int gi_smem_bytes(int C_out) {
+    return (int)(((C_out + 7) / 8 * GI_SLICE + 8 * GI_TILES * GI_PITCH) * sizeof(float));
+}
+
+// Input gradient, a block per (sample, band of input rows, chunk of input columns; blockIdx.y: 8
+// input channels). For each row oh of dL/dx_conv that the band's rows need (its rows and the two
+// before), a GEMM P = G(oh) W: rows = output columns col0 - 2 + 0..127, columns = the 72 taps
+// (ci, kh, kw), depth = the output channels, 8 a step (G gathered from global memory and split in
+// registers; W split in shared memory in the forward's 8x4-block layout). P goes to shared memory and
+// each thread folds its input column's taps into three rows of partial sums in registers:
+// dx[ci][oh + kh][iw] += sum_kw P[iw - kw][(ci, kh, kw)]. Input row oh is complete after G row oh
+// (the last rows after G's last) and is written then; rows before the band only serve as its halo.
+__global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
+    const float* __restrict__ grad_conv,  // (B, C_out, Ho, grad_pitch(Wo))
+    const float* __restrict__ weight,     // (C_out, C_in, K, K)
+    float* __restrict__ grad_x,           // (B, C_in, H, W)
+    int C_in, int C_out, int H, int W, int band_rows)
+{
+    extern __shared__ __align__(16) uint32_t gi_s[];
+    const int Ho = H - K + 1, Wo = W - K + 1, Wp = grad_pitch(Wo), k_steps = (C_out + 7) / 8;
+    const int chunks = (Wo + GI_OUT - 1) / GI_OUT, bands = (H + band_rows - 1) / band_rows;
+    const int chunk = blockIdx.x % chunks, band = blockIdx.x / chunks % bands, b = blockIdx.x / chunks / bands;
+    const int ci0 = 8 * blockIdx.y, n_ci = min(8, C_in - ci0);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int i = threadIdx.x; i < k_steps * GI_SLICE; i += blockDim.x) {
+        const int w = i % (GI_TILES * 64), part = i / (GI_TILES * 64) % 2, step = i / GI_SLICE;
+        const int n = w / 64 * 8 + w / 4 % 8, co = step * 8 + w / 32 % 2 * 4 + w % 4;
+        const Split sp = split(co < C_out && n / TAPS < n_ci ? weight[((size_t)co * C_in + ci0 + n / TAPS) * TAPS + n % TAPS] : 0.f);
+        gi_s[i] = part == 0 ? sp.big : sp.small;
+    }
+    float* P = reinterpret_cast<float*>(gi_s + k_steps * GI_SLICE);
+    const int col0 = chunk * GI_OUT, iw = col0 + (int)threadIdx.x;
+    const bool owns = iw < (chunk == chunks - 1 ? W : col0 + GI_OUT);
+    const int row0 = band * band_rows, row1 = min(H, row0 + band_rows);
+    int ow[2][2];   // this lane's P rows' output columns: tile i, row g + 8 r
+    bool ow_ok[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int o = col0 - 2 + 32 * warp + 16 * i + g + 8 * r;
+            ow_ok[i][r] = o >= 0 && o < Wo;
+            ow[i][r] = ow_ok[i][r] ? o : 0;
+        }
+    float part[3][8] = {};   // input rows oh, oh + 1, oh + 2 of this thread's column, per input channel
+    __syncthreads();
+#pragma unroll 1
+    for (int oh = max(row0 - 2, 0); oh < min(row1, Ho); ++oh) {
+        const float* G = grad_conv + ((size_t)b * C_out * Ho + oh) * Wp;   // channel c at G + c Ho Wp
+        if (oh + 1 < min(row1, Ho)) {   // the next row's span, on its way into L2: 5 lines a channel
+            const int lo = max(col0 - 2, 0), len = min(Wo, col0 + GI_OUT) - lo;
+            for (int i = threadIdx.x; i < C_out * 5; i += blockDim.x)
+                asm volatile("prefetch.global.L2 [%0];" :: "l"(G + (size_t)(i / 5) * Ho * Wp + Wp + lo + min(i % 5 * 32, len - 1)));
+        }
+        float a_next[2][4];
+        const auto load = [&](int step) {
+            const int c0 = 8 * step + t, c1 = c0 + 4;
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                a_next[i][0] = c0 < C_out && ow_ok[i][0] ? G[(size_t)c0 * Ho * Wp + ow[i][0]] : 0.f;
+                a_next[i][1] = c0 < C_out && ow_ok[i][1] ? G[(size_t)c0 * Ho * Wp + ow[i][1]] : 0.f;
+                a_next[i][2] = c1 < C_out && ow_ok[i][0] ? G[(size_t)c1 * Ho * Wp + ow[i][0]] : 0.f;
+                a_next[i][3] = c1 < C_out && ow_ok[i][1] ? G[(size_t)c1 * Ho * Wp + ow[i][1]] : 0.f;
+            }
+        };
+        float acc[2][GI_TILES][4] = {};
+        load(0);
+#pragma unroll 1
+        for (int step = 0; step < k_steps; ++step) {
+            uint32_t big[2][4], small[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) split4(a_next[i], big[i], small[i]);
+            if (step + 1 < k_steps) load(step + 1);
+            const uint32_t* wb = gi_s + step * GI_SLICE + g * 4 + t;
+#pragma unroll
+            for (int j0 = 0; j0 < GI_TILES; j0 += 3) {   // as in grad_weight_kernel: 3 tiles x 2 rows a pass
+                if (j0 * 8 >= TAPS * n_ci) continue;
+                uint32_t bb[3][2], bs[3][2];
+#pragma unroll
+                for (int jj = 0; jj < 3; ++jj) {
+                    const uint32_t* pb = wb + (j0 + jj) * 64;
+                    bb[jj][0] = pb[0];
+                    bb[jj][1] = pb[32];
+                    bs[jj][0] = pb[GI_TILES * 64];
+                    bs[jj][1] = pb[GI_TILES * 64 + 32];
+                }
+#pragma unroll
+                for (int jj = 0; jj < 3; ++jj)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) mma(acc[i][j0 + jj], small[i], bb[jj][0], bb[jj][1]);
+#pragma unroll
+                for (int jj = 0; jj < 3; ++jj)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) mma(acc[i][j0 + jj], big[i], bs[jj][0], bs[jj][1]);
+#pragma unroll
+                for (int jj = 0; jj < 3; ++jj)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) mma(acc[i][j0 + jj], big[i], bb[jj][0], bb[jj][1]);
+            }
+        }
+        __syncthreads();   // the previous row's fold has read P
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < GI_TILES; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    P[(8 * j + 2 * t + e % 2) * GI_PITCH + 32 * warp + 16 * i + g + 8 * (e / 2)] = acc[i][j][e];
+        __syncthreads();
+#pragma unroll
+        for (int ci = 0; ci < 8; ++ci)
+#pragma unroll
+            for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) {
+                    const int p = (int)threadIdx.x + 2 - kw;   // P row of output column iw - kw
+                    if (p < GI_SPAN) part[kh][ci] += P[(ci * TAPS + kh * K + kw) * GI_PITCH + p];
+                }
+        // Row oh is complete; after G's last row, so are oh + 1 and oh + 2.
+#pragma unroll
+        for (int r = 0; r < 3; ++r) {
+            const int ih = oh + r;
+            if (owns && ih >= row0 && ih < row1 && (r == 0 || oh == Ho - 1))
+#pragma unroll
+                for (int ci = 0; ci < 8; ++ci)
+                    if (ci < n_ci) grad_x[(((size_t)b * C_in + ci0 + ci) * H + ih) * W + iw] = part[r][ci];
+        }
+#pragma unroll
+        for (int ci = 0; ci < 8; ++ci) {
+            part[0][ci] = part[1][ci];
+            part[1][ci] = part[2][ci];
+            part[2][ci] = 0.f;
+        }
+    }
+}
+
 static int units_per_sample(int H, int W) {
     return ((H - K + 1) * ((W - K + 1 + 15) / 16) + UNIT_TILES - 1) / UNIT_TILES;
 }
 
+static cudaError_t sm_count(int* sms) {
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    return err != cudaSuccess ? err : cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+}
+
 template <int MODE>
 static cudaError_t launch_conv(const float* x, const float* weight, const float* bias, const float* norm,
-                               double* partials, float* out, int B, int C_in, int C_out, int H, int W,
-                               cudaStream_t stream) {
+                               double* partials, float* out, const BackwardIn& bw, int B, int C_in, int C_out,
+                               int H, int W, cudaStream_t stream) {
     const int k_steps = (C_in * TAPS + 7) / 8, ups = units_per_sample(H, W);
     cudaError_t err;
     int device = 0, sms = 0;
     if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+    if ((err = sm_count(&sms)) != cudaSuccess) return err;
     const unsigned grid = (unsigned)std::min<long long>((long long)B * ups, (long long)BLOCKS_PER_SM * sms);
     const int smem = (int)(k_steps * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
     const auto kernel = W - K + 1 >= 16 ? conv_kernel<MODE, true> : conv_kernel<MODE, false>;
@@ -582,7 +883,7 @@ static cudaError_t launch_conv(const float* x, const float* weight, const float*
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     (int)std::min(100LL, (100 * need + sm_smem - 1) / sm_smem))) != cudaSuccess)
         return err;
-    kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, partials, out, B, C_in, C_out, H, W, ups);
+    kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, partials, out, bw, B, C_in, C_out, H, W, ups);
     return cudaGetLastError();
 }
 
@@ -591,31 +892,93 @@ long long forward_workspace_doubles(int H, int W) { return (long long)units_per_
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* partials, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream) {
-    cudaError_t err = launch_conv<STATS>(x, weight, bias, nullptr, partials, nullptr, B, C_in, C_out, H, W, stream);
+    cudaError_t err = launch_conv<STATS>(x, weight, bias, nullptr, partials, nullptr, BackwardIn{}, B, C_in, C_out,
+                                         H, W, stream);
     if (err != cudaSuccess) return err;
     gn_stats_kernel<<<B, FINAL_THREADS, 2 * C_out * sizeof(double), stream>>>(
         partials, gn_weight, gn_bias, norm, group_stats, C_out, groups, units_per_sample(H, W),
         (double)(H - K + 1) * (W - K + 1), eps);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, B, C_in, C_out, H, W, stream);
+    return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, BackwardIn{}, B, C_in, C_out, H, W, stream);
 }
 
+// How the backward's conv gradients are laid out on this GPU: the weight gradient's blocks (one wave
+// of resident blocks, each a contiguous run of work items) and the input gradient's band of rows (so
+// that its blocks fill about one wave).
+struct BackwardPlan { int weight_blocks, band_rows; };
+static cudaError_t backward_plan(int B, int C_in, int C_out, int H, int W, BackwardPlan* plan) {
+    const int Ho = H - K + 1, Wo = W - K + 1, ci_chunks = (C_in + 7) / 8;
+    int sms = 0, per_sm = 0;
+    cudaError_t err;
+    if ((err = sm_count(&sms)) != cudaSuccess) return err;
+    if ((err = cudaFuncSetAttribute(grad_weight_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GW_SMEM)) != cudaSuccess ||
+        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_kernel, 32 * GW_WARPS, GW_SMEM)) != cudaSuccess)
+        return err;
+    const long long items = (long long)B * Ho * ((Wo + GW_COLS - 1) / GW_COLS);
+    plan->weight_blocks = (int)std::max(1LL, std::min(items, (long long)std::max(per_sm, 1) * sms));
+    const int smem = gi_smem_bytes(C_out);
+    if ((err = cudaFuncSetAttribute(grad_input_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+        return err;
+    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_input_kernel, 32 * GI_WARPS, smem)) != cudaSuccess)
+        return err;
+    const long long per_band = (long long)B * ((Wo + GI_OUT - 1) / GI_OUT) * ci_chunks;
+    const long long bands = std::max(1LL, (long long)std::max(per_sm, 1) * sms / std::max(per_band, 1LL));
+    plan->band_rows = (int)std::max(8LL, (H + bands - 1) / bands);
+    return cudaSuccess;
+}
+
+// The backward's scratch, in bytes: the units' partials (doubles), then the weight gradient's block totals.
+long long backward_workspace_bytes(int B, int C_in, int C_out, int H, int W) {
+    BackwardPlan plan;
+    if (backward_plan(B, C_in, C_out, H, W, &plan) != cudaSuccess) return -1;
+    return (long long)B * units_per_sample(H, W) * N_STATS * sizeof(double) +
+           (long long)((C_in + 7) / 8) * plan.weight_blocks * C_PAD * GW_TILES * 8 * sizeof(float);
+}
+
+// need: which of the conv's gradients (input, weight, bias) to compute; grad_conv may be null if none.
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
-                            float* x_conv, double* sums, float* grad_x_conv, float* grad_gn_weight,
-                            float* grad_gn_bias, int B, int C_in, int C_out, int groups, int H, int W,
+                            void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
+                            float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
+                            const bool* need, int B, int C_in, int C_out, int groups, int H, int W,
                             cudaStream_t stream) {
-    const int HW = (H - K + 1) * (W - K + 1);
-    cudaError_t err = launch_conv<STORE>(x, weight, bias, nullptr, nullptr, x_conv, B, C_in, C_out, H, W, stream);
+    const int Ho = H - K + 1, Wo = W - K + 1, ups = units_per_sample(H, W), ci_chunks = (C_in + 7) / 8;
+    BackwardPlan plan;
+    cudaError_t err = backward_plan(B, C_in, C_out, H, W, &plan);
     if (err != cudaSuccess) return err;
-    gn_backward_sums_kernel<<<B, ROW_THREADS, 0, stream>>>(x_conv, grad_out, out, norm, group_stats, sums,
-                                                           C_out, groups, HW);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    gn_backward_kernel<<<B, ROW_THREADS, 2 * groups * sizeof(float), stream>>>(
-        x_conv, grad_out, out, norm, group_stats, sums, gn_weight, grad_x_conv, C_out, groups, HW);
+    double* partials = static_cast<double*>(workspace);
+    float* weight_totals = reinterpret_cast<float*>(partials + (size_t)B * ups * N_STATS);
+    BackwardIn bw{grad_out, out, group_stats, reinterpret_cast<const float4*>(coef), grad_conv, groups};
+    if ((err = launch_conv<BSUMS>(x, weight, bias, norm, partials, nullptr, bw, B, C_in, C_out, H, W, stream)) != cudaSuccess)
+        return err;
+    grad_coef_kernel<<<B, FINAL_THREADS, 2 * C_out * sizeof(double), stream>>>(
+        partials, gn_weight, group_stats, sums, reinterpret_cast<float4*>(coef), C_out, groups, ups, (double)Ho * Wo);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     gn_param_grad_kernel<<<(2 * C_out + 255) / 256, 256, 0, stream>>>(sums, grad_gn_weight, grad_gn_bias, B, C_out);
-    return cudaGetLastError();
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (!(need[0] || need[1] || need[2])) return cudaSuccess;
+    if ((err = launch_conv<GRAD>(x, weight, bias, norm, partials, nullptr, bw, B, C_in, C_out, H, W, stream)) != cudaSuccess)
+        return err;
+    if (need[2]) {
+        bias_grad_kernel<<<C_out, FINAL_THREADS, 0, stream>>>(partials, (long long)B * ups, grad_bias);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    if (need[1]) {
+        grad_weight_kernel<<<dim3(plan.weight_blocks, ci_chunks), 32 * GW_WARPS, GW_SMEM, stream>>>(
+            x, grad_conv, weight_totals, B, C_in, C_out, H, W);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        const int n = C_out * C_in * TAPS;
+        grad_weight_reduce_kernel<<<(n + 255) / 256, 256, 0, stream>>>(weight_totals, plan.weight_blocks, grad_weight,
+                                                                        C_in, C_out);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    if (need[0]) {
+        const long long blocks = (long long)B * ((H + plan.band_rows - 1) / plan.band_rows) * ((Wo + GI_OUT - 1) / GI_OUT);
+        grad_input_kernel<<<dim3((unsigned)blocks, ci_chunks), 32 * GI_WARPS, gi_smem_bytes(C_out), stream>>>(
+            grad_conv, weight, grad_x, C_in, C_out, H, W, plan.band_rows);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    return cudaSuccess;
 }
 """
 
@@ -628,10 +991,12 @@ long long forward_workspace_doubles(int H, int W);
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* partials, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream);
+long long backward_workspace_bytes(int B, int C_in, int C_out, int H, int W);
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
-                            float* x_conv, double* sums, float* grad_x_conv, float* grad_gn_weight,
-                            float* grad_gn_bias, int B, int C_in, int C_out, int groups, int H, int W,
+                            void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
+                            float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
+                            const bool* need, int B, int C_in, int C_out, int groups, int H, int W,
                             cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
@@ -689,25 +1054,31 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     check_input(x, weight);
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
-    const int64_t groups = group_stats.size(1);
+    const int64_t groups = group_stats.size(1), Ho = H - 2, Wo = W - 2;
     auto g = grad_out.contiguous();
-    auto x_conv = at::empty({B, C_out, H - 2, W - 2}, x.options());
-    auto grad_x_conv = at::empty_like(x_conv);
-    auto grad_gn_weight = at::zeros({C_out}, x.options());
-    auto grad_gn_bias = at::zeros({C_out}, x.options());
-    if (x_conv.numel() > 0) {
+    const bool any = B * Ho * Wo > 0;   // else every gradient is zero (or empty)
+    auto grad_x = conv_mask[0] ? at::empty_like(x) : Tensor();
+    auto grad_weight = conv_mask[1] ? (any ? at::empty_like(weight) : at::zeros_like(weight)) : Tensor();
+    auto grad_bias = conv_mask[2] ? (any ? at::empty_like(bias) : at::zeros_like(bias)) : Tensor();
+    auto grad_gn_weight = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
+    auto grad_gn_bias = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
+    if (any) {
+        const bool need[3] = {conv_mask[0], conv_mask[1], conv_mask[2]};
+        const long long ws = backward_workspace_bytes(B, C_in, C_out, H, W);
+        TORCH_CHECK(ws >= 0, "conv2d_gn_lse: backward plan failed");
+        auto workspace = at::empty({ws}, x.options().dtype(torch::kUInt8));
+        auto grad_conv = need[0] || need[1] || need[2] ? at::empty({B, C_out, Ho, (Wo + 3) / 4 * 4}, x.options()) : Tensor();
         auto sums = at::empty({B, 2 * C_out}, x.options().dtype(torch::kFloat64));
+        auto coef = at::empty({B, C_out, 4}, x.options());
+        const auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
         check(backward_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
                               gn_weight.data_ptr<float>(), norm.data_ptr<float>(), group_stats.data_ptr<float>(),
-                              out.data_ptr<float>(), g.data_ptr<float>(), x_conv.data_ptr<float>(),
-                              sums.data_ptr<double>(), grad_x_conv.data_ptr<float>(), grad_gn_weight.data_ptr<float>(),
-                              grad_gn_bias.data_ptr<float>(), B, C_in, C_out, groups, H, W,
-                              c10::cuda::getCurrentCUDAStream()), "backward");
+                              out.data_ptr<float>(), g.data_ptr<float>(), workspace.data_ptr(), ptr(grad_conv),
+                              sums.data_ptr<double>(), coef.data_ptr<float>(), ptr(grad_x), ptr(grad_weight),
+                              ptr(grad_bias), grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), need,
+                              B, C_in, C_out, groups, H, W, c10::cuda::getCurrentCUDAStream()), "backward");
     }
-    // The conv's own gradients: PyTorch's convolution backward, as the brief allows.
-    auto conv = at::convolution_backward(grad_x_conv, x, weight, at::IntArrayRef{C_out}, {1, 1}, {0, 0}, {1, 1},
-                                         false, {0, 0}, 1, conv_mask);
-    return {std::get<0>(conv), std::get<1>(conv), std::get<2>(conv), grad_gn_weight, grad_gn_bias};
+    return {grad_x, grad_weight, grad_bias, grad_gn_weight, grad_gn_bias};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
