@@ -17,18 +17,22 @@ fragment layout and splits them; the weights, split once per block, sit in share
 (sm_90a) each warpgroup issues wgmma m64n64k8; elsewhere mma.sync does the same products. Blocks
 are persistent, each takes a contiguous run of units (one output row each at this size) and
 prefetches the next unit's input rows into L1.
-Backward (autograd), with u = g * softmax_c(x_res) and v = u * hardswish'(t) * (1 - t^2), t the tanh:
-  dL/dx_conv = u + rstd * (gamma * v - mean_g(gamma v) - xhat * mean_g(gamma v xhat)),
-  dL/dgamma = sum v xhat, dL/dbeta = sum v. conv_kernel<STORE> recomputes x_conv, gn_backward_sums
-  reduces per (sample, channel), gn_backward_kernel writes dL/dx_conv once, and PyTorch's convolution
-  backward (allowed by the brief) gives the input, weight and bias gradients (deterministic only with
-  torch.backends.cudnn.deterministic, as in PyTorch).
+Backward (autograd), with u = g * softmax_c(x_res) and vn = u * hardswish'(t) * (1 - t^2), t the tanh:
+  dL/dx_conv = u + rstd * (gamma * vn - mean_g(gamma vn) - xhat * mean_g(gamma vn xhat)),
+  dL/dgamma = sum vn xhat, dL/dbeta = sum vn. The conv output is recomputed, never stored:
+  conv_kernel<BSUMS> sums vn and vn xhat per unit and channel; grad_coef_kernel folds them into
+  per-channel coefficients; conv_kernel<GRAD> writes dL/dx_conv (rows padded to 16 bytes) and its sums
+  (the bias gradient). The conv's own gradients are split-TF32 mma.sync GEMMs: grad_weight_kernel per
+  output row (rows = output channels, columns = taps, depth = output columns; both operands staged in
+  shared memory, dL/dx_conv by 16-byte cp.async, the input rows split once and kept for the next row),
+  block totals added in order; grad_input_kernel per dL/dx_conv row (rows = output columns, columns =
+  the 72 taps (ci, kh, kw), depth = channels) folded into three input rows of partial sums held in
+  registers. Every sum is in a fixed order: deterministic.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model, with CUDA, Meta
 and Autograd kernels, and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
-Saved for backward: the input (the conv backward needs it; eager keeps it too), the parameters, the
-(B, 1, H', W') output, the per-channel scale and shift (B, C, 2) and the per-group mean and 1/std
-(B, G, 2): 8 MB beyond the input at the benchmark size, where eager keeps the 520 MB conv output and
-its intermediates. The backward recomputes the conv output (one more conv) instead.
+Saved for backward: the input, the parameters, the (B, 1, H', W') output, the per-channel scale and
+shift (B, C, 2) and the per-group mean and 1/std (B, G, 2); the backward's one large buffer is
+dL/dx_conv (534 MB at the benchmark size), where eager keeps the 520 MB conv output and more.
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add
 per conv = 0.28 ms at 67 TFLOP/s (the floor run_all.py reports; the 67 MB input is 0.02 ms of
@@ -36,8 +40,10 @@ bandwidth). On the tensor cores each phase is 3 x 18.7 GFLOP of TF32, 0.11 ms at
 2 adds three MUFU operations per conv output (two for tanh, one exp), 0.10 ms at 16 per clock per
 SM. Measured on an H100 (ncu): phase 1 0.27 ms, phase 2 0.34 ms, at 44% and 35% of the tensor
 rate, bound by issue and latency (the stats and logsumexp epilogues are half the instructions);
-run_all.py times the forward at 0.66 to 0.82 ms on H100s (0.761 ms, 2.7x the floor, 5.7x eager, in
-the README's table; history in docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md).
+run_all.py times the forward at 0.66 to 0.82 ms on H100s (history in
+docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md). Backward, per kernel (torch.profiler,
+H100): BSUMS 0.47 ms, GRAD 0.60, weight gradient 0.53, input gradient 0.49 (each gradient GEMM 9.4 G
+multiply-adds: ~0.19 ms at mma.sync's split-TF32 rate; both wait on shared-memory operands and latency).
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 
@@ -571,16 +577,17 @@ __global__ void __launch_bounds__(FINAL_THREADS) bias_grad_kernel(const double* 
     if (threadIdx.x == 0) grad_bias[c] = (float)part[0];
 }
 
-constexpr int GW_WARPS = 4;      // weight gradient: a warp per 16 output channels
+constexpr int GW_WARPS = 4;      // weight gradient: a warp per 32 output channels and half the column tiles
 constexpr int GW_COLS = 128;     // output columns per work item: the GEMM's depth, 16 steps of 8
 constexpr int GW_PITCH = 132;    // a staged input row: GW_COLS + 2 columns; 4 mod 32 words apart
 constexpr int GW_ROWS = 25;      // 8 input channels x 3 kernel rows, then a row of zeros
 constexpr int GW_TILES = 9;      // 3 kernel columns x up to 3 tiles of 8 (channel, kernel row) rows
+constexpr int GW_WARP_TILES = 5; // column tiles a warp: 0-4 or 5-8
 constexpr int GW_SMEM = (2 * GW_ROWS + C_PAD) * GW_PITCH * 4;   // the split input rows, the dL/dx_conv rows
 
 // Weight gradient, one GEMM per work item (sample b, output row oh, GW_COLS output columns from
-// col0): rows = output channels (16 a warp), columns = the taps of 8 input channels (blockIdx.y
-// picks the 8), depth = the item's columns. Both operands come from shared memory: the item's
+// col0): rows = output channels (32 a warp, for half the column tiles), columns = the taps of 8
+// input channels (blockIdx.y picks the 8), depth = the item's columns. Both operands come from shared memory: the item's
 // dL/dx_conv rows (16-byte asynchronous copies, split when read) and its 3 input rows per channel
 // (split when staged); the next item's rows are prefetched into L2 meanwhile. Column tile j
 // is kernel column kw = j / rt and rows (ci, kh) = 8 (j % rt) + 0..7, so that the rows a lane quad
@@ -599,8 +606,8 @@ __global__ void __launch_bounds__(32 * GW_WARPS) grad_weight_kernel(
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int ci0 = 8 * blockIdx.y, rows = K * min(8, C_in - ci0), rt = (rows + 7) / 8, nt = K * rt;
     for (int i = threadIdx.x; i < 2 * GW_PITCH; i += blockDim.x) xs[i / GW_PITCH][GW_ROWS - 1][i % GW_PITCH] = 0u;
-    const int c_lo = 16 * warp + g, c_hi = c_lo + 8;
-    float total[GW_TILES][4] = {};
+    const int c0 = 32 * (warp % 2) + g, j0 = GW_WARP_TILES * (warp / 2);   // rows c0 + 8 * (0..3)
+    float total[2][GW_WARP_TILES][4] = {};
     const long long items = (long long)B * Ho * col_items;
     const long long first = items * blockIdx.x / gridDim.x, last = items * (blockIdx.x + 1) / gridDim.x;
 #pragma unroll 1
@@ -610,11 +617,11 @@ __global__ void __launch_bounds__(32 * GW_WARPS) grad_weight_kernel(
         // Input row ih of channel ci sits in staged row ci * K + ih % K: an item that follows the row
         // above it in one column chunk stages only its last kernel row.
         const int kh_first = item > first && col_items == 1 && oh > 0 ? K - 1 : 0;
-        int off[GW_TILES];   // this lane's tap (column g) of each tile: its staged row and kernel column
+        int off[GW_WARP_TILES];   // this lane's tap (column g) of each tile: its staged row and kernel column
 #pragma unroll
-        for (int j = 0; j < GW_TILES; ++j) {
-            const int rr = j % rt * 8 + g;   // (ci, kh)
-            off[j] = (rr < rows ? rr / K * K + (oh + rr % K) % K : GW_ROWS - 1) * GW_PITCH + j / rt;
+        for (int jj = 0; jj < GW_WARP_TILES; ++jj) {
+            const int j = j0 + jj, rr = j % rt * 8 + g;   // (ci, kh)
+            off[jj] = (rr < rows ? rr / K * K + (oh + rr % K) % K : GW_ROWS - 1) * GW_PITCH + j / rt;
         }
         __syncthreads();   // the previous item's products have read xs and gs
         // The item's dL/dx_conv rows into gs, 16 bytes a copy, zero past C_out and past its columns.
@@ -647,46 +654,61 @@ __global__ void __launch_bounds__(32 * GW_WARPS) grad_weight_kernel(
                 asm volatile("prefetch.global.L2 [%0];" :: "l"(row + min(i % 5 * 32, len - 1)));
             }
         }
-        float acc[GW_TILES][4] = {};
+        float acc[2][GW_WARP_TILES][4] = {};
         const int steps = (cols + 7) / 8;
 #pragma unroll 1
         for (int step = 0; step < steps; ++step) {
             const int k0 = 8 * step + t;
-            const float a[4] = {gs[c_lo][k0], gs[c_hi][k0], gs[c_lo][k0 + 4], gs[c_hi][k0 + 4]};
-            uint32_t big[4], small[4];
-            split4(a, big, small);
-            // Each split-TF32 pass over every column tile before the next, so that no product waits
-            // on the one just issued (mma.sync's latency). Tiles past nt (a multiple of 3) are idle.
-            uint32_t bb[GW_TILES][2], bs[GW_TILES][2];
+            uint32_t big[2][4], small[2][4];
 #pragma unroll
-            for (int j = 0; j < GW_TILES; ++j) {
-                const uint32_t* pb = &xs[0][0][0] + off[j] + 8 * step + t;
-                bb[j][0] = pb[0];
-                bb[j][1] = pb[4];
-                bs[j][0] = pb[GW_ROWS * GW_PITCH];
-                bs[j][1] = pb[GW_ROWS * GW_PITCH + 4];
+            for (int i = 0; i < 2; ++i) {
+                const int c = c0 + 16 * i;
+                const float a[4] = {gs[c][k0], gs[c + 8][k0], gs[c][k0 + 4], gs[c + 8][k0 + 4]};
+                split4(a, big[i], small[i]);
+            }
+            // Each split-TF32 pass over all of the warp's products before the next, so that no
+            // product waits on the one just issued (mma.sync's latency); tiles past nt are idle.
+            uint32_t bb[GW_WARP_TILES][2], bs[GW_WARP_TILES][2];
+#pragma unroll
+            for (int jj = 0; jj < GW_WARP_TILES; ++jj) {
+                const uint32_t* pb = &xs[0][0][0] + off[jj] + 8 * step + t;
+                bb[jj][0] = pb[0];
+                bb[jj][1] = pb[4];
+                bs[jj][0] = pb[GW_ROWS * GW_PITCH];
+                bs[jj][1] = pb[GW_ROWS * GW_PITCH + 4];
             }
 #pragma unroll
-            for (int j = 0; j < GW_TILES; ++j)
-                if (j < nt) mma(acc[j], small, bb[j][0], bb[j][1]);
+            for (int jj = 0; jj < GW_WARP_TILES; ++jj)
 #pragma unroll
-            for (int j = 0; j < GW_TILES; ++j)
-                if (j < nt) mma(acc[j], big, bs[j][0], bs[j][1]);
+                for (int i = 0; i < 2; ++i)
+                    if (j0 + jj < nt) mma(acc[i][jj], small[i], bb[jj][0], bb[jj][1]);
 #pragma unroll
-            for (int j = 0; j < GW_TILES; ++j)
-                if (j < nt) mma(acc[j], big, bb[j][0], bb[j][1]);
+            for (int jj = 0; jj < GW_WARP_TILES; ++jj)
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    if (j0 + jj < nt) mma(acc[i][jj], big[i], bs[jj][0], bs[jj][1]);
+#pragma unroll
+            for (int jj = 0; jj < GW_WARP_TILES; ++jj)
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    if (j0 + jj < nt) mma(acc[i][jj], big[i], bb[jj][0], bb[jj][1]);
         }
 #pragma unroll
-        for (int j = 0; j < GW_TILES; ++j)
+        for (int i = 0; i < 2; ++i)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
+            for (int jj = 0; jj < GW_WARP_TILES; ++jj)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) total[i][jj][e] += acc[i][jj][e];
     }
     float* dst = partials + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * C_PAD * (GW_TILES * 8);
 #pragma unroll
-    for (int j = 0; j < GW_TILES; ++j)
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-            dst[(size_t)(e < 2 ? c_lo : c_hi) * (GW_TILES * 8) + 8 * j + 2 * t + e % 2] = total[j][e];
+        for (int jj = 0; jj < GW_WARP_TILES; ++jj)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (j0 + jj < GW_TILES)
+                    dst[(size_t)(c0 + 16 * i + 8 * (e / 2)) * (GW_TILES * 8) + 8 * (j0 + jj) + 2 * t + e % 2] = total[i][jj][e];
 }
 
 // dL/dweight[co][ci][kh][kw]: grad_weight_kernel's block totals added in order (double).
@@ -1026,7 +1048,7 @@ static void check_input(const Tensor& x, const Tensor& weight) {
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, 1, Ho, Wo), norm (B, C, 2),
 //     group_stats (B, G, 2));
 //   backward(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv_mask) -> the gradients of x,
-//     weight, bias (PyTorch's convolution backward, where conv_mask asks), gn_weight and gn_bias.
+//     weight, bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias,
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps) {
