@@ -352,7 +352,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
 #pragma unroll
         for (int i = 0; i < M_TILES; ++i) tl[i] = tile_at<WIDE>(tile0 + i, tiles, n_wtiles, Wo);
         const auto counted = [&](int i, int r) { return tl[i].counted(tl[i].w0 + g + 8 * r, Wo); };
-        const auto pixel = [&](int i, int r) { return tl[i].oh * Wo + tl[i].w0 + g + 8 * r; };   // if counted
+        // Row (i, r)'s pixel in an image of rows `pitch` apart (if counted).
+        const auto pixel = [&](int i, int r, int pitch) { return tl[i].oh * pitch + tl[i].w0 + g + 8 * r; };
         if (MODE != LOGSUMEXP) {
             // Per channel, the unit's sums over this lane's counted rows, the 8 lanes holding the same
             // channels, then the warps in double, all in a fixed order. STATS: the conv output v and
@@ -362,7 +363,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
             for (int i = 0; i < M_TILES; ++i)
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
-                    const size_t p = (size_t)b * Ho * Wo + (counted(i, r) ? pixel(i, r) : 0);
+                    const size_t p = (size_t)b * Ho * Wo + (counted(i, r) ? pixel(i, r, Wo) : 0);
                     gv[i][r] = MODE == STATS ? 0.f : bw.grad_out[p];
                     ov[i][r] = MODE == STATS ? 0.f : bw.out[p];
                 }
@@ -408,8 +409,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                                 const float d = gr.u + fmaf(k.x, gr.vn, fmaf(k.y, v - k.w, k.z));
                                 s += d;
                                 if (real)
-                                    bw.grad_conv[((size_t)b * C_out + c) * Ho * grad_pitch(Wo) + tl[i].oh * grad_pitch(Wo) +
-                                                 tl[i].w0 + g + 8 * r] = d;
+                                    bw.grad_conv[((size_t)b * C_out + c) * Ho * grad_pitch(Wo) + pixel(i, r, grad_pitch(Wo))] = d;
                             }
                         }
 #pragma unroll
@@ -465,7 +465,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                     for (int ch = 0; ch < N_TILES * 2; ++ch) s += ex2((acc[i][4 * (ch / 2) + 2 * r + ch % 2] - m) * LOG2E);
                     s += __shfl_xor_sync(0xffffffffu, s, 1);
                     s += __shfl_xor_sync(0xffffffffu, s, 2);
-                    if (t == 2 * i + r && counted(i, r)) out[(size_t)b * Ho * Wo + pixel(i, r)] = m + __logf(s);
+                    if (t == 2 * i + r && counted(i, r)) out[(size_t)b * Ho * Wo + pixel(i, r, Wo)] = m + __logf(s);
                 }
         }
         if (++unit == units_per_sample) {
@@ -587,11 +587,11 @@ constexpr int GW_SMEM = (2 * GW_ROWS + C_PAD) * GW_PITCH * 4;   // the split inp
 
 // Weight gradient, one GEMM per work item (sample b, output row oh, GW_COLS output columns from
 // col0): rows = output channels (32 a warp, for half the column tiles), columns = the taps of 8
-// input channels (blockIdx.y picks the 8), depth = the item's columns. Both operands come from shared memory: the item's
-// dL/dx_conv rows (16-byte asynchronous copies, split when read) and its 3 input rows per channel
-// (split when staged); the next item's rows are prefetched into L2 meanwhile. Column tile j
-// is kernel column kw = j / rt and rows (ci, kh) = 8 (j % rt) + 0..7, so that the rows a lane quad
-// reads lie in distinct banks. Each item's products (the tensor cores add them, truncating) are added
+// input channels (blockIdx.y picks the 8), depth = the item's columns. Both operands come from
+// shared memory: the item's dL/dx_conv rows (16-byte asynchronous copies, split when read) and its 3
+// input rows per channel (split when staged); the next item's rows are prefetched into L2 meanwhile.
+// Column tile j is kernel column kw = j / rt and rows (ci, kh) = 8 (j % rt) + 0..7, so that the rows
+// a lane quad reads lie in distinct banks. Each item's products (the tensor cores add them, truncating) are added
 // into fp32 totals; each block writes its totals and grad_weight_reduce_kernel adds the blocks in order.
 __global__ void __launch_bounds__(32 * GW_WARPS) grad_weight_kernel(
     const float* __restrict__ x,          // (B, C_in, H, W)
@@ -807,7 +807,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
             if (step + 1 < k_steps) load(step + 1);
             const uint32_t* wb = gi_s + step * GI_SLICE + g * 4 + t;
 #pragma unroll
-            for (int j0 = 0; j0 < GI_TILES; j0 += 3) {   // as in grad_weight_kernel: 3 tiles x 2 rows a pass
+            for (int j0 = 0; j0 < GI_TILES; j0 += 3) {   // pass-major as in grad_weight_kernel, 3 tiles at a time
                 if (j0 * 8 >= TAPS * n_ci) continue;
                 uint32_t bb[3][2], bs[3][2];
 #pragma unroll
@@ -924,50 +924,38 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
     return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, BackwardIn{}, B, C_in, C_out, H, W, stream);
 }
 
-// How the backward's conv gradients are laid out on this GPU: the weight gradient's blocks (one wave
-// of resident blocks, each a contiguous run of work items) and the input gradient's band of rows (so
-// that its blocks fill about one wave).
-struct BackwardPlan { int weight_blocks, band_rows; };
-static cudaError_t backward_plan(int B, int C_in, int C_out, int H, int W, BackwardPlan* plan) {
-    const int Ho = H - K + 1, Wo = W - K + 1, ci_chunks = (C_in + 7) / 8;
-    int sms = 0, per_sm = 0;
-    cudaError_t err;
-    if ((err = sm_count(&sms)) != cudaSuccess) return err;
-    if ((err = cudaFuncSetAttribute(grad_weight_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GW_SMEM)) != cudaSuccess ||
-        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_kernel, 32 * GW_WARPS, GW_SMEM)) != cudaSuccess)
-        return err;
+// How the backward's conv gradients are laid out on this GPU: plan[0], the weight gradient's blocks
+// (one wave of resident blocks, each a contiguous run of work items), and plan[1], the input
+// gradient's band of rows (so that its blocks fill about one wave). Returns the backward's scratch in
+// bytes (the units' partials, doubles, then the weight gradient's block totals), or -1 on an error.
+long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan) {
+    const int Ho = H - K + 1, Wo = W - K + 1, ci_chunks = (C_in + 7) / 8, smem = gi_smem_bytes(C_out);
+    int sms = 0, per_sm_w = 0, per_sm_i = 0;
+    if (sm_count(&sms) != cudaSuccess ||
+        cudaFuncSetAttribute(grad_weight_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GW_SMEM) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_w, grad_weight_kernel, 32 * GW_WARPS, GW_SMEM) != cudaSuccess ||
+        cudaFuncSetAttribute(grad_input_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_i, grad_input_kernel, 32 * GI_WARPS, smem) != cudaSuccess)
+        return -1;
     const long long items = (long long)B * Ho * ((Wo + GW_COLS - 1) / GW_COLS);
-    plan->weight_blocks = (int)std::max(1LL, std::min(items, (long long)std::max(per_sm, 1) * sms));
-    const int smem = gi_smem_bytes(C_out);
-    if ((err = cudaFuncSetAttribute(grad_input_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
-        return err;
-    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_input_kernel, 32 * GI_WARPS, smem)) != cudaSuccess)
-        return err;
+    plan[0] = (int)std::max(1LL, std::min(items, (long long)std::max(per_sm_w, 1) * sms));
     const long long per_band = (long long)B * ((Wo + GI_OUT - 1) / GI_OUT) * ci_chunks;
-    const long long bands = std::max(1LL, (long long)std::max(per_sm, 1) * sms / std::max(per_band, 1LL));
-    plan->band_rows = (int)std::max(8LL, (H + bands - 1) / bands);
-    return cudaSuccess;
-}
-
-// The backward's scratch, in bytes: the units' partials (doubles), then the weight gradient's block totals.
-long long backward_workspace_bytes(int B, int C_in, int C_out, int H, int W) {
-    BackwardPlan plan;
-    if (backward_plan(B, C_in, C_out, H, W, &plan) != cudaSuccess) return -1;
+    const long long bands = std::max(1LL, (long long)std::max(per_sm_i, 1) * sms / std::max(per_band, 1LL));
+    plan[1] = (int)std::max(8LL, (H + bands - 1) / bands);
     return (long long)B * units_per_sample(H, W) * N_STATS * sizeof(double) +
-           (long long)((C_in + 7) / 8) * plan.weight_blocks * C_PAD * GW_TILES * 8 * sizeof(float);
+           (long long)ci_chunks * plan[0] * C_PAD * GW_TILES * 8 * sizeof(float);
 }
 
 // need: which of the conv's gradients (input, weight, bias) to compute; grad_conv may be null if none.
+// workspace: backward_plan's bytes, for its plan.
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
                             void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
                             float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                            const bool* need, int B, int C_in, int C_out, int groups, int H, int W,
-                            cudaStream_t stream) {
+                            const bool* need, const int* plan, int B, int C_in, int C_out, int groups, int H,
+                            int W, cudaStream_t stream) {
     const int Ho = H - K + 1, Wo = W - K + 1, ups = units_per_sample(H, W), ci_chunks = (C_in + 7) / 8;
-    BackwardPlan plan;
-    cudaError_t err = backward_plan(B, C_in, C_out, H, W, &plan);
-    if (err != cudaSuccess) return err;
+    cudaError_t err;
     double* partials = static_cast<double*>(workspace);
     float* weight_totals = reinterpret_cast<float*>(partials + (size_t)B * ups * N_STATS);
     BackwardIn bw{grad_out, out, group_stats, reinterpret_cast<const float4*>(coef), grad_conv, groups};
@@ -986,18 +974,18 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (need[1]) {
-        grad_weight_kernel<<<dim3(plan.weight_blocks, ci_chunks), 32 * GW_WARPS, GW_SMEM, stream>>>(
+        grad_weight_kernel<<<dim3(plan[0], ci_chunks), 32 * GW_WARPS, GW_SMEM, stream>>>(
             x, grad_conv, weight_totals, B, C_in, C_out, H, W);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const int n = C_out * C_in * TAPS;
-        grad_weight_reduce_kernel<<<(n + 255) / 256, 256, 0, stream>>>(weight_totals, plan.weight_blocks, grad_weight,
+        grad_weight_reduce_kernel<<<(n + 255) / 256, 256, 0, stream>>>(weight_totals, plan[0], grad_weight,
                                                                         C_in, C_out);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (need[0]) {
-        const long long blocks = (long long)B * ((H + plan.band_rows - 1) / plan.band_rows) * ((Wo + GI_OUT - 1) / GI_OUT);
+        const long long blocks = (long long)B * ((H + plan[1] - 1) / plan[1]) * ((Wo + GI_OUT - 1) / GI_OUT);
         grad_input_kernel<<<dim3((unsigned)blocks, ci_chunks), 32 * GI_WARPS, gi_smem_bytes(C_out), stream>>>(
-            grad_conv, weight, grad_x, C_in, C_out, H, W, plan.band_rows);
+            grad_conv, weight, grad_x, C_in, C_out, H, W, plan[1]);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     return cudaSuccess;
@@ -1013,13 +1001,13 @@ long long forward_workspace_doubles(int H, int W);
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* partials, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream);
-long long backward_workspace_bytes(int B, int C_in, int C_out, int H, int W);
+long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
                             void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
                             float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                            const bool* need, int B, int C_in, int C_out, int groups, int H, int W,
-                            cudaStream_t stream);
+                            const bool* need, const int* plan, int B, int C_in, int C_out, int groups, int H,
+                            int W, cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
 #define OPS_STR_(s) #s
@@ -1086,7 +1074,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto grad_gn_bias = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
     if (any) {
         const bool need[3] = {conv_mask[0], conv_mask[1], conv_mask[2]};
-        const long long ws = backward_workspace_bytes(B, C_in, C_out, H, W);
+        int plan[2];
+        const long long ws = backward_plan(B, C_in, C_out, H, W, plan);
         TORCH_CHECK(ws >= 0, "conv2d_gn_lse: backward plan failed");
         auto workspace = at::empty({ws}, x.options().dtype(torch::kUInt8));
         auto grad_conv = need[0] || need[1] || need[2] ? at::empty({B, C_out, Ho, (Wo + 3) / 4 * 4}, x.options()) : Tensor();
@@ -1097,7 +1086,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                               gn_weight.data_ptr<float>(), norm.data_ptr<float>(), group_stats.data_ptr<float>(),
                               out.data_ptr<float>(), g.data_ptr<float>(), workspace.data_ptr(), ptr(grad_conv),
                               sums.data_ptr<double>(), coef.data_ptr<float>(), ptr(grad_x), ptr(grad_weight),
-                              ptr(grad_bias), grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), need,
+                              ptr(grad_bias), grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), need, plan,
                               B, C_in, C_out, groups, H, W, c10::cuda::getCurrentCUDAStream()), "backward");
     }
     return {grad_x, grad_weight, grad_bias, grad_gn_weight, grad_gn_bias};
