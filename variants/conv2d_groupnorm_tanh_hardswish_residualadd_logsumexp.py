@@ -1,15 +1,19 @@
 """Conv2d -> GroupNorm -> Tanh -> HardSwish -> + conv -> logsumexp over channels (KernelBench level 2,
 problem 92), with a backward for autograd.
 
-Forward, two phases over the input; the 64-channel conv output never touches memory:
-  phase 1 (conv_kernel<STATS>): the conv; each unit of work writes per-channel sums and sums of
-    squares (double); gn_stats_kernel adds them per (sample, group) in a fixed order and folds mean,
-    1/std and the affine parameters into a per-channel scale and shift.
+Forward, two passes over the input; the 64-channel conv output never touches memory:
+  phase 1 (gram_kernel, gram_stats_kernel): the GroupNorm statistics by algebra, no conv: a channel's
+    sum is N b + w . s and its sum of squares follows from w^T G w, with s and G the sum and the Gram
+    matrix of the input's 72-tap patches (input centred per channel first, so no large sums cancel).
+    G is shift-structured: row correlations of the input (8 x 8 channels, 3 row and 5 column
+    offsets, fp32 on the CUDA cores, cp.async-staged rows, double bins) less the products at the 4
+    edge columns a window leaves out. 960 multiply-adds per input pixel instead of 4,608 per output
+    pixel; gram_stats_kernel forms G, the variances and each channel's scale and shift.
   phase 2 (conv_kernel<LOGSUMEXP>): recompute the conv, x_res = x + hardswish(tanh(x * scale + shift)),
     and logsumexp over the channels (max first). A thread holds 16 channels of each of its pixels;
     the 4 lanes of a quad hold the other channels of the same pixels and merge maxima and sums with
     two shuffles each; one value per pixel is written.
-The conv is a GEMM on the tensor cores (rows: output pixels, 16 adjacent columns per tile; columns:
+Phase 2's conv is a GEMM on the tensor cores (rows: output pixels, 16 adjacent columns per tile; columns:
 the 64 output channels; depth: the C_in * 9 taps, padded to a multiple of 8) in split TF32
 ("3xTF32": each fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which
 keeps fp32-level accuracy. A warp gathers its two tiles' inputs from global memory (L1) in the mma
@@ -36,14 +40,13 @@ dL/dx_conv (534 MB at the benchmark size), where eager keeps the 520 MB conv out
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add
 per conv = 0.28 ms at 67 TFLOP/s (the floor run_all.py reports; the 67 MB input is 0.02 ms of
-bandwidth). On the tensor cores each phase is 3 x 18.7 GFLOP of TF32, 0.11 ms at ~495 TFLOP/s; phase
-2 adds three MUFU operations per conv output (two for tanh, one exp), 0.10 ms at 16 per clock per
-SM. Measured on an H100 (ncu): phase 1 0.27 ms, phase 2 0.34 ms, at 44% and 35% of the tensor
-rate, bound by issue and latency (the stats and logsumexp epilogues are half the instructions);
-run_all.py times the forward at 0.66 to 0.82 ms on H100s (history in
-docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md). Backward, per kernel (torch.profiler,
-H100): BSUMS 0.47 ms, GRAD 0.60, weight gradient 0.53, input gradient 0.49 (each gradient GEMM 9.4 G
-multiply-adds: ~0.19 ms at mma.sync's split-TF32 rate; both wait on shared-memory operands and latency).
+bandwidth). Phase 1's algebra is 2.0 G multiply-adds (0.06 ms at the FP32 rate); phase 2 on the tensor
+cores 3 x 18.7 GFLOP of TF32 (0.11 ms at ~495 TFLOP/s) plus three MUFU operations per conv output
+(0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.22 ms (ncu, one change earlier: 12
+warps an SM at 168 registers, issue 55% busy, as many other instructions as FMAs), gram_stats_kernel
+0.023, phase 2 0.34 (35% of the tensor rate); run_all.py 0.60 ms. Backward, per kernel: BSUMS 0.47 ms, GRAD 0.59, weight gradient
+0.53, input gradient 0.50 (each gradient GEMM 9.4 G multiply-adds: ~0.19 ms at mma.sync's
+split-TF32 rate). History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 
@@ -80,8 +83,8 @@ constexpr int N_STATS = 2 * C_PAD;               // per channel: sum, sum of squ
 constexpr int B_WORDS = C_PAD * 8;               // one 8-deep slice of the weights
 constexpr int FINAL_THREADS = 256;
 
-// STATS: phase 1; LOGSUMEXP: phase 2; BSUMS, GRAD: the backward's two passes (conv recomputed).
-enum Mode { STATS = 0, LOGSUMEXP = 1, BSUMS = 2, GRAD = 3 };
+// LOGSUMEXP: phase 2; BSUMS, GRAD: the backward's two passes (conv recomputed).
+enum Mode { LOGSUMEXP = 0, BSUMS = 1, GRAD = 2 };
 
 // The hardware's approximations (MUFU), flushing denormals so that no fix-up code surrounds them.
 __device__ __forceinline__ float ex2(float v) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v)); return r; }
@@ -221,7 +224,7 @@ struct BackwardIn {             // what the backward's two conv passes read and 
     int groups;
 };
 
-// Phase 1 (STATS), phase 2 (LOGSUMEXP) and the backward's two passes (BSUMS, GRAD) share the conv, on the
+// Phase 2 (LOGSUMEXP) and the backward's two passes (BSUMS, GRAD) share the conv, on the
 // tensor cores. Persistent: block x takes a contiguous run of the B * units_per_sample units of work
 // (each inside one sample), so that a unit finds most of its input rows in L1, and prefetches the
 // next unit's rows into L1 while it computes. Dynamic shared memory: the split weights
@@ -232,8 +235,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const float* __restrict__ x,        // (B, C_in, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K), contiguous
     const float* __restrict__ bias,     // (C_out)
-    const float* __restrict__ norm,     // all but STATS: (B, C_out, 2) from gn_stats_kernel
-    double* __restrict__ partials,      // all but LOGSUMEXP: (B, units_per_sample, N_STATS)
+    const float* __restrict__ norm,     // (B, C_out, 2) from gram_stats_kernel
+    double* __restrict__ partials,      // BSUMS, GRAD: (B, units_per_sample, N_STATS)
     float* __restrict__ out,            // LOGSUMEXP: (B, Ho, Wo)
     const BackwardIn bw,                // BSUMS, GRAD
     int B, int C_in, int C_out, int H, int W, int units_per_sample)
@@ -356,16 +359,16 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
         const auto pixel = [&](int i, int r, int pitch) { return tl[i].oh * pitch + tl[i].w0 + g + 8 * r; };
         if (MODE != LOGSUMEXP) {
             // Per channel, the unit's sums over this lane's counted rows, the 8 lanes holding the same
-            // channels, then the warps in double, all in a fixed order. STATS: the conv output v and
-            // v^2; BSUMS: vn and vn xhat; GRAD: dL/dx_conv (also written), for the bias gradient.
+            // channels, then the warps in double, all in a fixed order. BSUMS: vn and vn xhat; GRAD:
+            // dL/dx_conv (also written), for the bias gradient.
             float gv[M_TILES][2], ov[M_TILES][2];   // the backward's per-pixel upstream gradient and output
 #pragma unroll
             for (int i = 0; i < M_TILES; ++i)
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     const size_t p = (size_t)b * Ho * Wo + (counted(i, r) ? pixel(i, r, Wo) : 0);
-                    gv[i][r] = MODE == STATS ? 0.f : bw.grad_out[p];
-                    ov[i][r] = MODE == STATS ? 0.f : bw.out[p];
+                    gv[i][r] = bw.grad_out[p];
+                    ov[i][r] = bw.out[p];
                 }
 #pragma unroll
             for (int j = 0; j < N_TILES; ++j)
@@ -375,12 +378,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                     const bool real = c < C_out;
                     const int cc = real ? c : 0;
                     const float bc = real ? bias[c] : 0.f;
-                    float scale = 0.f, shift = 0.f;
+                    const float scale = norm[((size_t)b * C_out + cc) * 2], shift = norm[((size_t)b * C_out + cc) * 2 + 1];
                     float4 k = {0.f, 0.f, 0.f, 0.f};   // BSUMS: (mean, rstd); GRAD: p1, p2, p3, mean
-                    if (MODE != STATS) {
-                        scale = norm[((size_t)b * C_out + cc) * 2];
-                        shift = norm[((size_t)b * C_out + cc) * 2 + 1];
-                    }
                     if (MODE == BSUMS) {
                         const float* gs = bw.group_stats + ((size_t)b * bw.groups + cc / (C_out / bw.groups)) * 2;
                         k.x = gs[0];
@@ -393,13 +392,6 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
 #pragma unroll
                         for (int r = 0; r < 2; ++r) {
                             const float v = acc[i][4 * j + 2 * r + e] + bc;
-                            if (MODE == STATS) {
-                                if (counted(i, r)) {
-                                    s += v;
-                                    q = fmaf(v, v, q);
-                                }
-                                continue;
-                            }
                             const Grads gr = backward_elem(v, gv[i][r], ov[i][r], scale, shift);
                             if (MODE == BSUMS && counted(i, r)) {
                                 s += gr.vn;
@@ -491,26 +483,373 @@ __device__ void sample_sums(const double* __restrict__ partials, double* sums, i
     __syncthreads();
 }
 
-// Per sample: add the unit partials in a fixed order (double), then per group the mean and 1/std,
-// and per channel fold them and the affine parameters into one scale and shift (of 2 log2(e) y,
-// with y the GroupNorm output: what tanh_of_exp2_arg takes).
-__global__ void __launch_bounds__(FINAL_THREADS) gn_stats_kernel(
-    const double* __restrict__ partials,  // (B, units_per_sample, N_STATS)
-    const float* __restrict__ gn_weight,  // (C_out)
-    const float* __restrict__ gn_bias,    // (C_out)
-    float* __restrict__ norm,             // (B, C_out, 2): 2 log2(e) x (scale, shift)
-    float* __restrict__ group_stats,      // (B, groups, 2): mean, 1/std (for the backward)
-    int C_out, int groups, int units_per_sample, double n_per_channel, double eps)
+// Phase 1 by algebra: the GroupNorm statistics without the conv. With z = x - m (m per sample and
+// input channel: the mean of row H / 2, any value being exact, this one keeping the sums small), a
+// channel's output is y = b' + w . patch(z) with b' = b + w . m, so its sum over the N = Ho Wo
+// pixels is N b' + w . s and its variance (w^T G w) / N - (w . s / N)^2, where s is the sum of the
+// patches and G = sum patch patch^T (T x T, T = C_in * 9) their Gram matrix. G's entry for taps
+// (ci, kh, kw), (cj, lh, lw) sums z_ci(q) z_cj(q + (lh - kh, lw - kw)) over q in the window
+// [kh, kh + Ho) x [kw, kw + Wo). gram_kernel computes, per input row h and row offset dh (0..2: G is
+// symmetric), the full-row correlations P(ci, cj, dh, dw) = sum_w z_ci(h, w) z_cj(h + dh, w + dw) on
+// the CUDA cores (fp32, 4 columns a lane, 2 partner channels a warp), and the products at the <= 4
+// edge columns that some kw window leaves out. A row belongs to the windows kh in its mask (rows 0,
+// 1, H-2 and H-1 to fewer than 3), so every 64 rows and wherever the mask changes, the fp32 sums go
+// to double bins per kh, edge products subtracted per (kw, lw): bins[kh] holds G's entries for
+// (ci, kh, kw), (cj, kh + dh, lw) and s for (ci, kh, kw). 960 multiply-adds per pixel (8 channels).
+constexpr int GR_CH = 8;                         // input channels a chunk (a block takes a pair of chunks)
+constexpr int GR_WARPS = 12;                     // 4 pairs of partner channels x 3 row offsets
+constexpr int GR_THREADS = 32 * GR_WARPS;
+constexpr int GR_COLS = 128;                     // a block's columns (grid.z tiles wider rows): 4 a lane
+constexpr int GR_PITCH = GR_COLS + 8;            // a staged row: columns c0 - 4 .. c0 + GR_COLS + 3
+constexpr int GR_ROWS = 2 * GR_CH + 1;           // a staged row set: the two chunks' rows, a row of ones
+constexpr int GR_RING = 8;                       // row sets in shared memory
+constexpr int GR_AHEAD = GR_RING - 1;            // rows in flight: row h + 7 is copied while row h is used
+constexpr int GR_FLUSH = 64;                     // rows summed in fp32 before the double bins
+constexpr int GR_P = GR_CH * GR_CH * 3 * 5;      // (ci, cj, dh, dw + 2)
+constexpr int GR_G = GR_CH * GR_CH * 3 * 9;      // a bin's G entries: (ci, cj, dh, kw, lw)
+constexpr int GR_BIN = GR_G + GR_CH * 3;         // then s: (ci, kw)
+constexpr int GR_COMBOS = 8;                     // at most 8 (edge column, dw) pairs are ever left out
+constexpr int GR_E = GR_CH * GR_CH * 3 * GR_COMBOS + GR_CH * 4;   // edge products, then edge values
+constexpr int GR_E_PER = (GR_E + GR_THREADS - 1) / GR_THREADS;
+constexpr int GR_SMEM = (GR_RING * GR_ROWS * GR_PITCH + GR_P + GR_CH + GR_E) * 4;
+
+// The kernel windows kh (bit kh) that contain row i of n (the same for columns).
+__host__ __device__ __forceinline__ int window_mask(int i, int n) {
+    return (i <= n - 3) | (i >= 1 && i <= n - 2) << 1 | (i >= 2) << 2;
+}
+// The columns some window leaves out: 0, 1, W - 2, W - 1 (W = 3: 0, 1, 2).
+__device__ __forceinline__ int edge_count(int W) { return min(W, 4); }
+__device__ __forceinline__ int edge_col(int e, int W) { return e < 2 ? e : max(2, W - 2) + e - 2; }
+__device__ __forceinline__ bool left_out(int col, int kw, int W) { return col < kw || col >= kw + W - 2; }
+// An edge product (column e, offset dw) is needed if its partner is inside the row and a window left
+// out whose partner window (kw + dw) exists. Numbered in (e, dw) order; -1 if not needed.
+__device__ int combo_index(int e, int dw, int W) {
+    int n = 0;
+    for (int ei = 0; ei < edge_count(W); ++ei)
+        for (int d = -2; d <= 2; ++d) {
+            const int col = edge_col(ei, W);
+            bool need = col + d >= 0 && col + d < W;
+            bool any = false;
+            for (int kw = 0; kw < 3; ++kw) any |= left_out(col, kw, W) && kw + d >= 0 && kw + d <= 2;
+            if (need && any) {
+                if (ei == e && d == dw) return n;
+                ++n;
+            }
+        }
+    return e < 0 ? n : -1;   // combo_index(-1, 0, W): how many
+}
+
+// One step of a warp's reduce-scatter: of f[0, 2 HALF), lanes with bit OFF keep the upper half, the
+// others the lower, each adding its partner's; the kept half moves to f[0, HALF).
+template <int HALF, int OFF>
+__device__ __forceinline__ void halve(float* f) {
+    const bool upper = threadIdx.x & OFF;
+#pragma unroll
+    for (int i = 0; i < HALF; ++i) {
+        const float send = upper ? f[i] : f[i + HALF];
+        f[i] = (upper ? f[i + HALF] : f[i]) + __shfl_xor_sync(0xffffffffu, send, OFF);
+    }
+}
+
+// A warp's mean of a row, in the same order wherever it runs (every lane gets it).
+__device__ float row_mean(const float* __restrict__ row, int W) {
+    float s = 0.f;
+    for (int i = threadIdx.x % 32; i < W; i += 32) s += row[i];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s / W;
+}
+
+template <int BYTES>
+__device__ __forceinline__ void cp_async(float* dst, const float* src, bool in) {   // zeros if !in
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;"
+                 :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "n"(BYTES), "r"(in ? BYTES : 0) : "memory");
+}
+
+// Block (b, chunk pair, column tile); adds its 3 bins (doubles) in gram[block]. Copies V floats at a
+// time: 4 where rows are 16-byte aligned (W % 4 == 0 and x aligned), else 1.
+template <int V>
+__global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __restrict__ x, double* __restrict__ gram,
+                                                              int C_in, int H, int W) {
+    constexpr int STAGE_PER = (2 * GR_CH * GR_PITCH / V + GR_THREADS - 1) / GR_THREADS;
+    extern __shared__ __align__(16) float gr_s[];
+    float* ring = gr_s;                                       // [GR_RING][GR_ROWS][GR_PITCH]
+    float* pslot = ring + GR_RING * GR_ROWS * GR_PITCH;       // the flushed P, then the row sums
+    float* eslot = pslot + GR_P + GR_CH;                      // the flushed edge products and values
+    __shared__ float shift[2 * GR_CH];
+    __shared__ int cidx[4 * 5];   // combo_index(e, dw) at [e * 5 + dw + 2]
+    const int b = blockIdx.x, chunks = (C_in + GR_CH - 1) / GR_CH;
+    const int ci0 = blockIdx.y / chunks * GR_CH, cj0 = blockIdx.y % chunks * GR_CH, c0 = blockIdx.z * GR_COLS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, pair = warp / 3, dh = warp % 3;
+    const float* xb = x + (size_t)b * C_in * H * W;
+    double* bins = gram + ((size_t)(b * gridDim.y + blockIdx.y) * gridDim.z + blockIdx.z) * 3 * GR_BIN;
+    const auto channel = [&](int r) { return (r < GR_CH ? ci0 : cj0) + r % GR_CH; };   // staged row r
+    // One chunk (ci0 == cj0): its rows are staged once and are the partners too.
+    const bool same = ci0 == cj0;
+    const int partner_rows = same ? 0 : GR_CH, staged = (same ? GR_CH : 2 * GR_CH) * GR_PITCH;
+
+    for (int r = warp; r < 2 * GR_CH; r += GR_WARPS) {
+        const float m = channel(r) < C_in ? row_mean(xb + ((size_t)channel(r) * H + H / 2) * W, W) : 0.f;
+        if (lane == 0) shift[r] = m;
+    }
+    if (threadIdx.x < 4 * 5) cidx[threadIdx.x] = combo_index(threadIdx.x / 5, threadIdx.x % 5 - 2, W);
+    for (int i = threadIdx.x; i < GR_BIN; i += GR_THREADS)   // each entry's owner, as in the flushes
+        for (int kh = 0; kh < 3; ++kh) bins[kh * GR_BIN + i] = 0.0;
+    for (int i = threadIdx.x; i < GR_RING * GR_PITCH; i += GR_THREADS) {   // the rows of ones
+        const int col = c0 - 4 + i % GR_PITCH;
+        ring[(i / GR_PITCH * GR_ROWS + 2 * GR_CH) * GR_PITCH + i % GR_PITCH] = col >= 0 && col < W ? 1.f : 0.f;
+    }
+    // This thread's pieces (V floats) of a row set: i = (threadIdx.x + k * GR_THREADS) * V (staged row
+    // i / GR_PITCH, columns from c0 - 4 + i % GR_PITCH); src[k]: the offset in the sample, less h * W;
+    // -1: outside (zeros); -2: not staged.
+    int src[STAGE_PER];
+#pragma unroll
+    for (int k = 0; k < STAGE_PER; ++k) {
+        const int i = (threadIdx.x + k * GR_THREADS) * V, r = i / GR_PITCH, col = c0 - 4 + i % GR_PITCH;
+        src[k] = i >= staged ? -2 : channel(r) < C_in && col >= 0 && col < W ? channel(r) * H * W + col : -1;
+    }
+    const auto issue = [&](int h) {   // row h's set by cp.async, one commit group
+        float* set = ring + h % GR_RING * GR_ROWS * GR_PITCH;
+#pragma unroll
+        for (int k = 0; k < STAGE_PER; ++k) {
+            const bool in = src[k] >= 0 && h < H;
+            if (src[k] != -2) cp_async<4 * V>(set + (threadIdx.x + k * GR_THREADS) * V, xb + (in ? src[k] + h * W : 0), in);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    const auto center = [&](int h) {  // this thread's copies of row h, landed: less the shift
+        float* set = ring + h % GR_RING * GR_ROWS * GR_PITCH;
+#pragma unroll
+        for (int k = 0; k < STAGE_PER; ++k) {
+            const int i = (threadIdx.x + k * GR_THREADS) * V;
+            if (src[k] >= 0 && h < H)
+#pragma unroll
+                for (int u = 0; u < V; ++u) set[i + u] -= shift[i / GR_PITCH];
+        }
+    };
+    __syncthreads();
+    for (int h = 0; h < GR_AHEAD; ++h) issue(h);
+    asm volatile("cp.async.wait_group %0;" :: "n"(GR_AHEAD - 3) : "memory");
+    for (int h = 0; h < 3; ++h) center(h);
+
+    // This thread's edge items: products (ci, cj, dh, combo), then values (ci, edge column) (times
+    // the row of ones), those whose column this block owns. Packed: offset in row set h | offset in
+    // row set h + dh << 12 | dh << 24; -1: none.
+    const int n_combo = combo_index(-1, 0, W), n_prod = GR_CH * GR_CH * 3 * n_combo, n_edge = edge_count(W);
+    const int n_items = n_prod + GR_CH * n_edge;
+    int item[GR_E_PER];
+    float eacc[GR_E_PER];
+#pragma unroll
+    for (int k = 0; k < GR_E_PER; ++k) {
+        const int it = threadIdx.x + k * GR_THREADS;
+        int ci = 0, e = 0, dw = 0, row2 = 2 * GR_CH, dhe = 0;
+        if (it < n_prod) {
+            const int rest = it / n_combo;
+            for (int i = 0; i < 4 * 5; ++i)
+                if (cidx[i] == it % n_combo) { e = i / 5; dw = i % 5 - 2; }
+            ci = rest / 24;
+            row2 = partner_rows + rest / 3 % GR_CH;
+            dhe = rest % 3;
+        } else {
+            ci = (it - n_prod) / max(n_edge, 1);
+            e = (it - n_prod) % max(n_edge, 1);
+        }
+        const int col = edge_col(e, W) - c0;
+        item[k] = it < n_items && col >= 0 && col < GR_COLS
+                      ? (ci * GR_PITCH + col + 4) | (row2 * GR_PITCH + col + dw + 4) << 12 | dhe << 24 : -1;
+        eacc[k] = 0.f;
+    }
+    __syncthreads();
+
+    float acc[2][GR_CH][5] = {}, rs[GR_CH] = {};
+    const bool active = cj0 + 2 * pair < C_in;   // warp-uniform: has a real partner channel
+#pragma unroll 1
+    for (int h = 0, since = 0; h < H; ++h) {
+        issue(h + GR_AHEAD);   // into row h - 1's set, free since the last barrier
+        const float* set = ring + h % GR_RING * GR_ROWS * GR_PITCH;
+        if (active) {
+            float4 a[GR_CH];
+#pragma unroll
+            for (int ci = 0; ci < GR_CH; ++ci) a[ci] = *reinterpret_cast<const float4*>(set + ci * GR_PITCH + 4 + 4 * lane);
+            const float* set2 = ring + (h + dh) % GR_RING * GR_ROWS * GR_PITCH + (partner_rows + 2 * pair) * GR_PITCH + 4 * lane;
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                float v[12];
+#pragma unroll
+                for (int q = 0; q < 3; ++q) {
+                    const float4 f = *reinterpret_cast<const float4*>(set2 + j * GR_PITCH + 4 * q);
+                    v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
+                }
+#pragma unroll
+                for (int ci = 0; ci < GR_CH; ++ci)
+#pragma unroll
+                    for (int d = 0; d < 5; ++d) {   // dw = d - 2: v[2 + w + d] is column (lane's w) + dw
+                        float s = acc[j][ci][d];
+                        s = fmaf(a[ci].x, v[2 + d], s);
+                        s = fmaf(a[ci].y, v[3 + d], s);
+                        s = fmaf(a[ci].z, v[4 + d], s);
+                        acc[j][ci][d] = fmaf(a[ci].w, v[5 + d], s);
+                    }
+            }
+            if (warp == 0)
+#pragma unroll
+                for (int ci = 0; ci < GR_CH; ++ci) rs[ci] += (a[ci].x + a[ci].y) + (a[ci].z + a[ci].w);
+        }
+        const float* set_1 = ring + (h + 1) % GR_RING * GR_ROWS * GR_PITCH;
+        const float* set_2 = ring + (h + 2) % GR_RING * GR_ROWS * GR_PITCH;
+#pragma unroll
+        for (int k = 0; k < GR_E_PER; ++k)
+            if (item[k] >= 0) {
+                const int dhe = item[k] >> 24;
+                const float* set2 = dhe == 0 ? set : dhe == 1 ? set_1 : set_2;
+                eacc[k] = fmaf(set[item[k] & 0xfff], set2[item[k] >> 12 & 0xfff], eacc[k]);
+            }
+        asm volatile("cp.async.wait_group %0;" :: "n"(GR_AHEAD - 3) : "memory");   // row h + 3's group
+        center(h + 3);
+
+        const int mask = window_mask(h, H);
+        if (++since == GR_FLUSH || h + 1 == H || window_mask(h + 1, H) != mask) {
+            since = 0;
+            // P: the warp's 80 sums added across its lanes by halving exchanges (80 -> 40 -> 20 ->
+            // 10 -> 5, then the pair): lane l ends with sums [base, base + 5) of acc's flat order.
+            float* f = &acc[0][0][0];
+            halve<40, 16>(f);
+            halve<20, 8>(f);
+            halve<10, 4>(f);
+            halve<5, 2>(f);
+#pragma unroll
+            for (int i = 0; i < 5; ++i) f[i] += __shfl_xor_sync(0xffffffffu, f[i], 1);
+            if (lane % 2 == 0) {
+                const int base = (lane >> 4 & 1) * 40 + (lane >> 3 & 1) * 20 + (lane >> 2 & 1) * 10 + (lane >> 1 & 1) * 5;
+#pragma unroll
+                for (int i = 0; i < 5; ++i) {
+                    const int flat = base + i, j = flat / 40, ci = flat / 5 % GR_CH, d = flat % 5;
+                    pslot[((ci * GR_CH + 2 * pair + j) * 3 + dh) * 5 + d] = active ? f[i] : 0.f;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 2 * GR_CH * 5; ++i) f[i] = 0.f;
+            if (warp == 0) {
+#pragma unroll
+                for (int ci = 0; ci < GR_CH; ++ci) {
+                    float v = rs[ci];
+#pragma unroll
+                    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+                    if (lane == 0) pslot[GR_P + ci] = active ? v : 0.f;
+                    rs[ci] = 0.f;
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < GR_E_PER; ++k) {
+                const int it = threadIdx.x + k * GR_THREADS;
+                if (it < n_items) eslot[it] = eacc[k];
+                eacc[k] = 0.f;
+            }
+            __syncthreads();
+            // Bins: entry (ci, cj, dh, kw, lw) gets P(dw = lw - kw) less the edge products window kw
+            // leaves out; s entry (ci, kw) the row sums less the edge values; each in the bins kh of
+            // the rows' mask. One thread per entry: a fixed order.
+            for (int i = threadIdx.x; i < GR_BIN; i += GR_THREADS) {
+                double v;
+                if (i < GR_G) {
+                    const int lw = i % 3, kw = i / 3 % 3, rest = i / 9, d = lw - kw;
+                    v = pslot[rest * 5 + d + 2];
+                    for (int e = 0; e < n_edge; ++e) {
+                        const int c = cidx[e * 5 + d + 2];
+                        if (left_out(edge_col(e, W), kw, W) && c >= 0) v -= eslot[rest * n_combo + c];
+                    }
+                } else {
+                    const int ci = (i - GR_G) / 3, kw = (i - GR_G) % 3;
+                    v = pslot[GR_P + ci];
+                    for (int e = 0; e < n_edge; ++e)
+                        if (left_out(edge_col(e, W), kw, W)) v -= eslot[n_prod + ci * n_edge + e];
+                }
+#pragma unroll
+                for (int kh = 0; kh < 3; ++kh)
+                    if (mask >> kh & 1) bins[kh * GR_BIN + i] += v;
+            }
+        }
+        __syncthreads();
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+constexpr int GS_THREADS = 1024;   // gram_stats_kernel: a block per sample, 16 threads a channel
+
+// Per sample: G (T x T floats, into gmat) and s from the bins (column tiles added in order), then
+// per channel mean = b' + w.s / N and variance (w^T G w) / N - (w.s / N)^2 (double, 16 threads a
+// channel, their parts added in order), per group the mean and 1/std (the channels' variance plus
+// the spread of their means), and per channel the scale and shift of 2 log2(e) y (what
+// tanh_of_exp2_arg takes).
+__global__ void __launch_bounds__(GS_THREADS) gram_stats_kernel(
+    const float* __restrict__ x, const double* __restrict__ gram, float* __restrict__ gmat,
+    const float* __restrict__ weight, const float* __restrict__ bias, const float* __restrict__ gn_weight,
+    const float* __restrict__ gn_bias, float* __restrict__ norm, float* __restrict__ group_stats,
+    int C_in, int C_out, int groups, int H, int W, double eps)
 {
-    extern __shared__ double sums[];      // [0, C_out): S_c, [C_out, 2 C_out): Q_c
-    const int b = blockIdx.x;
-    sample_sums(partials, sums, b, C_out, units_per_sample);
+    extern __shared__ double st[];   // [C_out]: mean, [C_out]: variance, [4][C_out]: parts, [T]: s; then wt
+    constexpr int PARTS = GS_THREADS / C_PAD;
+    __shared__ float shift[2 * GR_CH];
+    const int b = blockIdx.x, T = C_in * TAPS, chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS;
+    double* part = st + 2 * C_out;
+    double* s = part + PARTS * C_out;
+    float* wt = reinterpret_cast<float*>(s + T);   // [T][C_out]: the weights, tap-major
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int ci = warp; ci < C_in; ci += GS_THREADS / 32) {
+        const float m = row_mean(x + (((size_t)b * C_in + ci) * H + H / 2) * W, W);
+        if (lane == 0) shift[ci] = m;
+    }
+    // bin entry i of chunk pair (ci, cj) / 8, kernel row kh, summed over the column tiles
+    const auto bin = [&](int ci, int cj, int kh, int i) {
+        const double* p = gram + (((size_t)b * chunks * chunks + ci / GR_CH * chunks + cj / GR_CH) * tiles * 3 + kh) * GR_BIN + i;
+        double v = 0.0;
+        for (int t = 0; t < tiles; ++t) v += p[(size_t)t * 3 * GR_BIN];
+        return v;
+    };
+    float* g = gmat + (size_t)b * T * T;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < T * T; i += GS_THREADS) {
+        int p = i / T, q = i % T;   // taps (ci, kh, kw), (cj, lh, lw) with lh >= kh (G is symmetric)
+        if (p % TAPS / K > q % TAPS / K) { const int tmp = p; p = q; q = tmp; }
+        const int ci = p / TAPS, kh = p % TAPS / K, kw = p % K, cj = q / TAPS, lh = q % TAPS / K, lw = q % K;
+        g[i] = (float)bin(ci, cj, kh, (((ci % GR_CH) * GR_CH + cj % GR_CH) * 3 + lh - kh) * 9 + kw * 3 + lw);
+    }
+    for (int i = threadIdx.x; i < T; i += GS_THREADS)
+        s[i] = bin(i / TAPS, 0, i % TAPS / K, GR_G + (i / TAPS % GR_CH) * 3 + i % K);
+    for (int i = threadIdx.x; i < T * C_out; i += GS_THREADS) wt[i] = weight[(size_t)(i % C_out) * T + i / C_out];
+    __syncthreads();
+    const int c = threadIdx.x % C_PAD, pt = threadIdx.x / C_PAD;
+    if (c < C_out) {
+        double q = 0.0;
+        for (int p = pt; p < T; p += PARTS) {
+            float row[3] = {};   // T is a multiple of 9: three chains, nine loads in flight
+            for (int r = 0; r < T; r += TAPS)
+#pragma unroll
+                for (int u = 0; u < TAPS; ++u) row[u % 3] = fmaf(g[(size_t)p * T + r + u], wt[(r + u) * C_out + c], row[u % 3]);
+            q += (double)wt[p * C_out + c] * ((row[0] + row[1]) + row[2]);
+        }
+        part[pt * C_out + c] = q;
+    }
+    __syncthreads();
+    const double n_pix = (double)(H - K + 1) * (W - K + 1);
+    for (int c = threadIdx.x; c < C_out; c += GS_THREADS) {
+        double q = 0.0, ws = 0.0, bm = bias[c];
+        for (int pt = 0; pt < PARTS; ++pt) q += part[pt * C_out + c];
+        for (int p = 0; p < T; ++p) {
+            ws += (double)wt[p * C_out + c] * s[p];
+            bm += (double)wt[p * C_out + c] * shift[p / TAPS];
+        }
+        st[c] = bm + ws / n_pix;
+        st[C_out + c] = q / n_pix - (ws / n_pix) * (ws / n_pix);
+    }
+    __syncthreads();
     const int cpg = C_out / groups;
-    for (int grp = threadIdx.x; grp < groups; grp += FINAL_THREADS) {
-        double s = 0.0, sq = 0.0;
-        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) { s += sums[c]; sq += sums[C_out + c]; }
-        const double n = n_per_channel * cpg, mean = s / n;
-        const double rstd = 1.0 / sqrt(fmax(sq / n - mean * mean, 0.0) + eps);
+    for (int grp = threadIdx.x; grp < groups; grp += GS_THREADS) {
+        double mean = 0.0, var = 0.0;
+        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) mean += st[c];
+        mean /= cpg;
+        for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) var += st[C_out + c] + (st[c] - mean) * (st[c] - mean);
+        const double rstd = 1.0 / sqrt(fmax(var / cpg, 0.0) + eps);
         group_stats[((size_t)b * groups + grp) * 2] = (float)mean;
         group_stats[((size_t)b * groups + grp) * 2 + 1] = (float)rstd;
         for (int c = grp * cpg; c < (grp + 1) * cpg; ++c) {   // times 2 log2(e): tanh's exp2 argument
@@ -520,6 +859,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_stats_kernel(
         }
     }
 }
+
 // dgamma = sum over samples of S2, dbeta = sum of S1, in a fixed order.
 __global__ void gn_param_grad_kernel(const double* __restrict__ sums, float* __restrict__ grad_weight,
                                      float* __restrict__ grad_bias, int B, int C) {
@@ -909,17 +1249,27 @@ static cudaError_t launch_conv(const float* x, const float* weight, const float*
     return cudaGetLastError();
 }
 
-long long forward_workspace_doubles(int H, int W) { return (long long)units_per_sample(H, W) * N_STATS; }
+// The forward's scratch per sample, in doubles: gram_kernel's bins, then G (floats).
+long long forward_workspace_doubles(int C_in, int W) {
+    const long long chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS, T = C_in * TAPS;
+    return chunks * chunks * tiles * 3 * GR_BIN + (T * T + 1) / 2;
+}
 
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                           const float* gn_bias, double* partials, float* norm, float* group_stats, float* out,
+                           const float* gn_bias, double* workspace, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream) {
-    cudaError_t err = launch_conv<STATS>(x, weight, bias, nullptr, partials, nullptr, BackwardIn{}, B, C_in, C_out,
-                                         H, W, stream);
-    if (err != cudaSuccess) return err;
-    gn_stats_kernel<<<B, FINAL_THREADS, 2 * C_out * sizeof(double), stream>>>(
-        partials, gn_weight, gn_bias, norm, group_stats, C_out, groups, units_per_sample(H, W),
-        (double)(H - K + 1) * (W - K + 1), eps);
+    const int chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS, T = C_in * TAPS;
+    cudaError_t err;
+    const auto gram = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 ? gram_kernel<4> : gram_kernel<1>;
+    if ((err = cudaFuncSetAttribute(gram, cudaFuncAttributeMaxDynamicSharedMemorySize, GR_SMEM)) != cudaSuccess)
+        return err;
+    gram<<<dim3(B, chunks * chunks, tiles), GR_THREADS, GR_SMEM, stream>>>(x, workspace, C_in, H, W);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    double* gram_end = workspace + (size_t)B * chunks * chunks * tiles * 3 * GR_BIN;
+    const size_t smem = (2 + GS_THREADS / C_PAD) * C_out * sizeof(double) + T * sizeof(double) + (size_t)T * C_out * sizeof(float);
+    gram_stats_kernel<<<B, GS_THREADS, smem, stream>>>(x, workspace, reinterpret_cast<float*>(gram_end), weight, bias,
+                                                         gn_weight, gn_bias, norm, group_stats, C_in, C_out, groups,
+                                                         H, W, eps);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, BackwardIn{}, B, C_in, C_out, H, W, stream);
 }
@@ -997,9 +1347,9 @@ cpp_source = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-long long forward_workspace_doubles(int H, int W);
+long long forward_workspace_doubles(int C_in, int W);
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                           const float* gn_bias, double* partials, float* norm, float* group_stats, float* out,
+                           const float* gn_bias, double* workspace, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream);
 long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
@@ -1049,9 +1399,9 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
     auto group_stats = at::empty({B, groups, 2}, x.options());
     if (out.numel() == 0) return {out, norm, group_stats};
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
-    auto partials = at::empty({B * forward_workspace_doubles(H, W)}, x.options().dtype(torch::kFloat64));
+    auto workspace = at::empty({B * forward_workspace_doubles(C_in, W)}, x.options().dtype(torch::kFloat64));
     check(forward_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
-                         gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(), partials.data_ptr<double>(),
+                         gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(), workspace.data_ptr<double>(),
                          norm.data_ptr<float>(), group_stats.data_ptr<float>(), out.data_ptr<float>(),
                          B, C_in, C_out, groups, H, W, eps, c10::cuda::getCurrentCUDAStream()), "forward");
     return {out, norm, group_stats};
