@@ -44,9 +44,9 @@ bandwidth). Phase 1's algebra is 2.0 G multiply-adds (0.06 ms at the FP32 rate);
 cores 3 x 18.7 GFLOP of TF32 (0.11 ms at ~495 TFLOP/s) plus three MUFU operations per conv output
 (0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.22 ms (ncu, one change earlier: 12
 warps an SM at 168 registers, issue 55% busy, as many other instructions as FMAs), gram_stats_kernel
-0.023, phase 2 0.34 (35% of the tensor rate); run_all.py 0.60 ms. Backward, per kernel: BSUMS 0.47 ms, GRAD 0.59, weight gradient
-0.53, input gradient 0.50 (each gradient GEMM 9.4 G multiply-adds: ~0.19 ms at mma.sync's
-split-TF32 rate). History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
+0.023, phase 2 0.34 (35% of the tensor rate); run_all.py 0.60 ms. Backward, per kernel: BSUMS 0.47
+ms, GRAD 0.59, weight gradient 0.53, input gradient 0.50 (each gradient GEMM 9.4 G multiply-adds:
+~0.19 ms at mma.sync's split-TF32 rate). History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 
@@ -551,7 +551,7 @@ __device__ __forceinline__ void halve(float* f) {
     }
 }
 
-// A warp's mean of a row, in the same order wherever it runs (every lane gets it).
+// A warp's mean of a row (every lane gets it).
 __device__ float row_mean(const float* __restrict__ row, int W) {
     float s = 0.f;
     for (int i = threadIdx.x % 32; i < W; i += 32) s += row[i];
@@ -566,11 +566,12 @@ __device__ __forceinline__ void cp_async(float* dst, const float* src, bool in) 
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "n"(BYTES), "r"(in ? BYTES : 0) : "memory");
 }
 
-// Block (b, chunk pair, column tile); adds its 3 bins (doubles) in gram[block]. Copies V floats at a
+// Block (b, chunk pair, column tile); adds its 3 bins (doubles) in gram[block]; the blocks of chunk
+// pairs (ci0, 0) in tile 0 write their channels' shifts m to shifts (B, C_in). Copies V floats at a
 // time: 4 where rows are 16-byte aligned (W % 4 == 0 and x aligned), else 1.
 template <int V>
 __global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __restrict__ x, double* __restrict__ gram,
-                                                              int C_in, int H, int W) {
+                                                              float* __restrict__ shifts, int C_in, int H, int W) {
     constexpr int STAGE_PER = (2 * GR_CH * GR_PITCH / V + GR_THREADS - 1) / GR_THREADS;
     extern __shared__ __align__(16) float gr_s[];
     float* ring = gr_s;                                       // [GR_RING][GR_ROWS][GR_PITCH]
@@ -628,6 +629,8 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __rest
         }
     };
     __syncthreads();
+    if (cj0 == 0 && blockIdx.z == 0 && threadIdx.x < GR_CH && ci0 + threadIdx.x < C_in)
+        shifts[(size_t)b * C_in + ci0 + threadIdx.x] = shift[threadIdx.x];
     for (int h = 0; h < GR_AHEAD; ++h) issue(h);
     asm volatile("cp.async.wait_group %0;" :: "n"(GR_AHEAD - 3) : "memory");
     for (int h = 0; h < 3; ++h) center(h);
@@ -651,8 +654,8 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __rest
             row2 = partner_rows + rest / 3 % GR_CH;
             dhe = rest % 3;
         } else {
-            ci = (it - n_prod) / max(n_edge, 1);
-            e = (it - n_prod) % max(n_edge, 1);
+            ci = (it - n_prod) / n_edge;
+            e = (it - n_prod) % n_edge;
         }
         const int col = edge_col(e, W) - c0;
         item[k] = it < n_items && col >= 0 && col < GR_COLS
@@ -724,7 +727,7 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __rest
 #pragma unroll
                 for (int i = 0; i < 5; ++i) {
                     const int flat = base + i, j = flat / 40, ci = flat / 5 % GR_CH, d = flat % 5;
-                    pslot[((ci * GR_CH + 2 * pair + j) * 3 + dh) * 5 + d] = active ? f[i] : 0.f;
+                    pslot[((ci * GR_CH + 2 * pair + j) * 3 + dh) * 5 + d] = f[i];   // zeros if !active
                 }
             }
 #pragma unroll
@@ -735,7 +738,7 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __rest
                     float v = rs[ci];
 #pragma unroll
                     for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-                    if (lane == 0) pslot[GR_P + ci] = active ? v : 0.f;
+                    if (lane == 0) pslot[GR_P + ci] = v;
                     rs[ci] = 0.f;
                 }
             }
@@ -782,23 +785,18 @@ constexpr int GS_THREADS = 1024;   // gram_stats_kernel: a block per sample, 16 
 // the spread of their means), and per channel the scale and shift of 2 log2(e) y (what
 // tanh_of_exp2_arg takes).
 __global__ void __launch_bounds__(GS_THREADS) gram_stats_kernel(
-    const float* __restrict__ x, const double* __restrict__ gram, float* __restrict__ gmat,
+    const double* __restrict__ gram, const float* __restrict__ shifts, float* __restrict__ gmat,
     const float* __restrict__ weight, const float* __restrict__ bias, const float* __restrict__ gn_weight,
     const float* __restrict__ gn_bias, float* __restrict__ norm, float* __restrict__ group_stats,
     int C_in, int C_out, int groups, int H, int W, double eps)
 {
-    extern __shared__ double st[];   // [C_out]: mean, [C_out]: variance, [4][C_out]: parts, [T]: s; then wt
     constexpr int PARTS = GS_THREADS / C_PAD;
-    __shared__ float shift[2 * GR_CH];
+    extern __shared__ double st[];   // [C_out]: mean, [C_out]: variance, [PARTS][C_out]: parts, [T]: s; then wt
     const int b = blockIdx.x, T = C_in * TAPS, chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS;
     double* part = st + 2 * C_out;
     double* s = part + PARTS * C_out;
     float* wt = reinterpret_cast<float*>(s + T);   // [T][C_out]: the weights, tap-major
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int ci = warp; ci < C_in; ci += GS_THREADS / 32) {
-        const float m = row_mean(x + (((size_t)b * C_in + ci) * H + H / 2) * W, W);
-        if (lane == 0) shift[ci] = m;
-    }
+    const float* shift = shifts + (size_t)b * C_in;
     // bin entry i of chunk pair (ci, cj) / 8, kernel row kh, summed over the column tiles
     const auto bin = [&](int ci, int cj, int kh, int i) {
         const double* p = gram + (((size_t)b * chunks * chunks + ci / GR_CH * chunks + cj / GR_CH) * tiles * 3 + kh) * GR_BIN + i;
@@ -1249,10 +1247,10 @@ static cudaError_t launch_conv(const float* x, const float* weight, const float*
     return cudaGetLastError();
 }
 
-// The forward's scratch per sample, in doubles: gram_kernel's bins, then G (floats).
+// The forward's scratch per sample, in doubles: gram_kernel's bins, then G and the shifts (floats).
 long long forward_workspace_doubles(int C_in, int W) {
     const long long chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS, T = C_in * TAPS;
-    return chunks * chunks * tiles * 3 * GR_BIN + (T * T + 1) / 2;
+    return chunks * chunks * tiles * 3 * GR_BIN + (T * T + C_in + 1) / 2;
 }
 
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
@@ -1263,11 +1261,12 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
     const auto gram = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 ? gram_kernel<4> : gram_kernel<1>;
     if ((err = cudaFuncSetAttribute(gram, cudaFuncAttributeMaxDynamicSharedMemorySize, GR_SMEM)) != cudaSuccess)
         return err;
-    gram<<<dim3(B, chunks * chunks, tiles), GR_THREADS, GR_SMEM, stream>>>(x, workspace, C_in, H, W);
+    float* gmat = reinterpret_cast<float*>(workspace + (size_t)B * chunks * chunks * tiles * 3 * GR_BIN);
+    float* shifts = gmat + (size_t)B * T * T;
+    gram<<<dim3(B, chunks * chunks, tiles), GR_THREADS, GR_SMEM, stream>>>(x, workspace, shifts, C_in, H, W);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    double* gram_end = workspace + (size_t)B * chunks * chunks * tiles * 3 * GR_BIN;
     const size_t smem = (2 + GS_THREADS / C_PAD) * C_out * sizeof(double) + T * sizeof(double) + (size_t)T * C_out * sizeof(float);
-    gram_stats_kernel<<<B, GS_THREADS, smem, stream>>>(x, workspace, reinterpret_cast<float*>(gram_end), weight, bias,
+    gram_stats_kernel<<<B, GS_THREADS, smem, stream>>>(workspace, shifts, gmat, weight, bias,
                                                          gn_weight, gn_bias, norm, group_stats, C_in, C_out, groups,
                                                          H, W, eps);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
