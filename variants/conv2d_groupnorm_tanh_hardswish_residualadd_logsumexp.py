@@ -13,14 +13,14 @@ Forward, two passes over the input; the 64-channel conv output never touches mem
     and logsumexp over the channels (max first). A thread holds 16 channels of each of its pixels;
     the 4 lanes of a quad hold the other channels of the same pixels and merge maxima and sums with
     two shuffles each; one value per pixel is written.
-Phase 2's conv is a GEMM on the tensor cores (rows: output pixels, 16 adjacent columns per tile; columns:
-the 64 output channels; depth: the C_in * 9 taps, padded to a multiple of 8) in split TF32
+Phase 2's conv is a GEMM on the tensor cores (rows: output pixels, 128 columns of a row per unit;
+columns: the 64 output channels; depth: (kh, kw, input channel), channels padded to 8) in split TF32
 ("3xTF32": each fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which
-keeps fp32-level accuracy. A warp gathers its two tiles' inputs from global memory (L1) in the mma
-fragment layout and splits them; the weights, split once per block, sit in shared memory. On Hopper
-(sm_90a) each warpgroup issues wgmma m64n64k8; elsewhere mma.sync does the same products. Blocks
-are persistent, each takes a contiguous run of units (one output row each at this size) and
-prefetches the next unit's input rows into L1.
+keeps fp32-level accuracy. Both operands sit in shared memory, split once: the weights per block,
+the input rows in a ring (channel-interleaved, so a tap is a 16-byte shifted view of a row; the next
+unit's new row is staged while this unit's products run). On Hopper (sm_90a) a warpgroup's wgmma
+m64n64k8 reads both by descriptor; elsewhere mma.sync loads the same fragments. Blocks are persistent,
+each takes a contiguous run of units.
 Backward (autograd), with u = g * softmax_c(x_res) and vn = u * hardswish'(t) * (1 - t^2), t the tanh:
   dL/dx_conv = u + rstd * (gamma * vn - mean_g(gamma vn) - xhat * mean_g(gamma vn xhat)),
   dL/dgamma = sum vn xhat, dL/dbeta = sum vn. The conv output is recomputed, never stored:
@@ -75,10 +75,11 @@ constexpr int K = 3;             // kernel size the conv is specialised for (ref
 constexpr int TAPS = K * K;
 constexpr int N_TILES = 8;       // 8-channel tiles: the conv's channels, padded to 64
 constexpr int C_PAD = 8 * N_TILES;
-constexpr int M_TILES = 2;       // 16-column output tiles a warp computes at once
 constexpr int WARPS = 8, THREADS = 32 * WARPS;   // two warpgroups share one copy of the weights
 constexpr int BLOCKS_PER_SM = 2;                 // caps registers at 128
-constexpr int UNIT_TILES = WARPS * M_TILES;      // a unit of work: M_TILES tiles per warp
+constexpr int UNIT_COLS = 2 * 64;                // a unit of work: output columns of one row, 64 a warpgroup
+constexpr int STAGE_W = UNIT_COLS + K - 1;       // input columns a unit reads
+constexpr int RING = K + 1;                      // staged input rows: a unit's K, the next unit's new one
 constexpr int N_STATS = 2 * C_PAD;               // per channel: sum, sum of squares
 constexpr int B_WORDS = C_PAD * 8;               // one 8-deep slice of the weights
 constexpr int FINAL_THREADS = 256;
@@ -114,37 +115,45 @@ __device__ __forceinline__ Split split(float v) {
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
 
-// The conv as a GEMM: rows = output pixels, columns = output channels, k = (ci, kh, kw) padded to
-// a multiple of 8. Each block keeps the weights, split, in shared memory per 8-deep step and part
-// (big, small), in the tensor cores' K-major layout: channel n, depth k at word
-// (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4 (8x4 blocks of 128 bytes); zero past C_out and
-// past C_in * TAPS.
+// The conv as a GEMM: rows = output pixels, columns = output channels, depth = (kh, kw, ci), the
+// input channels padded to a multiple of 8, so that an 8-deep step is one tap and 8 channels. Each
+// block keeps the weights, split, in shared memory per step and part (big, small), in the tensor
+// cores' K-major layout: channel n, depth k at word (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4
+// (8x4 blocks of 128 bytes); zero past C_out and C_in.
 __device__ __forceinline__ uint32_t split_weight(const float* __restrict__ weight, int i, int C_out, int C_in) {
-    const int w = i % B_WORDS, part = i / B_WORDS % 2, step = i / (2 * B_WORDS);
-    const int co = w / 64 * 8 + w / 4 % 8, k = step * 8 + w / 32 % 2 * 4 + w % 4;
-    const Split s = split(co < C_out && k < C_in * TAPS ? weight[(size_t)co * C_in * TAPS + k] : 0.f);
+    const int w = i % B_WORDS, part = i / B_WORDS % 2, step = i / (2 * B_WORDS), groups8 = (C_in + 7) / 8;
+    const int co = w / 64 * 8 + w / 4 % 8, ci = step % groups8 * 8 + w / 32 % 2 * 4 + w % 4, tap = step / groups8;
+    const Split s = split(co < C_out && ci < C_in ? weight[((size_t)co * C_in + ci) * TAPS + tap] : 0.f);
     return part == 0 ? s.big : s.small;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Hopper: one warpgroup multiplies 64 rows (16 per warp, A from registers in the m16n8k8 layout)
-// by the 64 channels read from shared memory, asynchronously.
-__device__ __forceinline__ void wgmma(float (&d)[4 * N_TILES], const uint32_t (&a)[4], uint64_t b_desc) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+// Hopper: one warpgroup multiplies 64 rows by the 64 channels, both read from shared memory by
+// descriptor, asynchronously; d = product + (accumulate ? d : 0).
+__device__ __forceinline__ void wgmma(float (&d)[4 * N_TILES], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
                  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
                  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-                 "{%32,%33,%34,%35}, %36, 1, 1, 1;"
+                 "%32, %33, p, 1, 1;\n}"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
                    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
                    "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
                    "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
                    "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+                 : "l"(a_desc), "l"(b_desc), "r"((int)accumulate));
 }
-// Shared-memory descriptor of one 64x8 weight slice: 8x4 blocks, 128 bytes apart along k, 256 along n.
-__device__ __forceinline__ uint64_t slice_desc(const uint32_t* p) {
+// Orders an accumulator set's register accesses against the asynchronous products (a compiler
+// barrier only): the products' reads and writes stay between the fences around them.
+__device__ __forceinline__ void fence_acc(float (&d)[4 * N_TILES]) {
+#pragma unroll
+    for (int i = 0; i < 4 * N_TILES; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+// Shared-memory descriptor of a K-major operand without swizzle: 8x4 blocks (8 rows of 16 bytes),
+// k_bytes apart along k and mn_bytes apart along the rows.
+__device__ __forceinline__ uint64_t smem_desc(const uint32_t* p, uint32_t k_bytes, uint32_t mn_bytes) {
     const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
-    return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(128 >> 4) << 16 | (uint64_t)(256 >> 4) << 32;
+    return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(k_bytes >> 4) << 16 | (uint64_t)(mn_bytes >> 4) << 32;
 }
 #endif
 // Other GPUs' forward, and both conv gradients everywhere: mma.sync, 16 rows x 8 columns per
@@ -165,13 +174,14 @@ __device__ __forceinline__ void split4(const float (&v)[4], uint32_t (&big)[4], 
 }
 
 // acc += a * (weight slice), with the slice's big and small parts at b[0, B_WORDS) and b[B_WORDS, 2 B_WORDS)
-// (on Hopper: b_desc, the descriptor of b).
+// (on Hopper: descriptors, a's small part a_small descriptor units past its big part; acc starts
+// from zero unless accumulate).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32_t (&big)[4], const uint32_t (&small)[4],
-                                         uint64_t b_desc) {
-    wgmma(acc, small, b_desc);            // small terms first
-    wgmma(acc, big, b_desc + B_WORDS * 4 / 16);
-    wgmma(acc, big, b_desc);
+__device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], uint64_t a_desc, uint32_t a_small, uint64_t b_desc,
+                                         bool accumulate) {
+    wgmma(acc, a_desc + a_small, b_desc, accumulate);   // small terms first
+    wgmma(acc, a_desc, b_desc + B_WORDS * 4 / 16, true);
+    wgmma(acc, a_desc, b_desc, true);
 }
 #else
 __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32_t (&big)[4], const uint32_t (&small)[4],
@@ -186,22 +196,6 @@ __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32
     }
 }
 #endif
-
-// An output tile: 16 adjacent columns of output row oh; a lane's rows are columns w0 + g and
-// w0 + g + 8. WIDE (Wo >= 16): the last tile of a row shifts left to stay inside it and does not
-// count the columns its neighbour owns. Otherwise one tile per row, columns past Wo clamped.
-struct Tile {
-    int oh, w0, w_first;
-    bool valid;
-    __device__ bool counted(int col, int Wo) const { return valid && col >= w_first && col < Wo; }
-};
-template <bool WIDE>
-__device__ __forceinline__ Tile tile_at(int tile, int tiles, int n_wtiles, int Wo) {
-    const bool valid = tile < tiles;
-    const int tt = valid ? tile : tiles - 1;    // idle rows recompute a real tile, count nothing
-    const int w_first = tt % n_wtiles * 16;
-    return {tt / n_wtiles, WIDE ? min(w_first, Wo - 16) : 0, w_first, valid};
-}
 
 // Backward, one element: from the conv output v, the upstream gradient g of its pixel and the
 // pixel's output, u = dL/dx_res (= dL/dx_conv through the residual) and vn = dL/d(GroupNorm output).
@@ -224,13 +218,20 @@ struct BackwardIn {             // what the backward's two conv passes read and 
     int groups;
 };
 
-// Phase 2 (LOGSUMEXP) and the backward's two passes (BSUMS, GRAD) share the conv, on the
-// tensor cores. Persistent: block x takes a contiguous run of the B * units_per_sample units of work
-// (each inside one sample), so that a unit finds most of its input rows in L1, and prefetches the
-// next unit's rows into L1 while it computes. Dynamic shared memory: the split weights
-// (k_steps * 2 * B_WORDS words), then k_steps * 4 uint2, the input offsets of taps (k, k + 4) for
-// k = step * 8 + t.
-template <int MODE, bool WIDE>
+// Phase 2 (LOGSUMEXP) and the backward's two passes (BSUMS, GRAD) share the conv, on the tensor
+// cores. A unit of work is UNIT_COLS columns of one output row: 64 a warpgroup, 16 a warp. Blocks are
+// persistent, each taking a contiguous run of the B * units_per_sample units (walked as sample,
+// column chunk, row), so that consecutive units share K - 1 input rows. The input rows are staged in
+// shared memory once, split, in the A operand's K-major layout (for each group of 4 channels,
+// STAGE_W columns of 16 bytes), row h in slot h % RING; tap (kh, kw) of output row oh is slot
+// (oh + kh) % RING read from column kw on. Per unit: stage the next unit's new row while this unit's
+// products run (asynchronous on Hopper), one barrier, this unit's epilogue, then issue the next
+// unit's products, which run during the next staging; the epilogue overlaps the other block's
+// products. (Two accumulator sets, the next products in flight during the epilogue, measured 1.5x
+// slower: ptxas serialises the products then, and 128 registers no longer hold both sets.) G8: the
+// input channels' groups of 8 (C_in <= 8 * G8). Dynamic shared memory: the split weights
+// (TAPS * G8 * 2 * B_WORDS words), then the ring.
+template <int MODE, int G8>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const float* __restrict__ x,        // (B, C_in, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K), contiguous
@@ -241,230 +242,242 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const BackwardIn bw,                // BSUMS, GRAD
     int B, int C_in, int C_out, int H, int W, int units_per_sample)
 {
+    constexpr int PARAMS = MODE == LOGSUMEXP ? 1 : 2;
+    constexpr int PART_WORDS = 2 * G8 * STAGE_W * 4;   // a staged row's big part, then its small part
     extern __shared__ __align__(128) uint32_t w_s[];
-    __shared__ float red[MODE == LOGSUMEXP ? 1 : 2][WARPS][N_STATS];   // per warp, each channel's two sums
+    __shared__ float red[2][MODE == LOGSUMEXP ? 1 : WARPS][N_STATS];   // by unit parity: per warp, each channel's two sums
+    __shared__ float4 chan[2][PARAMS][C_PAD];                          // by unit parity: per channel, see fill()
     const int Ho = H - K + 1, Wo = W - K + 1;
-    const int n_wtiles = (Wo + 15) / 16, tiles = Ho * n_wtiles;
-    const int k_steps = (C_in * TAPS + 7) / 8;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int w0 = warp / 4 * 64 + warp % 4 * 16;   // the warp's first column in the unit
 
-    const int n_words = k_steps * 2 * B_WORDS;
-    for (int i = threadIdx.x; i < n_words; i += THREADS) w_s[i] = split_weight(weight, i, C_out, C_in);
-    uint2* tap_s = reinterpret_cast<uint2*>(w_s + n_words);
-    for (int i = threadIdx.x; i < k_steps * 4; i += THREADS) {
-        unsigned off[2];
-        for (int h = 0; h < 2; ++h) {   // tap k = (ci, kh, kw); padding taps read offset 0
-            const int k = i / 4 * 8 + i % 4 + 4 * h, r = k % TAPS;
-            off[h] = k < C_in * TAPS ? (k / TAPS * H + r / K) * W + r % K : 0;
+    for (int i = threadIdx.x; i < TAPS * G8 * 2 * B_WORDS; i += THREADS) w_s[i] = split_weight(weight, i, C_out, C_in);
+    // Ring slot s: PART_WORDS words of big parts, then as many of small parts: channel 4 q + e,
+    // staged column col at word (q * STAGE_W + col) * 4 + e.
+    uint32_t* ring = w_s + TAPS * G8 * 2 * B_WORDS;
+
+    // Input rows h0 .. h0 + n - 1 of sample b, columns c0 .. c0 + STAGE_W - 1 (zero past W and C_in),
+    // into their slots; two pieces of 4 channels a thread in flight at once.
+    const auto stage = [&](int b, int c0, int h0, int n) {
+        const float* xb = x + (size_t)b * C_in * H * W;
+        constexpr int PER_ROW = 2 * G8 * STAGE_W;
+        for (int i0 = threadIdx.x; i0 < n * PER_ROW; i0 += 2 * THREADS) {
+            float v[2][4];
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const int i = i0 + k * THREADS, q = i % PER_ROW / STAGE_W, c = c0 + i % STAGE_W, h = h0 + i / PER_ROW;
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    v[k][e] = i < n * PER_ROW && c < W && 4 * q + e < C_in ? __ldg(xb + ((4 * q + e) * H + h) * W + c) : 0.f;
+            }
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const int i = i0 + k * THREADS;
+                if (i >= n * PER_ROW) break;
+                uint32_t* dst = ring + (h0 + i / PER_ROW) % RING * 2 * PART_WORDS + i % PER_ROW * 4;
+                const Split s0 = split(v[k][0]), s1 = split(v[k][1]), s2 = split(v[k][2]), s3 = split(v[k][3]);
+                *reinterpret_cast<uint4*>(dst) = make_uint4(s0.big, s1.big, s2.big, s3.big);
+                *reinterpret_cast<uint4*>(dst + PART_WORDS) = make_uint4(s0.small, s1.small, s2.small, s3.small);
+            }
         }
-        tap_s[i] = make_uint2(off[0], off[1]);
-    }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // read by wgmma
+#endif
+    };
+    // Per channel, for sample b, into chan[p]. LOGSUMEXP: (scale, the shift with the conv bias folded
+    // in, the bias (-inf for padding channels, whose x_res is then -inf)); otherwise (bias, scale,
+    // shift) and BSUMS: (mean, rstd) of the channel's group, GRAD: coef.
+    const auto fill = [&](int p, int b) {
+        if (threadIdx.x >= C_PAD) return;
+        const int c = threadIdx.x, cc = c < C_out ? c : 0;
+        const float bc = c < C_out ? bias[c] : 0.f, scale = norm[((size_t)b * C_out + cc) * 2],
+                    shift = norm[((size_t)b * C_out + cc) * 2 + 1];
+        if (MODE == LOGSUMEXP) {
+            chan[p][0][c] = make_float4(scale, fmaf(bc, scale, shift), c < C_out ? bc : -INFINITY, 0.f);
+        } else {
+            chan[p][0][c] = make_float4(bc, scale, shift, 0.f);
+            float4 k = {0.f, 0.f, 0.f, 0.f};
+            if (MODE == BSUMS) {
+                const float* gs = bw.group_stats + ((size_t)b * bw.groups + cc / (C_out / bw.groups)) * 2;
+                k.x = gs[0];
+                k.y = gs[1];
+            }
+            if (MODE == GRAD) k = bw.coef[(size_t)b * C_out + cc];
+            chan[p][PARAMS - 1][c] = k;
+        }
+    };
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the weights are read by wgmma
+    // Descriptors (16-byte units): the weights, and this warpgroup's 64 rows of ring slot 0, big part.
+    const uint64_t b_desc0 = smem_desc(w_s, 128, 256), a_desc0 = smem_desc(ring + warp / 4 * 64 * 4, STAGE_W * 16, 128);
 #endif
-    __syncthreads();
-
-    // This block's units: a contiguous run [u_begin, u_begin + count) of the B * units_per_sample,
-    // walked as (sample b, unit).
-    const long long n_units = (long long)B * units_per_sample, u_begin = n_units * blockIdx.x / gridDim.x;
-    const int count = (int)(n_units * (blockIdx.x + 1) / gridDim.x - u_begin);
-    int b = (int)(u_begin / units_per_sample), unit = (int)(u_begin % units_per_sample);
+    // acc = the unit at output row oh's products (on Hopper: issued, committed as one group).
+    const auto issue = [&](float (&acc)[4 * N_TILES], int oh) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const uint64_t desc0 = slice_desc(w_s);
-#endif
-#pragma unroll 1
-    for (int n = 0, parity = 0; n < count; ++n, parity ^= 1) {
-        const int tile0 = (unit * WARPS + warp) * M_TILES;
-        if (n + 1 < count) {   // the next unit's input rows, whole, into L1: a warp per row, a lane per line
-            const bool last = unit + 1 == units_per_sample;
-            const int next_b = last ? b + 1 : b, first = last ? 0 : (unit + 1) * UNIT_TILES;
-            const int row0 = first / n_wtiles, rows = (min(first + UNIT_TILES, tiles) - 1) / n_wtiles + K - row0;
-            const int row_lines = W / 32 + 2;   // the row's 128-byte lines, whatever its alignment
-            for (int i = warp; i < C_in * rows; i += WARPS) {
-                const float* row = x + (((size_t)next_b * C_in + i / rows) * H + row0 + i % rows) * W;
-                for (int line = lane; line < row_lines; line += 32)
-                    asm volatile("prefetch.global.L1 [%0];" :: "l"(row + min(line * 32, W - 1)));
-            }
-        }
-        // The host checks one sample is < 2^31 elements. Opaque to the compiler, so that each load's
-        // address is one 32-bit add and one wide multiply-add instead of a re-derived 64-bit index.
-        const float* xb;
-        asm("mov.b64 %0, %1;" : "=l"(xb) : "l"(x + (size_t)b * C_in * H * W));
-        unsigned corner[M_TILES][2];   // input offset of this lane's rows g and g + 8 of each tile
+        fence_acc(acc);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-        for (int i = 0; i < M_TILES; ++i) {
-            const Tile tl = tile_at<WIDE>(tile0 + i, tiles, n_wtiles, Wo);
+        for (int kh = 0; kh < K; ++kh) {
+            const uint64_t a_row = a_desc0 + (oh + kh) % RING * (PART_WORDS / 2);
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int col = tl.w0 + g + 8 * r;
-                corner[i][r] = tl.oh * W + (WIDE ? col : min(col, Wo - 1));
-            }
-        }
-
-        float a_next[M_TILES][4];
-        const auto load = [&](int step) {
-            const uint2 off = tap_s[step * 4 + t];
+            for (int kw = 0; kw < K; ++kw)
 #pragma unroll
-            for (int i = 0; i < M_TILES; ++i) {
-                const float* p0 = xb + (corner[i][0] + off.x);
-                const float* p1 = xb + (corner[i][0] + off.y);
-                a_next[i][0] = __ldg(p0);
-                a_next[i][1] = __ldg(WIDE ? p0 + 8 : xb + (corner[i][1] + off.x));
-                a_next[i][2] = __ldg(p1);
-                a_next[i][3] = __ldg(WIDE ? p1 + 8 : xb + (corner[i][1] + off.y));
-            }
-        };
-
-        float acc[M_TILES][4 * N_TILES] = {};
-        load(0);
-#pragma unroll 1
-        for (int step = 0; step < k_steps; ++step) {
-            uint32_t big[M_TILES][4], small[M_TILES][4];
-#pragma unroll
-            for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const Split s = split(a_next[i][e]);
-                    big[i][e] = s.big;
-                    small[i][e] = s.small;
+                for (int cg = 0; cg < G8; ++cg) {
+                    const int step = (kh * K + kw) * G8 + cg;
+                    multiply(acc, a_row + 2 * cg * STAGE_W + kw, PART_WORDS / 4, b_desc0 + step * (2 * B_WORDS * 4 / 16),
+                             step > 0);
                 }
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#endif
-#pragma unroll
-            for (int i = 0; i < M_TILES; ++i) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-                multiply(acc[i], big[i], small[i], desc0 + step * (2 * B_WORDS * 4 / 16));
-#else
-                multiply(acc[i], big[i], small[i], w_s + step * 2 * B_WORDS);
-#endif
-            }
-            // The next step's inputs, in flight during these products. Loaded after the products
-            // are issued, so that the compiler needs no copies of them to free the split registers.
-            if (step + 1 < k_steps) load(step + 1);
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#endif
         }
-
-        // acc[i][4 * j + 2 * r + e]: tile i, row (column w0 + g + 8 r), channel 8 j + 2 t + e. The
-        // tiles are derived again rather than kept through the main loop: held there, they cost the
-        // logsumexp kernel more spilled registers.
-        Tile tl[M_TILES];
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        fence_acc(acc);
+#else
 #pragma unroll
-        for (int i = 0; i < M_TILES; ++i) tl[i] = tile_at<WIDE>(tile0 + i, tiles, n_wtiles, Wo);
-        const auto counted = [&](int i, int r) { return tl[i].counted(tl[i].w0 + g + 8 * r, Wo); };
-        // Row (i, r)'s pixel in an image of rows `pitch` apart (if counted).
-        const auto pixel = [&](int i, int r, int pitch) { return tl[i].oh * pitch + tl[i].w0 + g + 8 * r; };
+        for (int i = 0; i < 4 * N_TILES; ++i) acc[i] = 0.f;
+        // A fragments: rows (columns) w0 + g and + 8, depths (channels) t and t + 4.
+        const uint32_t* a_lane = ring + (w0 + g) * 4 + t;
+#pragma unroll
+        for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+                for (int cg = 0; cg < G8; ++cg) {
+                    const uint32_t* a = a_lane + (oh + kh) % RING * 2 * PART_WORDS + (2 * cg * STAGE_W + kw) * 4;
+                    const uint32_t big[4] = {a[0], a[32], a[4 * STAGE_W], a[4 * STAGE_W + 32]};
+                    const uint32_t small[4] = {a[PART_WORDS], a[PART_WORDS + 32], a[PART_WORDS + 4 * STAGE_W],
+                                               a[PART_WORDS + 4 * STAGE_W + 32]};
+                    multiply(acc, big, small, w_s + ((kh * K + kw) * G8 + cg) * 2 * B_WORDS);
+                }
+#endif
+    };
+    // Unit (b, unit)'s epilogue from its products acc; p: the unit's parity (chan[p], red[p]).
+    const auto epilogue = [&](const float (&acc)[4 * N_TILES], int p, int b, int unit) {
+        const int oh = unit % Ho, col0 = unit / Ho * UNIT_COLS + w0 + g;
+        // acc[4 * j + 2 * r + e]: column col0 + 8 r, channel 8 j + 2 t + e.
+        const auto counted = [&](int r) { return col0 + 8 * r < Wo; };
+        // Row r's pixel in an image of rows `pitch` apart (if counted).
+        const auto pixel = [&](int r, int pitch) { return oh * pitch + col0 + 8 * r; };
         if (MODE != LOGSUMEXP) {
             // Per channel, the unit's sums over this lane's counted rows, the 8 lanes holding the same
-            // channels, then the warps in double, all in a fixed order. BSUMS: vn and vn xhat; GRAD:
-            // dL/dx_conv (also written), for the bias gradient.
-            float gv[M_TILES][2], ov[M_TILES][2];   // the backward's per-pixel upstream gradient and output
+            // channels, then (at the next barrier) the warps in double, all in a fixed order. BSUMS: vn
+            // and vn xhat; GRAD: dL/dx_conv (also written), for the bias gradient.
+            float gv[2], ov[2];   // the backward's per-pixel upstream gradient and output
 #pragma unroll
-            for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const size_t p = (size_t)b * Ho * Wo + (counted(i, r) ? pixel(i, r, Wo) : 0);
-                    gv[i][r] = bw.grad_out[p];
-                    ov[i][r] = bw.out[p];
-                }
+            for (int r = 0; r < 2; ++r) {
+                const size_t q = (size_t)b * Ho * Wo + (counted(r) ? pixel(r, Wo) : 0);
+                gv[r] = bw.grad_out[q];
+                ov[r] = bw.out[q];
+            }
 #pragma unroll
             for (int j = 0; j < N_TILES; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int c = j * 8 + 2 * t + e;
-                    const bool real = c < C_out;
-                    const int cc = real ? c : 0;
-                    const float bc = real ? bias[c] : 0.f;
-                    const float scale = norm[((size_t)b * C_out + cc) * 2], shift = norm[((size_t)b * C_out + cc) * 2 + 1];
-                    float4 k = {0.f, 0.f, 0.f, 0.f};   // BSUMS: (mean, rstd); GRAD: p1, p2, p3, mean
-                    if (MODE == BSUMS) {
-                        const float* gs = bw.group_stats + ((size_t)b * bw.groups + cc / (C_out / bw.groups)) * 2;
-                        k.x = gs[0];
-                        k.y = gs[1];
-                    }
-                    if (MODE == GRAD) k = bw.coef[(size_t)b * C_out + cc];
+                    const float4 prm = chan[p][0][c], k = chan[p][PARAMS - 1][c];
                     float s = 0.f, q = 0.f;
 #pragma unroll
-                    for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-                        for (int r = 0; r < 2; ++r) {
-                            const float v = acc[i][4 * j + 2 * r + e] + bc;
-                            const Grads gr = backward_elem(v, gv[i][r], ov[i][r], scale, shift);
-                            if (MODE == BSUMS && counted(i, r)) {
-                                s += gr.vn;
-                                q = fmaf(gr.vn, (v - k.x) * k.y, q);
-                            }
-                            if (MODE == GRAD && counted(i, r)) {
-                                const float d = gr.u + fmaf(k.x, gr.vn, fmaf(k.y, v - k.w, k.z));
-                                s += d;
-                                if (real)
-                                    bw.grad_conv[((size_t)b * C_out + c) * Ho * grad_pitch(Wo) + pixel(i, r, grad_pitch(Wo))] = d;
-                            }
+                    for (int r = 0; r < 2; ++r) {
+                        const float v = acc[4 * j + 2 * r + e] + prm.x;
+                        const Grads gr = backward_elem(v, gv[r], ov[r], prm.y, prm.z);
+                        if (MODE == BSUMS && counted(r)) {
+                            s += gr.vn;
+                            q = fmaf(gr.vn, (v - k.x) * k.y, q);
                         }
+                        if (MODE == GRAD && counted(r)) {
+                            const float d = gr.u + fmaf(k.x, gr.vn, fmaf(k.y, v - k.w, k.z));
+                            s += d;
+                            if (c < C_out)
+                                bw.grad_conv[((size_t)b * C_out + c) * Ho * grad_pitch(Wo) + pixel(r, grad_pitch(Wo))] = d;
+                        }
+                    }
 #pragma unroll
                     for (int off = 4; off < 32; off *= 2) {
                         s += __shfl_xor_sync(0xffffffffu, s, off);
                         q += __shfl_xor_sync(0xffffffffu, q, off);
                     }
                     if (g == 0) {
-                        red[parity][warp][c] = s;
-                        red[parity][warp][C_PAD + c] = q;
+                        red[p][warp][c] = s;
+                        red[p][warp][C_PAD + c] = q;
                     }
                 }
-            __syncthreads();   // red[parity] is written again two units later, after the next barrier
-            if (threadIdx.x < N_STATS) {
-                double v = 0.0;
-#pragma unroll
-                for (int w = 0; w < WARPS; ++w) v += red[parity][w][threadIdx.x];
-                partials[((size_t)b * units_per_sample + unit) * N_STATS + threadIdx.x] = v;
-            }
         } else {
-            // LOGSUMEXP: x_res = x + hardswish(tanh(x * scale + shift)) in place (padding channels
-            // -inf), then per row the max and the sum of exp over this lane's 16 channels, merged
-            // across the quad (t = 0..3 hold the same rows); lane t writes row (t / 2, t % 2).
-            const float* nb = norm + (size_t)b * C_out * 2;
+            // LOGSUMEXP, per row: x_res = x + hardswish(tanh(x * scale + shift)) over this lane's 16
+            // channels, their max and sum of exp merged across the quad (t = 0..3 hold the same
+            // rows); lane t = r writes row r.
 #pragma unroll
-            for (int j = 0; j < N_TILES; ++j)
+            for (int r = 0; r < 2; ++r) {
+                float xr[2 * N_TILES], m = -INFINITY;
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int c = j * 8 + 2 * t + e;
-                    const bool real = c < C_out;
-                    const int cc = real ? c : 0;
-                    const float bc = bias[cc], scale = nb[2 * cc], shift = nb[2 * cc + 1];
-#pragma unroll
-                    for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-                        for (int r = 0; r < 2; ++r) {
-                            const float v = acc[i][4 * j + 2 * r + e] + bc;
-                            const float th = tanh_of_exp2_arg(fmaf(v, scale, shift));
-                            acc[i][4 * j + 2 * r + e] = real ? v + hardswish_of_tanh(th) : -INFINITY;
-                        }
+                for (int ch = 0; ch < 2 * N_TILES; ++ch) {
+                    const float a = acc[4 * (ch / 2) + 2 * r + ch % 2];
+                    const float4 prm = chan[p][0][8 * (ch / 2) + 2 * t + ch % 2];
+                    xr[ch] = (a + prm.z) + hardswish_of_tanh(tanh_of_exp2_arg(fmaf(a, prm.x, prm.y)));
+                    m = fmaxf(m, xr[ch]);
                 }
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));   // finite: channel 0 is real
+                const float ml = m * LOG2E;
+                float s = 0.f;
 #pragma unroll
-            for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    float m = -INFINITY;
-#pragma unroll
-                    for (int ch = 0; ch < N_TILES * 2; ++ch) m = fmaxf(m, acc[i][4 * (ch / 2) + 2 * r + ch % 2]);
-                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));   // finite: channel 0 is real
-                    float s = 0.f;
-#pragma unroll
-                    for (int ch = 0; ch < N_TILES * 2; ++ch) s += ex2((acc[i][4 * (ch / 2) + 2 * r + ch % 2] - m) * LOG2E);
-                    s += __shfl_xor_sync(0xffffffffu, s, 1);
-                    s += __shfl_xor_sync(0xffffffffu, s, 2);
-                    if (t == 2 * i + r && counted(i, r)) out[(size_t)b * Ho * Wo + pixel(i, r, Wo)] = m + __logf(s);
-                }
+                for (int ch = 0; ch < 2 * N_TILES; ++ch) s += ex2(fmaf(xr[ch], LOG2E, -ml));
+                s += __shfl_xor_sync(0xffffffffu, s, 1);
+                s += __shfl_xor_sync(0xffffffffu, s, 2);
+                if (t == r && counted(r)) out[(size_t)b * Ho * Wo + pixel(r, Wo)] = m + __logf(s);
+            }
         }
-        if (++unit == units_per_sample) {
-            unit = 0;
-            ++b;
+    };
+    // BSUMS, GRAD: unit (b, unit)'s sums, from red[p] (complete after a barrier), in double.
+    const auto flush = [&](int p, int b, int unit) {
+        if (MODE == LOGSUMEXP || threadIdx.x >= N_STATS) return;
+        double v = 0.0;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) v += red[p][w][threadIdx.x];
+        partials[((size_t)b * units_per_sample + unit) * N_STATS + threadIdx.x] = v;
+    };
+
+    const long long n_units = (long long)B * units_per_sample, u_begin = n_units * blockIdx.x / gridDim.x;
+    const int count = (int)(n_units * (blockIdx.x + 1) / gridDim.x - u_begin);
+    int b = (int)(u_begin / units_per_sample), unit = (int)(u_begin % units_per_sample), prev_b = 0, prev_unit = 0;
+    float acc[4 * N_TILES];
+    stage(b, unit / Ho * UNIT_COLS, unit % Ho, K);
+    fill(0, b);
+    __syncthreads();
+    issue(acc, unit % Ho);
+    // Unit n: its products (issued last step) in acc; the next unit's staging overlaps them, and
+    // its products, issued after this unit's epilogue, overlap the staging after.
+#pragma unroll 1
+    for (int n = 0; n < count; ++n) {
+        const int oh = unit % Ho, c0 = unit / Ho * UNIT_COLS;
+        const bool has_next = n + 1 < count;
+        const int next_b = unit + 1 == units_per_sample ? b + 1 : b, next = unit + 1 == units_per_sample ? 0 : unit + 1;
+        if (has_next) {
+            if (next_b == b && next / Ho * UNIT_COLS == c0) {
+                stage(b, c0, oh + K, 1);   // slot of row oh - 1, whose products are done
+            } else {                       // a new sample or column chunk: every slot, once all products are done
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+                asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+                __syncthreads();
+                stage(next_b, next / Ho * UNIT_COLS, next % Ho, K);
+            }
         }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        fence_acc(acc);
+#endif
+        __syncthreads();   // the staged rows; every warpgroup's products; red[1 - p], chan[p] complete
+        if (n > 0) flush((n - 1) % 2, prev_b, prev_unit);
+        epilogue(acc, n % 2, b, unit);
+        if (has_next) {
+            fill((n + 1) % 2, next_b);
+            issue(acc, next % Ho);
+        }
+        prev_b = b;
+        prev_unit = unit;
+        b = next_b;
+        unit = next;
     }
+    __syncthreads();
+    flush((count - 1) % 2, prev_b, prev_unit);
 }
 
 // Sample b's two sums per channel: its units' partials added in a fixed order (double), into
@@ -1206,9 +1219,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
     }
 }
 
-static int units_per_sample(int H, int W) {
-    return ((H - K + 1) * ((W - K + 1 + 15) / 16) + UNIT_TILES - 1) / UNIT_TILES;
-}
+static int units_per_sample(int H, int W) { return (H - K + 1) * ((W - K + 1 + UNIT_COLS - 1) / UNIT_COLS); }
 
 static cudaError_t sm_count(int* sms) {
     int device = 0;
@@ -1216,24 +1227,25 @@ static cudaError_t sm_count(int* sms) {
     return err != cudaSuccess ? err : cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
 }
 
+// conv_kernel's dynamic shared memory: the split weights (TAPS * groups8 steps of 2 * B_WORDS words),
+// then the ring of split rows. 70 KB for C_in <= 8, 140 KB for C_in <= 16.
+int conv_smem_bytes(int C_in) {
+    const int groups8 = (C_in + 7) / 8;
+    return TAPS * groups8 * 2 * B_WORDS * 4 + RING * 2 * 2 * groups8 * STAGE_W * 16;
+}
+
 template <int MODE>
 static cudaError_t launch_conv(const float* x, const float* weight, const float* bias, const float* norm,
                                double* partials, float* out, const BackwardIn& bw, int B, int C_in, int C_out,
                                int H, int W, cudaStream_t stream) {
-    const int k_steps = (C_in * TAPS + 7) / 8, ups = units_per_sample(H, W);
+    const int groups8 = (C_in + 7) / 8, ups = units_per_sample(H, W), smem = conv_smem_bytes(C_in);
+    const auto kernel = groups8 == 1 ? conv_kernel<MODE, 1> : conv_kernel<MODE, 2>;   // C_in <= 16 (Python)
     cudaError_t err;
-    int device = 0, sms = 0;
-    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-    if ((err = sm_count(&sms)) != cudaSuccess) return err;
-    const unsigned grid = (unsigned)std::min<long long>((long long)B * ups, (long long)BLOCKS_PER_SM * sms);
-    const int smem = (int)(k_steps * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
-    const auto kernel = W - K + 1 >= 16 ? conv_kernel<MODE, true> : conv_kernel<MODE, false>;
+    int device = 0, sms = 0, sm_smem = 0, per_sm = 0;
     cudaFuncAttributes attr;
-    int sm_smem = 0;
-    if ((err = cudaFuncGetAttributes(&attr, kernel)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) != cudaSuccess)
-        return err;
-    if (smem + (int)attr.sharedSizeBytes > 48 * 1024 &&   // past the default: opt in (C_in of 10 or more)
+    if ((err = cudaGetDevice(&device)) != cudaSuccess || (err = sm_count(&sms)) != cudaSuccess ||
+        (err = cudaFuncGetAttributes(&attr, kernel)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device)) != cudaSuccess ||
         (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
         return err;
     // Shared memory for BLOCKS_PER_SM blocks (the system reserves 1 KB of each), as a percentage of
@@ -1241,8 +1253,10 @@ static cudaError_t launch_conv(const float* x, const float* weight, const float*
     // time in some runs (a split that fits fewer blocks, it seems); with it, six runs in a row agreed.
     const long long need = (long long)BLOCKS_PER_SM * (smem + attr.sharedSizeBytes + 1024);
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    (int)std::min(100LL, (100 * need + sm_smem - 1) / sm_smem))) != cudaSuccess)
+                                    (int)std::min(100LL, (100 * need + sm_smem - 1) / sm_smem))) != cudaSuccess ||
+        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, smem)) != cudaSuccess)
         return err;
+    const unsigned grid = (unsigned)std::min<long long>((long long)B * ups, (long long)std::max(per_sm, 1) * sms);
     kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, partials, out, bw, B, C_in, C_out, H, W, ups);
     return cudaGetLastError();
 }
@@ -1347,6 +1361,7 @@ cpp_source = r"""
 #include <c10/cuda/CUDAStream.h>
 
 long long forward_workspace_doubles(int C_in, int W);
+int conv_smem_bytes(int C_in);
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* workspace, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream);
@@ -1378,6 +1393,12 @@ static void check_input(const Tensor& x, const Tensor& weight) {
                 "conv2d_gn_lse: input must be a contiguous 4-D float32 CUDA tensor");
     TORCH_CHECK(x.size(1) == weight.size(1) && x.size(2) >= weight.size(2) && x.size(3) >= weight.size(3),
                 "conv2d_gn_lse: input channels or size do not fit the weight");
+    int per_block = 0;
+    const int need = conv_smem_bytes((int)x.size(1));
+    TORCH_CHECK(cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, x.get_device()) == cudaSuccess &&
+                    need <= per_block,
+                "conv2d_gn_lse: in_channels = ", x.size(1), " needs ", need / 1024, " KB of shared memory a block, this GPU ",
+                "has ", per_block / 1024, " KB (in_channels <= 8 fits every GPU since sm_80)");
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
@@ -1555,7 +1576,7 @@ _model = _ops.model.default   # an overload, not the packet: a little less host 
 
 KERNEL_SIZE = 3          # the CUDA kernel's K
 MAX_OUT_CHANNELS = 64    # one GEMM tile of 64 channels holds every channel of a pixel
-MAX_IN_CHANNELS = 16     # all split weights stay in shared memory: 74 KB at 16, within any GPU since sm_80
+MAX_IN_CHANNELS = 16     # split weights and input rows in shared memory: 140 KB a block at 9 to 16 (A100, H100)
 
 
 class ModelNew(nn.Module):
