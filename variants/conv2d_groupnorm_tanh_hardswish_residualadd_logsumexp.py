@@ -44,8 +44,9 @@ bandwidth). Phase 1's algebra is 2.0 G multiply-adds (0.06 ms at the FP32 rate);
 cores 3 x 18.7 GFLOP of TF32 (0.11 ms at ~495 TFLOP/s) plus three MUFU operations per conv output
 (0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.22 ms (ncu, one change earlier: 12
 warps an SM at 168 registers, issue 55% busy, as many other instructions as FMAs), gram_stats_kernel
-0.023, phase 2 0.34 (35% of the tensor rate); run_all.py 0.60 ms. Backward, per kernel: BSUMS 0.47
-ms, GRAD 0.59, weight gradient 0.53, input gradient 0.50 (each gradient GEMM 9.4 G multiply-adds:
+0.023, phase 2 0.28 (ncu: issue 47% busy, MUFU 42%, 943 instructions per warp and unit, half of them
+the epilogue); run_all.py 0.58 ms. Backward, per kernel: BSUMS 0.47
+ms, GRAD 0.57, weight gradient 0.52, input gradient 0.49 (each gradient GEMM 9.4 G multiply-adds:
 ~0.19 ms at mma.sync's split-TF32 rate). History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
