@@ -26,12 +26,12 @@ Backward (autograd), with u = g * softmax_c(x_res) and vn = u * hardswish'(t) * 
   dL/dgamma = sum vn xhat, dL/dbeta = sum vn. The conv output is recomputed, never stored:
   conv_kernel<BSUMS> sums vn and vn xhat per unit and channel; grad_coef_kernel folds them into
   per-channel coefficients; conv_kernel<GRAD> writes dL/dx_conv (rows padded to 16 bytes) and its sums
-  (the bias gradient). The conv's own gradients are split-TF32 mma.sync GEMMs: grad_weight_kernel per
-  output row (rows = output channels, columns = taps, depth = output columns; both operands staged in
-  shared memory, dL/dx_conv by 16-byte cp.async, the input rows split once and kept for the next row),
-  block totals added in order; grad_input_kernel per dL/dx_conv row (rows = output columns, columns =
-  the 72 taps (ci, kh, kw), depth = channels) folded into three input rows of partial sums held in
-  registers. Every sum is in a fixed order: deterministic.
+  (the bias gradient). The conv's own gradients are split-TF32 GEMMs: grad_weight_kernel (mma.sync)
+  per output row (rows = output channels, columns = taps, depth = output columns; both operands
+  staged in shared memory, dL/dx_conv by 16-byte cp.async, the input rows split once and kept for the
+  next row), block totals added in order; grad_input_kernel (wgmma on Hopper, mma.sync elsewhere) per
+  dL/dx_conv row (rows = output columns, columns = the 72 taps (ci, kh, kw), depth = channels) folded
+  into three input rows of partial sums held in registers. Every sum is in a fixed order: deterministic.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model, with CUDA, Meta
 and Autograd kernels, and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 Saved for backward: the input, the parameters, the (B, 1, H', W') output, the per-channel scale and
@@ -45,9 +45,10 @@ cores 3 x 18.7 GFLOP of TF32 (0.11 ms at ~495 TFLOP/s) plus three MUFU operation
 (0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.22 ms (ncu, one change earlier: 12
 warps an SM at 168 registers, issue 55% busy, as many other instructions as FMAs), gram_stats_kernel
 0.023, phase 2 0.28 (ncu: issue 47% busy, MUFU 42%, 943 instructions per warp and unit, half of them
-the epilogue); run_all.py 0.58 ms. Backward, per kernel: BSUMS 0.47
-ms, GRAD 0.57, weight gradient 0.52, input gradient 0.49 (each gradient GEMM 9.4 G multiply-adds:
-~0.19 ms at mma.sync's split-TF32 rate). History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
+the epilogue); run_all.py 0.58 ms. Backward, per kernel: BSUMS 0.48 ms, GRAD 0.57, weight gradient
+0.53, input gradient 0.44 (each gradient GEMM 9.4 G multiply-adds: ~0.19 ms at mma.sync's split-TF32
+rate, 0.11 at wgmma's; each reads the 534 MB of dL/dx_conv, 0.18 ms of bandwidth). History:
+docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 
@@ -144,11 +145,32 @@ __device__ __forceinline__ void wgmma(float (&d)[4 * N_TILES], uint64_t a_desc, 
                    "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "l"(a_desc), "l"(b_desc), "r"((int)accumulate));
 }
+// The input gradient's products: 64 rows (16 a warp, a from registers in mma.sync's layout) by 72
+// columns read from shared memory; d += a * b.
+__device__ __forceinline__ void wgmma(float (&d)[36], const uint32_t (&a)[4], uint64_t b_desc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n72k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+                 "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}, "
+                 "{%36, %37, %38, %39}, %40, 1, 1, 1;"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
 // Orders an accumulator set's register accesses against the asynchronous products (a compiler
 // barrier only): the products' reads and writes stay between the fences around them.
-__device__ __forceinline__ void fence_acc(float (&d)[4 * N_TILES]) {
+template <int N>
+__device__ __forceinline__ void fence_acc(float (&d)[N]) {
 #pragma unroll
-    for (int i = 0; i < 4 * N_TILES; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+// The same for registers that products read (a, from registers): set before the fences around them.
+__device__ __forceinline__ void fence_a(uint32_t (&a)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i]) :: "memory");
 }
 // Shared-memory descriptor of a K-major operand without swizzle: 8x4 blocks (8 rows of 16 bytes),
 // k_bytes apart along k and mn_bytes apart along the rows.
@@ -1092,8 +1114,9 @@ static __host__ __device__ int gi_smem_bytes(int C_out) {
 // input channels). For each row oh of dL/dx_conv that the band's rows need (its rows and the two
 // before), a GEMM P = G(oh) W: rows = output columns col0 - 2 + 0..127, columns = the 72 taps
 // (ci, kh, kw), depth = the output channels, 8 a step (G gathered from global memory and split in
-// registers; W split in shared memory in the forward's 8x4-block layout). P goes to shared memory and
-// each thread folds its input column's taps into three rows of partial sums in registers:
+// registers; W split in shared memory in the forward's 8x4-block layout; a warpgroup's wgmma on
+// Hopper, 64 rows at a time, mma.sync elsewhere). P goes to shared memory and each thread folds its
+// input column's taps into three rows of partial sums in registers:
 // dx[ci][oh + kh][iw] += sum_kw P[iw - kw][(ci, kh, kw)]. Input row oh is complete after G row oh
 // (the last rows after G's last) and is written then; rows before the band only serve as its halo.
 __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
@@ -1114,17 +1137,21 @@ __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
         const Split sp = split(co < C_out && n / TAPS < n_ci ? weight[((size_t)co * C_in + ci0 + n / TAPS) * TAPS + n % TAPS] : 0.f);
         gi_s[i] = part == 0 ? sp.big : sp.small;
     }
-    float* P = reinterpret_cast<float*>(gi_s + k_steps * GI_SLICE);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the weights are read by wgmma
+#endif
     const int col0 = chunk * GI_OUT, iw = col0 + (int)threadIdx.x;
     const bool owns = iw < (chunk == chunks - 1 ? W : col0 + GI_OUT);
     const int row0 = band * band_rows, row1 = min(H, row0 + band_rows);
-    int ow[2][2];   // this lane's P rows' output columns: tile i, row g + 8 r
+    float* P = reinterpret_cast<float*>(gi_s + k_steps * GI_SLICE);
+    int m[2][2], ow[2][2];   // this lane's P rows (output columns col0 - 2 + m): tile i, row g + 8 r
     bool ow_ok[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const int o = col0 - 2 + 32 * warp + 16 * i + g + 8 * r;
+            m[i][r] = 64 * i + 16 * warp + g + 8 * r;
+            const int o = col0 - 2 + m[i][r];
             ow_ok[i][r] = o >= 0 && o < Wo;
             ow[i][r] = ow_ok[i][r] ? o : 0;
         }
@@ -1149,7 +1176,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
                 a_next[i][3] = c1 < C_out && ow_ok[i][1] ? G[(size_t)c1 * Ho * Wp + ow[i][1]] : 0.f;
             }
         };
-        float acc[2][GI_TILES][4] = {};
+        float acc[2][4 * GI_TILES] = {};
         load(0);
 #pragma unroll 1
         for (int step = 0; step < k_steps; ++step) {
@@ -1157,6 +1184,25 @@ __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
 #pragma unroll
             for (int i = 0; i < 2; ++i) split4(a_next[i], big[i], small[i]);
             if (step + 1 < k_steps) load(step + 1);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            const uint64_t desc = smem_desc(gi_s + step * GI_SLICE, 128, 256);   // 8x4 blocks: k, then n
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                fence_a(big[i]);
+                fence_a(small[i]);
+            }
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                wgmma(acc[i], small[i], desc);
+                wgmma(acc[i], big[i], desc + GI_TILES * 64 * 4 / 16);
+                wgmma(acc[i], big[i], desc);
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            fence_acc(acc[0]);
+            fence_acc(acc[1]);
+#else
             const uint32_t* wb = gi_s + step * GI_SLICE + g * 4 + t;
 #pragma unroll
             for (int j0 = 0; j0 < GI_TILES; j0 += 3) {   // pass-major as in grad_weight_kernel, 3 tiles at a time
@@ -1173,16 +1219,17 @@ __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
 #pragma unroll
                 for (int jj = 0; jj < 3; ++jj)
 #pragma unroll
-                    for (int i = 0; i < 2; ++i) mma(acc[i][j0 + jj], small[i], bb[jj][0], bb[jj][1]);
+                    for (int i = 0; i < 2; ++i) mma(acc[i] + 4 * (j0 + jj), small[i], bb[jj][0], bb[jj][1]);
 #pragma unroll
                 for (int jj = 0; jj < 3; ++jj)
 #pragma unroll
-                    for (int i = 0; i < 2; ++i) mma(acc[i][j0 + jj], big[i], bs[jj][0], bs[jj][1]);
+                    for (int i = 0; i < 2; ++i) mma(acc[i] + 4 * (j0 + jj), big[i], bs[jj][0], bs[jj][1]);
 #pragma unroll
                 for (int jj = 0; jj < 3; ++jj)
 #pragma unroll
-                    for (int i = 0; i < 2; ++i) mma(acc[i][j0 + jj], big[i], bb[jj][0], bb[jj][1]);
+                    for (int i = 0; i < 2; ++i) mma(acc[i] + 4 * (j0 + jj), big[i], bb[jj][0], bb[jj][1]);
             }
+#endif
         }
         __syncthreads();   // the previous row's fold has read P
 #pragma unroll
@@ -1191,7 +1238,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
             for (int j = 0; j < GI_TILES; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
-                    P[(8 * j + 2 * t + e % 2) * GI_PITCH + 32 * warp + 16 * i + g + 8 * (e / 2)] = acc[i][j][e];
+                    P[(8 * j + 2 * t + e % 2) * GI_PITCH + m[i][e / 2]] = acc[i][4 * j + e];
         __syncthreads();
 #pragma unroll
         for (int ci = 0; ci < 8; ++ci)
