@@ -373,6 +373,19 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
 #endif
     };
     // Unit (b, unit)'s epilogue from its products acc; p: the unit's parity (chan[p], red[p]).
+    // The backward's per-pixel upstream gradient and output at this lane's two rows of unit (b, unit),
+    // loaded a unit ahead (after the next unit's products are issued), so that no epilogue waits on them.
+    float gv[2], ov[2];
+    const auto load_upstream = [&](int b, int unit) {
+        if (MODE == LOGSUMEXP) return;
+        const int col0 = unit / Ho * UNIT_COLS + w0 + g;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const size_t q = (size_t)b * Ho * Wo + (col0 + 8 * r < Wo ? unit % Ho * Wo + col0 + 8 * r : 0);
+            gv[r] = bw.grad_out[q];
+            ov[r] = bw.out[q];
+        }
+    };
     const auto epilogue = [&](const float (&acc)[4 * N_TILES], int p, int b, int unit) {
         const int oh = unit % Ho, col0 = unit / Ho * UNIT_COLS + w0 + g;
         // acc[4 * j + 2 * r + e]: column col0 + 8 r, channel 8 j + 2 t + e.
@@ -382,14 +395,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
         if (MODE != LOGSUMEXP) {
             // Per channel, the unit's sums over this lane's counted rows, the 8 lanes holding the same
             // channels, then (at the next barrier) the warps in double, all in a fixed order. BSUMS: vn
-            // and vn xhat; GRAD: dL/dx_conv (also written), for the bias gradient.
-            float gv[2], ov[2];   // the backward's per-pixel upstream gradient and output
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const size_t q = (size_t)b * Ho * Wo + (counted(r) ? pixel(r, Wo) : 0);
-                gv[r] = bw.grad_out[q];
-                ov[r] = bw.out[q];
-            }
+            // and vn xhat; GRAD: dL/dx_conv (also written), for the bias gradient. gv, ov: load_upstream's.
 #pragma unroll
             for (int j = 0; j < N_TILES; ++j)
 #pragma unroll
@@ -465,6 +471,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     fill(0, b);
     __syncthreads();
     issue(acc, unit % Ho);
+    load_upstream(b, unit);
     // Unit n: its products (issued last step) in acc; the next unit's staging overlaps them, and
     // its products, issued after this unit's epilogue, overlap the staging after.
 #pragma unroll 1
@@ -493,6 +500,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
         if (has_next) {
             fill((n + 1) % 2, next_b);
             issue(acc, next % Ho);
+            load_upstream(next_b, next);
         }
         prev_b = b;
         prev_unit = unit;
