@@ -529,18 +529,19 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
 }
 
 // Sample b's two sums per channel: its units' partials added in a fixed order (double), into
-// sums[kind * C_out + c]; one warp per (kind, channel). Ends with a barrier.
+// sums[kind * C_out + c]: a thread per (kind, channel) and half of the units (neighbouring threads
+// read neighbouring partials), then the two halves. Ends with a barrier.
+static_assert(FINAL_THREADS == 2 * N_STATS, "sample_sums: two threads a statistic");
 __device__ void sample_sums(const double* __restrict__ partials, double* sums, int b, int C_out, int units_per_sample) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int i = warp; i < 2 * C_out; i += blockDim.x / 32) {
-        const int kind = i / C_out, c = i % C_out;
-        const double* p = partials + (size_t)b * units_per_sample * N_STATS + kind * C_PAD + c;
-        double v = 0.0;
-        for (int unit = lane; unit < units_per_sample; unit += 32) v += p[(size_t)unit * N_STATS];
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-        if (lane == 0) sums[i] = v;
-    }
+    __shared__ double halves[FINAL_THREADS];
+    const int stat = threadIdx.x % N_STATS, half = threadIdx.x / N_STATS, kind = stat / C_PAD, c = stat % C_PAD;
+    const double* p = partials + (size_t)b * units_per_sample * N_STATS + stat;
+    double v = 0.0;
+#pragma unroll 8
+    for (int unit = half; unit < units_per_sample; unit += 2) v += p[(size_t)unit * N_STATS];
+    halves[threadIdx.x] = v;
+    __syncthreads();
+    if (half == 0 && c < C_out) sums[kind * C_out + c] = v + halves[N_STATS + stat];
     __syncthreads();
 }
 
@@ -1110,18 +1111,29 @@ __global__ void __launch_bounds__(32 * GW_WARPS) grad_weight_kernel(
                     dst[(size_t)(c0 + 16 * i + 8 * (e / 2)) * (GW_TILES * 8) + 8 * (j0 + jj) + 2 * t + e % 2] = total[i][jj][e];
 }
 
-// dL/dweight[co][ci][kh][kw]: grad_weight_kernel's block totals added in order (double).
-__global__ void grad_weight_reduce_kernel(const float* __restrict__ partials, int blocks, float* __restrict__ grad_weight,
-                                          int C_in, int C_out) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= C_out * C_in * K * K) return;
-    const int co = i / (C_in * K * K), ci = i / (K * K) % C_in, kh = i / K % K, kw = i % K;
-    const int chunk = ci / 8, rows = K * min(8, C_in - 8 * chunk), rt = (rows + 7) / 8, rr = ci % 8 * K + kh;
-    const int n = 8 * (kw * rt + rr / 8) + rr % 8;
-    const float* p = partials + ((size_t)chunk * blocks * C_PAD + co) * (GW_TILES * 8) + n;
+// dL/dweight[co][ci][kh][kw]: grad_weight_kernel's block totals added in a fixed order (double): a
+// block per GWR_OUT outputs, GWR_SLICES threads each adding every GWR_SLICES-th block, then the slices.
+constexpr int GWR_OUT = 32, GWR_SLICES = 8;
+__global__ void __launch_bounds__(GWR_OUT * GWR_SLICES) grad_weight_reduce_kernel(
+        const float* __restrict__ partials, int blocks, float* __restrict__ grad_weight, int C_in, int C_out) {
+    __shared__ double slices[GWR_SLICES][GWR_OUT];
+    const int i = blockIdx.x * GWR_OUT + threadIdx.x % GWR_OUT, slice = threadIdx.x / GWR_OUT;
+    const bool real = i < C_out * C_in * K * K;
     double v = 0.0;
-    for (int blk = 0; blk < blocks; ++blk) v += p[(size_t)blk * C_PAD * (GW_TILES * 8)];
-    grad_weight[i] = (float)v;
+    if (real) {
+        const int co = i / (C_in * K * K), ci = i / (K * K) % C_in, kh = i / K % K, kw = i % K;
+        const int chunk = ci / 8, rows = K * min(8, C_in - 8 * chunk), rt = (rows + 7) / 8, rr = ci % 8 * K + kh;
+        const int n = 8 * (kw * rt + rr / 8) + rr % 8;
+        const float* p = partials + ((size_t)chunk * blocks * C_PAD + co) * (GW_TILES * 8) + n;
+        for (int blk = slice; blk < blocks; blk += GWR_SLICES) v += p[(size_t)blk * C_PAD * (GW_TILES * 8)];
+    }
+    slices[slice][threadIdx.x % GWR_OUT] = v;
+    __syncthreads();
+    if (slice == 0 && real) {
+#pragma unroll
+        for (int k = 1; k < GWR_SLICES; ++k) v += slices[k][threadIdx.x];
+        grad_weight[i] = (float)v;
+    }
 }
 
 constexpr int GI_WARPS = 4;               // input gradient: 32 output columns (two row tiles) a warp
@@ -1476,8 +1488,8 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
             x, grad_conv, weight_totals, B, C_in, C_out, H, W);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const int n = C_out * C_in * TAPS;
-        grad_weight_reduce_kernel<<<(n + 255) / 256, 256, 0, stream>>>(weight_totals, plan[0], grad_weight,
-                                                                        C_in, C_out);
+        grad_weight_reduce_kernel<<<(n + GWR_OUT - 1) / GWR_OUT, GWR_OUT * GWR_SLICES, 0, stream>>>(
+            weight_totals, plan[0], grad_weight, C_in, C_out);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (need[0]) {
