@@ -45,9 +45,10 @@ cores 3 x 18.7 GFLOP of TF32 (0.11 ms at ~495 TFLOP/s) plus three MUFU operation
 (0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.22 ms (ncu, one change earlier: 12
 warps an SM at 168 registers, issue 55% busy, as many other instructions as FMAs), gram_stats_kernel
 0.023, phase 2 0.28 (ncu: issue 47% busy, MUFU 42%, 943 instructions per warp and unit, half of them
-the epilogue); run_all.py 0.58 ms. Backward, per kernel: BSUMS 0.48 ms, GRAD 0.57, weight gradient
-0.53, input gradient 0.44 (each gradient GEMM 9.4 G multiply-adds: ~0.19 ms at mma.sync's split-TF32
-rate, 0.11 at wgmma's; each reads the 534 MB of dL/dx_conv, 0.18 ms of bandwidth). History:
+the epilogue); run_all.py 0.55 ms (about 0.06 of it host time before the first kernel). Backward,
+per kernel: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.53, input gradient 0.45, the small ones 0.04
+(each gradient GEMM 9.4 G multiply-adds: ~0.19 ms at mma.sync's split-TF32 rate, 0.11 at wgmma's;
+each reads the 534 MB of dL/dx_conv, 0.18 ms of bandwidth); forward + backward 2.73 ms. History:
 docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
