@@ -374,7 +374,6 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                 }
 #endif
     };
-    // Unit (b, unit)'s epilogue from its products acc; p: the unit's parity (chan[p], red[p]).
     // The backward's per-pixel upstream gradient and output at this lane's two rows of unit (b, unit),
     // loaded a unit ahead (after the next unit's products are issued), so that no epilogue waits on them.
     float gv[2], ov[2];
@@ -388,6 +387,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
             ov[r] = bw.out[q];
         }
     };
+    // Unit (b, unit)'s epilogue from its products acc; p: the unit's parity (chan[p], red[p]).
     const auto epilogue = [&](const float (&acc)[4 * N_TILES], int p, int b, int unit) {
         const int oh = unit % Ho, col0 = unit / Ho * UNIT_COLS + w0 + g;
         // acc[4 * j + 2 * r + e]: column col0 + 8 r, channel 8 j + 2 t + e.
@@ -1307,29 +1307,37 @@ __global__ void __launch_bounds__(32 * GI_WARPS, 3) grad_input_kernel(
 
 static int units_per_sample(int H, int W) { return (H - K + 1) * ((W - K + 1 + UNIT_COLS - 1) / UNIT_COLS); }
 
-// What the launches ask of the current device, queried once per device (a few microseconds of host
-// time a call otherwise, spent before the first kernel starts on an idle GPU).
+// What the launches ask of a device (its attributes, a kernel's occupancy) and set on it (a kernel's
+// attributes), done once per device: a few microseconds of host time a call otherwise, spent before
+// the first kernel starts on an idle GPU. PerDevice<T>::get computes a device's value once, thread-safe.
 constexpr int MAX_DEVICES = 64;
+template <typename T>
+struct PerDevice {
+    T value[MAX_DEVICES];
+    std::once_flag once[MAX_DEVICES];
+    template <typename F>
+    const T& get(int device, F compute) {
+        std::call_once(once[device], [&] { value[device] = compute(); });
+        return value[device];
+    }
+};
+
 struct DeviceInfo {
     cudaError_t err;
     int device, sms, smem_per_block, smem_per_sm;   // SMs; shared memory a block may opt in to, an SM has
 };
-const DeviceInfo& device_info() {
-    static DeviceInfo info[MAX_DEVICES];
-    static std::once_flag once[MAX_DEVICES];
+const DeviceInfo& device_info() {   // the current device's
+    static PerDevice<DeviceInfo> info;
     static const DeviceInfo bad{cudaErrorInvalidDevice, 0, 0, 0, 0};
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= MAX_DEVICES) return bad;
-    std::call_once(once[device], [device] {
-        DeviceInfo& d = info[device];
-        d.device = device;
-        d.err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device);
-        if (d.err == cudaSuccess)
-            d.err = cudaDeviceGetAttribute(&d.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-        if (d.err == cudaSuccess)
+    return info.get(device, [device] {
+        DeviceInfo d{cudaSuccess, device, 0, 0, 0};
+        if ((d.err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device)) == cudaSuccess &&
+            (d.err = cudaDeviceGetAttribute(&d.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) == cudaSuccess)
             d.err = cudaDeviceGetAttribute(&d.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+        return d;
     });
-    return info[device];
 }
 
 // The shared memory a block may opt in to on the current device (-1 on an error).
@@ -1351,27 +1359,26 @@ int conv_smem_bytes(int C_in) {
 // twice its time in some runs (a split that fits fewer blocks, it seems); with it, six runs agreed.
 template <int MODE, int G8>
 static cudaError_t conv_blocks_per_sm(int* per_sm) {
-    static int blocks[MAX_DEVICES];
-    static cudaError_t errs[MAX_DEVICES];
-    static std::once_flag once[MAX_DEVICES];
+    struct Occupancy { cudaError_t err; int blocks; };
+    static PerDevice<Occupancy> occupancy;
     const DeviceInfo& d = device_info();
     if (d.err != cudaSuccess) return d.err;
-    std::call_once(once[d.device], [&d] {
+    const Occupancy& o = occupancy.get(d.device, [&d] {
         const auto kernel = conv_kernel<MODE, G8>;
         const int smem = conv_smem_bytes(8 * G8);
         cudaFuncAttributes attr;
-        cudaError_t& err = errs[d.device];
-        if ((err = cudaFuncGetAttributes(&attr, kernel)) != cudaSuccess ||
-            (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
-            return;
+        Occupancy o{cudaSuccess, 0};
+        if ((o.err = cudaFuncGetAttributes(&attr, kernel)) != cudaSuccess ||
+            (o.err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+            return o;
         const long long need = (long long)BLOCKS_PER_SM * (smem + attr.sharedSizeBytes + 1024);
-        if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        (int)std::min(100LL, (100 * need + d.smem_per_sm - 1) / d.smem_per_sm))) != cudaSuccess)
-            return;
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks[d.device], kernel, THREADS, smem);
+        if ((o.err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          (int)std::min(100LL, (100 * need + d.smem_per_sm - 1) / d.smem_per_sm))) == cudaSuccess)
+            o.err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o.blocks, kernel, THREADS, smem);
+        return o;
     });
-    *per_sm = blocks[d.device];
-    return errs[d.device];
+    *per_sm = o.blocks;
+    return o.err;
 }
 
 template <int MODE>
@@ -1396,14 +1403,19 @@ long long forward_workspace_doubles(int C_in, int W) {
 
 template <int VEC>
 static cudaError_t gram_ready() {   // gram_kernel<VEC>'s shared memory limit, set once per device
-    static cudaError_t errs[MAX_DEVICES];
-    static std::once_flag once[MAX_DEVICES];
+    static PerDevice<cudaError_t> set;
     const DeviceInfo& d = device_info();
     if (d.err != cudaSuccess) return d.err;
-    std::call_once(once[d.device], [&d] {
-        errs[d.device] = cudaFuncSetAttribute(gram_kernel<VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize, GR_SMEM);
+    return set.get(d.device, [] {
+        return cudaFuncSetAttribute(gram_kernel<VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize, GR_SMEM);
     });
-    return errs[d.device];
+}
+
+// The forward's scratch (forward_workspace_doubles a sample): gram_kernel's bins, then G (B x T x T
+// floats), then the shifts (B x C_in floats); returns G.
+static float* gram_matrices(double* workspace, int B, int C_in, int W) {
+    const int chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS;
+    return reinterpret_cast<float*>(workspace + (size_t)B * chunks * chunks * tiles * 3 * GR_BIN);
 }
 
 // The forward in two calls, so that its first kernel starts before the host allocates the outputs:
@@ -1413,7 +1425,7 @@ cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int 
     const bool vec = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
     const cudaError_t err = vec ? gram_ready<4>() : gram_ready<1>();
     if (err != cudaSuccess) return err;
-    float* shifts = reinterpret_cast<float*>(workspace + (size_t)B * chunks * chunks * tiles * 3 * GR_BIN) + (size_t)B * T * T;
+    float* shifts = gram_matrices(workspace, B, C_in, W) + (size_t)B * T * T;
     (vec ? gram_kernel<4> : gram_kernel<1>)<<<dim3(B, chunks * chunks, tiles), GR_THREADS, GR_SMEM, stream>>>(
         x, workspace, shifts, C_in, H, W);
     return cudaGetLastError();
@@ -1422,8 +1434,8 @@ cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int 
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* workspace, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream) {
-    const int chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS, T = C_in * TAPS;
-    float* gmat = reinterpret_cast<float*>(workspace + (size_t)B * chunks * chunks * tiles * 3 * GR_BIN);
+    const int T = C_in * TAPS;
+    float* gmat = gram_matrices(workspace, B, C_in, W);
     float* shifts = gmat + (size_t)B * T * T;
     const size_t smem = (2 + GS_THREADS / C_PAD) * C_out * sizeof(double) + T * sizeof(double) + (size_t)T * C_out * sizeof(float);
     gram_stats_kernel<<<B, GS_THREADS, smem, stream>>>(workspace, shifts, gmat, weight, bias,
