@@ -5,8 +5,8 @@
 Each OTHER_FILE is another version of variants/NAME.py (for example `git show REV:variants/NAME.py >
 file`). All are exec-ed as a harness does (torch builds each under a versioned name), given the same
 parameters and input; each call (with --backward: forward and backward, as run_all.py times them) is
-timed with CUDA events after an L2 flush. Prints each one's median
-and its ratio to the first OTHER_FILE's: below 1 is faster.
+timed with CUDA events after an L2 flush. Prints each one's median and its ratio to the first
+OTHER_FILE's: below 1 is faster.
 """
 import argparse
 import pathlib
@@ -72,8 +72,9 @@ def main():
                 times[key].append(start.elapsed_time(end))
     medians = {k: statistics.median(v) for k, v in times.items()}
     base = medians[next(iter(medians))]
+    what = " forward + backward" if args.backward else ""
     for key, ms in medians.items():
-        print(f"{args.name} [{key}]{' forward + backward' if args.backward else ''}, allow_tf32 {args.tf32}: median {ms:.4f} ms over {args.rounds} rounds, "
+        print(f"{args.name} [{key}]{what}, allow_tf32 {args.tf32}: median {ms:.4f} ms over {args.rounds} rounds, "
               f"ratio {ms / base:.4f}")
 
 
