@@ -72,6 +72,7 @@ from torch.utils.cpp_extension import get_default_build_root, load_inline
 cuda_source = r"""
 #include <cuda_runtime.h>
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <mutex>
 
@@ -978,138 +979,248 @@ __global__ void __launch_bounds__(FINAL_THREADS) bias_grad_kernel(const double* 
     if (threadIdx.x == 0) grad_bias[c] = (float)part[0];
 }
 
-constexpr int GW_WARPS = 4;      // weight gradient: a warp per 32 output channels and half the column tiles
-constexpr int GW_COLS = 128;     // output columns per work item: the GEMM's depth, 16 steps of 8
-constexpr int GW_PITCH = 132;    // a staged input row: GW_COLS + 2 columns; 4 mod 32 words apart
-constexpr int GW_ROWS = 25;      // 8 input channels x 3 kernel rows, then a row of zeros
-constexpr int GW_TILES = 9;      // 3 kernel columns x up to 3 tiles of 8 (channel, kernel row) rows
-constexpr int GW_WARP_TILES = 5; // column tiles a warp: 0-4 or 5-8
-constexpr int GW_SMEM = (2 * GW_ROWS + C_PAD) * GW_PITCH * 4;   // the split input rows, the dL/dx_conv rows
+// Weight gradient: for each block of 8 input channels (blockIdx.y), one GEMM per work item (sample b,
+// output row oh, COLS output columns from col0): rows = the 64 output channels, columns = the 72 taps
+// (kh, kw, ci), depth = the item's columns, in split TF32. Blocks are persistent (one wave), each a
+// contiguous run of items; two warpgroups take half the depth each. Shared memory holds:
+//  - in a ring of STAGES, copied STAGES - 1 items ahead by cp.async: the item's dL/dx_conv rows
+//    (chunk c of channel co at chunk c ^ (co % 8), so that the A fragments' loads hit 32 banks) and
+//    the pieces of its last input row that each thread stages (its own, so no barrier is needed);
+//  - the input rows (slot h % GW_SLOTS: row h), split and stored as the B operand three times, once
+//    per kernel column kw shifted by kw, in the tensor cores' K-major 8x4 blocks: for kw, chunk c of
+//    4 columns and channel ci, words ((part * K + kw) * CH + c) * 32 + ci * 4 + 0..3 hold columns
+//    col0 + 4c + kw + 0..3, zero past W and past C_in. A kernel row kh is then one 64 x 24 x 8
+//    product per 8 columns (wgmma on Hopper, A from registers; 3 mma.sync tiles a warp elsewhere).
+// An item that follows the row above it in the same columns stages one new row (others: all three,
+// after every product has read the ring); it is stored while the previous item's products run.
+// Each item's products (the tensor cores add them, truncating) are added into fp32 totals; the
+// block writes them (warpgroup 0's, then 1's added) and grad_weight_reduce_kernel adds the blocks
+// in order.
+constexpr int GW_THREADS = 256;
+constexpr int GW_SLOTS = 4;          // an item's 3 input rows and the next item's new one
+constexpr int GW_TAPS = K * K * 8;   // partials' columns: tap (kh, kw, ci) at (kh * K + kw) * 8 + ci
+template <int COLS>
+struct GradWeightShape {
+    static constexpr int CH = COLS / 4, STEPS = COLS / 8, STAGES = COLS == 128 ? 3 : 2;
+    static constexpr int SLOT = 2 * K * CH * 32;   // words of one input row's B operand (big, small)
+    static constexpr int GRAD = C_PAD * COLS;       // words of one item's dL/dx_conv rows
+    static constexpr int PIECES = 8;                // words of a thread's staged input columns (6 used)
+    static constexpr int STAGE = GRAD + GW_THREADS * PIECES;
+    static constexpr int SMEM = (GW_SLOTS * SLOT + STAGES * STAGE) * 4;   // 216 KB (COLS 128), 96 KB (64)
+};
 
-// Weight gradient, one GEMM per work item (sample b, output row oh, GW_COLS output columns from
-// col0): rows = output channels (32 a warp, for half the column tiles), columns = the taps of 8
-// input channels (blockIdx.y picks the 8), depth = the item's columns. Both operands come from
-// shared memory: the item's dL/dx_conv rows (16-byte asynchronous copies, split when read) and its 3
-// input rows per channel (split when staged); the next item's rows are prefetched into L2 meanwhile.
-// Column tile j is kernel column kw = j / rt and rows (ci, kh) = 8 (j % rt) + 0..7, so that the rows
-// a lane quad reads lie in distinct banks. Each item's products (the tensor cores add them, truncating) are added
-// into fp32 totals; each block writes its totals and grad_weight_reduce_kernel adds the blocks in order.
-__global__ void __launch_bounds__(32 * GW_WARPS) grad_weight_kernel(
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// 64 rows (16 a warp, a from registers in mma.sync's layout) by 24 columns read from shared memory.
+__device__ __forceinline__ void wgmma(float (&d)[12], const uint32_t (&a)[4], uint64_t b_desc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n24k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, %16, 1, 1, 1;"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
+#endif
+
+// A work item's place: sample b, output row oh, column chunk c (items walk c, then oh, then b).
+struct GwItem {
+    int b, oh, c;
+    __device__ void next(int Ho, int chunks) {
+        if (++c == chunks) {
+            c = 0;
+            if (++oh == Ho) {
+                oh = 0;
+                ++b;
+            }
+        }
+    }
+};
+
+template <int COLS>
+__global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
     const float* __restrict__ x,          // (B, C_in, H, W)
     const float* __restrict__ grad_conv,  // (B, C_out, Ho, grad_pitch(Wo))
-    float* __restrict__ partials,         // (gridDim.y, gridDim.x, C_PAD, GW_TILES * 8)
+    float* __restrict__ partials,         // (gridDim.y, gridDim.x, C_PAD, GW_TAPS)
     int B, int C_in, int C_out, int H, int W)
 {
+    using S = GradWeightShape<COLS>;
     extern __shared__ __align__(16) uint32_t gw_s[];
-    uint32_t (*xs)[GW_ROWS][GW_PITCH] = reinterpret_cast<uint32_t (*)[GW_ROWS][GW_PITCH]>(gw_s);   // big, small
-    float (*gs)[GW_PITCH] = reinterpret_cast<float (*)[GW_PITCH]>(gw_s + 2 * GW_ROWS * GW_PITCH);   // C_PAD rows
-    const int Ho = H - K + 1, Wo = W - K + 1, Wp = grad_pitch(Wo), col_items = (Wo + GW_COLS - 1) / GW_COLS;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int ci0 = 8 * blockIdx.y, rows = K * min(8, C_in - ci0), rt = (rows + 7) / 8, nt = K * rt;
-    for (int i = threadIdx.x; i < 2 * GW_PITCH; i += blockDim.x) xs[i / GW_PITCH][GW_ROWS - 1][i % GW_PITCH] = 0u;
-    const int c0 = 32 * (warp % 2) + g, j0 = GW_WARP_TILES * (warp / 2);   // rows c0 + 8 * (0..3)
-    float total[2][GW_WARP_TILES][4] = {};
+    uint32_t* ring = gw_s;
+    float* stages = reinterpret_cast<float*>(gw_s + GW_SLOTS * S::SLOT);
+    const int Ho = H - K + 1, Wo = W - K + 1, Wp = grad_pitch(Wo), col_items = (Wo + COLS - 1) / COLS;
+    const int ci0 = 8 * blockIdx.y, n_ci = min(8, C_in - ci0);
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const long long items = (long long)B * Ho * col_items;
     const long long first = items * blockIdx.x / gridDim.x, last = items * (blockIdx.x + 1) / gridDim.x;
-#pragma unroll 1
-    for (long long item = first; item < last; ++item) {
-        const int b = (int)(item / ((long long)Ho * col_items)), oh = (int)(item / col_items % Ho);
-        const int col0 = (int)(item % col_items) * GW_COLS, cols = min(GW_COLS, Wo - col0);
-        // Input row ih of channel ci sits in staged row ci * K + ih % K: an item that follows the row
-        // above it in one column chunk stages only its last kernel row.
-        const int kh_first = item > first && col_items == 1 && oh > 0 ? K - 1 : 0;
-        int off[GW_WARP_TILES];   // this lane's tap (column g) of each tile: its staged row and kernel column
+    const int per_sample = Ho * col_items;
+    const GwItem start{(int)(first / per_sample), (int)(first % per_sample / col_items), (int)(first % col_items)};
+
+    // This thread stages input columns 4 sc + 0..5 of channel sci (sc < CH), and copies 16-byte
+    // chunk gc of dL/dx_conv channels gco + (threads / CH) j.
+    const int sc = threadIdx.x / 8, sci = threadIdx.x % 8, gc = threadIdx.x % S::CH, gco = threadIdx.x / S::CH;
+    const bool stager = sc < S::CH && sci < n_ci;
+    const auto x_at = [&](const GwItem& it, int ih, int e) {   // nullptr past W or C_in
+        const int iw = it.c * COLS + 4 * sc + e;
+        return stager && iw < W ? x + (((size_t)it.b * C_in + ci0 + sci) * H + ih) * W + iw : nullptr;
+    };
+    // Item it's copies into stage `stage`, zero past C_out and past its columns; one commit group an
+    // item (empty past the last), so that the wait below counts items.
+    const auto copy_item = [&](const GwItem& it, int stage, bool in) {
+        if (in) {
+            const int cols = min(COLS, Wo - it.c * COLS), bytes = 4 * max(0, min(4, cols - 4 * gc));
+            float* st = stages + stage * S::STAGE;
+            const float* src = grad_conv + (((size_t)it.b * C_out + gco) * Ho + it.oh) * Wp + it.c * COLS + 4 * gc;
+            constexpr int STEP = GW_THREADS / S::CH;   // channels a pass (a multiple of 8)
 #pragma unroll
-        for (int jj = 0; jj < GW_WARP_TILES; ++jj) {
-            const int j = j0 + jj, rr = j % rt * 8 + g;   // (ci, kh)
-            off[jj] = (rr < rows ? rr / K * K + (oh + rr % K) % K : GW_ROWS - 1) * GW_PITCH + j / rt;
-        }
-        __syncthreads();   // the previous item's products have read xs and gs
-        // The item's dL/dx_conv rows into gs, 16 bytes a copy, zero past C_out and past its columns.
-        for (int i = threadIdx.x; i < C_PAD * GW_COLS / 4; i += blockDim.x) {
-            const int c = i / (GW_COLS / 4), col = i % (GW_COLS / 4) * 4;
-            const int bytes = c < C_out ? 4 * max(0, min(4, cols - col)) : 0;
-            const float* src = bytes > 0 ? grad_conv + (((size_t)b * C_out + c) * Ho + oh) * Wp + col0 + col : grad_conv;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-                         :: "r"((uint32_t)__cvta_generic_to_shared(&gs[c][col])), "l"(src), "r"(bytes) : "memory");
+            for (int j = 0; j < C_PAD / STEP; ++j) {
+                const int co = gco + STEP * j;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                             :: "r"((uint32_t)__cvta_generic_to_shared(st + co * COLS + (gc ^ gco % 8) * 4)),
+                                "l"(co < C_out ? src + (size_t)STEP * j * Ho * Wp : grad_conv), "r"(co < C_out ? bytes : 0)
+                             : "memory");
+            }
+            float* pieces = st + S::GRAD + threadIdx.x * S::PIECES;
+#pragma unroll
+            for (int e = 0; e < 6; ++e) {
+                const float* p = x_at(it, it.oh + K - 1, e);
+                cp_async<4>(pieces + e, p ? p : x, p != nullptr);
+            }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
-        const int new_rows = K - kh_first;
-        for (int i = threadIdx.x; i < rows / K * new_rows * (GW_COLS + 2); i += blockDim.x) {
-            const int r = i / (GW_COLS + 2), col = i % (GW_COLS + 2), iw = col0 + col;
-            const int ci = r / new_rows, ih = oh + kh_first + r % new_rows, slot = ci * K + ih % K;
-            const Split sp = split(iw < W ? x[(((size_t)b * C_in + ci0 + ci) * H + ih) * W + iw] : 0.f);
-            xs[0][slot][col] = sp.big;
-            xs[1][slot][col] = sp.small;
+    };
+    // Split one input row's 6 columns and store the thread's three shifted 16-byte pieces.
+    const auto store_row = [&](int ih, const float (&v)[6]) {
+        uint32_t* slot = ring + ih % GW_SLOTS * S::SLOT + sc * 32 + sci * 4;
+        Split sp[6];
+#pragma unroll
+        for (int e = 0; e < 6; ++e) sp[e] = split(v[e]);
+#pragma unroll
+        for (int kw = 0; kw < K; ++kw) {
+            *reinterpret_cast<uint4*>(slot + kw * S::CH * 32) = make_uint4(sp[kw].big, sp[kw + 1].big, sp[kw + 2].big, sp[kw + 3].big);
+            *reinterpret_cast<uint4*>(slot + (K + kw) * S::CH * 32) =
+                make_uint4(sp[kw].small, sp[kw + 1].small, sp[kw + 2].small, sp[kw + 3].small);
         }
-        asm volatile("cp.async.wait_group 0;" ::: "memory");
-        __syncthreads();
-        if (item + 1 < last) {   // the next item's rows, on their way into L2 while this one computes
-            const int nb = (int)((item + 1) / ((long long)Ho * col_items)), noh = (int)((item + 1) / col_items % Ho);
-            const int ncol0 = (int)((item + 1) % col_items) * GW_COLS;
-            for (int i = threadIdx.x; i < (C_out + rows) * 5; i += blockDim.x) {   // 5 lines a row
-                const int r = i / 5, rx = r - C_out;
-                const float* row = r < C_out ? grad_conv + (((size_t)nb * C_out + r) * Ho + noh) * Wp + ncol0
-                                             : x + (((size_t)nb * C_in + ci0 + rx / K) * H + noh + rx % K) * W + ncol0;
-                const int len = r < C_out ? min(GW_COLS, Wo - ncol0) : min(GW_COLS + 2, W - ncol0);
-                asm volatile("prefetch.global.L2 [%0];" :: "l"(row + min(i % 5 * 32, len - 1)));
-            }
-        }
-        float acc[2][GW_WARP_TILES][4] = {};
-        const int steps = (cols + 7) / 8;
-#pragma unroll 1
-        for (int step = 0; step < steps; ++step) {
-            const int k0 = 8 * step + t;
-            uint32_t big[2][4], small[2][4];
+    };
+    const auto products_done = [] {   // this warpgroup's products (a no-op before Hopper: mma.sync is synchronous)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+    };
+
+    float total[K][12] = {}, acc[K][12] = {};   // kernel row kh: 3 tiles (kw) of 8 channels, mma.sync's layout
+    GwItem item = start, copied = start;         // item i; the next item to copy
 #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const int c = c0 + 16 * i;
-                const float a[4] = {gs[c][k0], gs[c + 8][k0], gs[c][k0 + 4], gs[c + 8][k0 + 4]};
-                split4(a, big[i], small[i]);
-            }
-            // Each split-TF32 pass over all of the warp's products before the next, so that no
-            // product waits on the one just issued (mma.sync's latency); tiles past nt are idle.
-            uint32_t bb[GW_WARP_TILES][2], bs[GW_WARP_TILES][2];
-#pragma unroll
-            for (int jj = 0; jj < GW_WARP_TILES; ++jj) {
-                const uint32_t* pb = &xs[0][0][0] + off[jj] + 8 * step + t;
-                bb[jj][0] = pb[0];
-                bb[jj][1] = pb[4];
-                bs[jj][0] = pb[GW_ROWS * GW_PITCH];
-                bs[jj][1] = pb[GW_ROWS * GW_PITCH + 4];
-            }
-#pragma unroll
-            for (int jj = 0; jj < GW_WARP_TILES; ++jj)
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                    if (j0 + jj < nt) mma(acc[i][jj], small[i], bb[jj][0], bb[jj][1]);
-#pragma unroll
-            for (int jj = 0; jj < GW_WARP_TILES; ++jj)
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                    if (j0 + jj < nt) mma(acc[i][jj], big[i], bs[jj][0], bs[jj][1]);
-#pragma unroll
-            for (int jj = 0; jj < GW_WARP_TILES; ++jj)
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                    if (j0 + jj < nt) mma(acc[i][jj], big[i], bb[jj][0], bb[jj][1]);
-        }
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int jj = 0; jj < GW_WARP_TILES; ++jj)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) total[i][jj][e] += acc[i][jj][e];
+    for (int s = 0; s + 1 < S::STAGES; ++s) {
+        copy_item(copied, s, first + s < last);
+        copied.next(Ho, col_items);
     }
-    float* dst = partials + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * C_PAD * (GW_TILES * 8);
+    const int r0 = 16 * warp + g;   // this thread's A rows: r0, r0 + 8
+#pragma unroll 1
+    for (long long i = first; i < last; ++i) {
+        const int oh = item.oh, stage = (int)((i - first) % S::STAGES);
+        const float* st = stages + stage * S::STAGE;
+        asm volatile("cp.async.wait_group %0;" :: "n"(S::STAGES - 2) : "memory");   // item i's copies
+        const bool all_new = i == first || col_items > 1 || oh == 0;   // else only the last row is new
+        if (all_new) {   // every product that reads the ring done first
+            products_done();
+            __syncthreads();
+        }
+        if (sc < S::CH) {
+            if (all_new) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+                for (int kh = 0; kh + 1 < K; ++kh) {
+                    float v[6];
 #pragma unroll
-        for (int jj = 0; jj < GW_WARP_TILES; ++jj)
+                    for (int e = 0; e < 6; ++e) {
+                        const float* p = x_at(item, oh + kh, e);
+                        v[e] = p ? *p : 0.f;
+                    }
+                    store_row(oh + kh, v);
+                }
+            }
+            const float* pieces = st + S::GRAD + threadIdx.x * S::PIECES;
+            const float v[6] = {pieces[0], pieces[1], pieces[2], pieces[3], pieces[4], pieces[5]};
+            store_row(oh + K - 1, v);
+        }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the stored rows are read by wgmma
+#endif
+        // Item i - 1's products done in both warpgroups before the barrier: after it, the slot the
+        // next item stores (read last by item i - 1... i - 2 and earlier) is free.
+        products_done();
+        __syncthreads();
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                if (j0 + jj < GW_TILES)
-                    dst[(size_t)(c0 + 16 * i + 8 * (e / 2)) * (GW_TILES * 8) + 8 * (j0 + jj) + 2 * t + e % 2] = total[i][jj][e];
+        for (int kh = 0; kh < K; ++kh) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            fence_acc(acc[kh]);
+#endif
+#pragma unroll
+            for (int e = 0; e < 12; ++e) {
+                total[kh][e] += acc[kh][e];
+                acc[kh][e] = 0.f;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < S::STEPS / 2; ++j) {
+            const int s = wg * S::STEPS / 2 + j;   // this warpgroup's half of the depth
+            const float a[4] = {st[r0 * COLS + ((2 * s) ^ g) * 4 + t], st[(r0 + 8) * COLS + ((2 * s) ^ g) * 4 + t],
+                                st[r0 * COLS + ((2 * s + 1) ^ g) * 4 + t], st[(r0 + 8) * COLS + ((2 * s + 1) ^ g) * 4 + t]};
+            uint32_t big[4], small[4];
+            split4(a, big, small);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            fence_a(big);
+            fence_a(small);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int kh = 0; kh < K; ++kh) {
+                const uint64_t desc = smem_desc(ring + (oh + kh) % GW_SLOTS * S::SLOT + 2 * s * 32, 128, S::CH * 128);
+                wgmma(acc[kh], small, desc);
+                wgmma(acc[kh], big, desc + K * S::CH * 128 / 16);
+                wgmma(acc[kh], big, desc);
+            }
+#else
+#pragma unroll
+            for (int kh = 0; kh < K; ++kh) {
+                const uint32_t* b = ring + (oh + kh) % GW_SLOTS * S::SLOT + 2 * s * 32 + g * 4 + t;
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) {
+                    const uint32_t* bb = b + kw * S::CH * 32, *bs = bb + K * S::CH * 32;
+                    mma(acc[kh] + 4 * kw, small, bb[0], bb[32]);
+                    mma(acc[kh] + 4 * kw, big, bs[0], bs[32]);
+                    mma(acc[kh] + 4 * kw, big, bb[0], bb[32]);
+                }
+            }
+#endif
+        }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+        copy_item(copied, (stage + S::STAGES - 1) % S::STAGES, i + S::STAGES - 1 < last);
+        copied.next(Ho, col_items);
+        item.next(Ho, col_items);
+    }
+    products_done();
+#pragma unroll
+    for (int kh = 0; kh < K; ++kh) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        fence_acc(acc[kh]);
+#endif
+#pragma unroll
+        for (int e = 0; e < 12; ++e) total[kh][e] += acc[kh][e];
+    }
+    // Warpgroup 1's totals through shared memory, added to warpgroup 0's.
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    float* other = reinterpret_cast<float*>(gw_s) + (threadIdx.x % 128) * (K * 12 + 1);
+    if (wg == 1)
+#pragma unroll
+        for (int j = 0; j < K * 12; ++j) other[j] = total[j / 12][j % 12];
+    __syncthreads();
+    if (wg == 1) return;
+    float* dst = partials + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * C_PAD * GW_TAPS;
+#pragma unroll
+    for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+        for (int e = 0; e < 12; ++e)
+            dst[(size_t)(r0 + 8 * (e % 4 / 2)) * GW_TAPS + (kh * K + e / 4) * 8 + 2 * t + e % 2] = total[kh][e] + other[kh * 12 + e];
 }
 
 // dL/dweight[co][ci][kh][kw]: grad_weight_kernel's block totals added in a fixed order (double): a
@@ -1122,11 +1233,9 @@ __global__ void __launch_bounds__(GWR_OUT * GWR_SLICES) grad_weight_reduce_kerne
     const bool real = i < C_out * C_in * K * K;
     double v = 0.0;
     if (real) {
-        const int co = i / (C_in * K * K), ci = i / (K * K) % C_in, kh = i / K % K, kw = i % K;
-        const int chunk = ci / 8, rows = K * min(8, C_in - 8 * chunk), rt = (rows + 7) / 8, rr = ci % 8 * K + kh;
-        const int n = 8 * (kw * rt + rr / 8) + rr % 8;
-        const float* p = partials + ((size_t)chunk * blocks * C_PAD + co) * (GW_TILES * 8) + n;
-        for (int blk = slice; blk < blocks; blk += GWR_SLICES) v += p[(size_t)blk * C_PAD * (GW_TILES * 8)];
+        const int co = i / (C_in * K * K), ci = i / (K * K) % C_in, tap = i % (K * K);
+        const float* p = partials + ((size_t)ci / 8 * blocks * C_PAD + co) * GW_TAPS + tap * 8 + ci % 8;
+        for (int blk = slice; blk < blocks; blk += GWR_SLICES) v += p[(size_t)blk * C_PAD * GW_TAPS];
     }
     slices[slice][threadIdx.x % GWR_OUT] = v;
     __syncthreads();
@@ -1357,9 +1466,9 @@ int conv_smem_bytes(int C_in) {
 // shared memory, and the carveout for BLOCKS_PER_SM blocks (the system reserves 1 KB of each), as a
 // percentage of the most an SM has. Left to the driver's choice, this forward has been seen to take
 // twice its time in some runs (a split that fits fewer blocks, it seems); with it, six runs agreed.
+struct Occupancy { cudaError_t err; int blocks; };
 template <int MODE, int G8>
 static cudaError_t conv_blocks_per_sm(int* per_sm) {
-    struct Occupancy { cudaError_t err; int blocks; };
     static PerDevice<Occupancy> occupancy;
     const DeviceInfo& d = device_info();
     if (d.err != cudaSuccess) return d.err;
@@ -1446,27 +1555,63 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
     return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, BackwardIn{}, B, C_in, C_out, H, W, stream);
 }
 
+// grad_weight_kernel<COLS>'s resident blocks an SM, its shared memory limit set once per device.
+template <int COLS>
+static Occupancy grad_weight_occupancy() {
+    static PerDevice<Occupancy> occupancy;
+    const DeviceInfo& d = device_info();
+    if (d.err != cudaSuccess) return {d.err, 0};
+    return occupancy.get(d.device, [] {
+        const auto kernel = grad_weight_kernel<COLS>;
+        constexpr int smem = GradWeightShape<COLS>::SMEM;
+        Occupancy o{cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), 0};
+        if (o.err == cudaSuccess) o.err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o.blocks, kernel, GW_THREADS, smem);
+        return o;
+    });
+}
+
+// grad_input_kernel's resident blocks an SM for C_out output channels (its shared memory depends on
+// their groups of 8), all computed once per device.
+static Occupancy grad_input_occupancy(int C_out) {
+    using Table = std::array<Occupancy, C_PAD / 8>;
+    static PerDevice<Table> occupancy;
+    const DeviceInfo& d = device_info();
+    if (d.err != cudaSuccess) return {d.err, 0};
+    return occupancy.get(d.device, [] {
+        Table table{};
+        const cudaError_t err = cudaFuncSetAttribute(grad_input_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     gi_smem_bytes(C_PAD));
+        for (int i = 0; i < C_PAD / 8; ++i) {
+            table[i].err = err;
+            if (err == cudaSuccess)
+                table[i].err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&table[i].blocks, grad_input_kernel,
+                                                                             32 * GI_WARPS, gi_smem_bytes(8 * (i + 1)));
+        }
+        return table;
+    })[(C_out + 7) / 8 - 1];
+}
+
 // How the backward's conv gradients are laid out on this GPU: plan[0], the weight gradient's blocks
-// (one wave of resident blocks, each a contiguous run of work items), and plan[1], the input
-// gradient's band of rows (so that its blocks fill about one wave). Returns the backward's scratch in
-// bytes (the units' partials, doubles, then the weight gradient's block totals), or -1 on an error.
+// (one wave of resident blocks, each a contiguous run of work items), plan[2] its item's columns (128
+// where the rows are wider than 64 and the shared memory holds it: Hopper; else 64), and plan[1], the
+// input gradient's band of rows (so that its blocks fill about one wave). Returns the backward's
+// scratch in bytes (the units' partials, doubles, then the weight gradient's block totals), or -1 on
+// an error.
 long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan) {
-    const int Ho = H - K + 1, Wo = W - K + 1, ci_chunks = (C_in + 7) / 8, smem = gi_smem_bytes(C_out);
-    const int sms = device_info().sms;
-    int per_sm_w = 0, per_sm_i = 0;
-    if (device_info().err != cudaSuccess ||
-        cudaFuncSetAttribute(grad_weight_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GW_SMEM) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_w, grad_weight_kernel, 32 * GW_WARPS, GW_SMEM) != cudaSuccess ||
-        cudaFuncSetAttribute(grad_input_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_i, grad_input_kernel, 32 * GI_WARPS, smem) != cudaSuccess)
-        return -1;
-    const long long items = (long long)B * Ho * ((Wo + GW_COLS - 1) / GW_COLS);
-    plan[0] = (int)std::max(1LL, std::min(items, (long long)std::max(per_sm_w, 1) * sms));
+    const int Ho = H - K + 1, Wo = W - K + 1, ci_chunks = (C_in + 7) / 8;
+    const DeviceInfo& d = device_info();
+    if (d.err != cudaSuccess) return -1;
+    plan[2] = Wo > 64 && d.smem_per_block >= GradWeightShape<128>::SMEM ? 128 : 64;
+    const Occupancy w = plan[2] == 128 ? grad_weight_occupancy<128>() : grad_weight_occupancy<64>();
+    const Occupancy in = grad_input_occupancy(C_out);
+    if (w.err != cudaSuccess || in.err != cudaSuccess) return -1;
+    const long long items = (long long)B * Ho * ((Wo + plan[2] - 1) / plan[2]);
+    plan[0] = (int)std::max(1LL, std::min(items, (long long)std::max(w.blocks, 1) * d.sms));
     const long long per_band = (long long)B * ((Wo + GI_OUT - 1) / GI_OUT) * ci_chunks;
-    const long long bands = std::max(1LL, (long long)std::max(per_sm_i, 1) * sms / std::max(per_band, 1LL));
+    const long long bands = std::max(1LL, (long long)std::max(in.blocks, 1) * d.sms / std::max(per_band, 1LL));
     plan[1] = (int)std::max(8LL, (H + bands - 1) / bands);
     return (long long)B * units_per_sample(H, W) * N_STATS * sizeof(double) +
-           (long long)ci_chunks * plan[0] * C_PAD * GW_TILES * 8 * sizeof(float);
+           (long long)ci_chunks * plan[0] * C_PAD * GW_TAPS * sizeof(float);
 }
 
 // need: which of the conv's gradients (input, weight, bias) to compute; grad_conv may be null if none.
@@ -1497,8 +1642,13 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (need[1]) {
-        grad_weight_kernel<<<dim3(plan[0], ci_chunks), 32 * GW_WARPS, GW_SMEM, stream>>>(
-            x, grad_conv, weight_totals, B, C_in, C_out, H, W);
+        const dim3 grid(plan[0], ci_chunks);
+        if (plan[2] == 128)
+            grad_weight_kernel<128><<<grid, GW_THREADS, GradWeightShape<128>::SMEM, stream>>>(
+                x, grad_conv, weight_totals, B, C_in, C_out, H, W);
+        else
+            grad_weight_kernel<64><<<grid, GW_THREADS, GradWeightShape<64>::SMEM, stream>>>(
+                x, grad_conv, weight_totals, B, C_in, C_out, H, W);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const int n = C_out * C_in * TAPS;
         grad_weight_reduce_kernel<<<(n + GWR_OUT - 1) / GWR_OUT, GWR_OUT * GWR_SLICES, 0, stream>>>(
@@ -1616,7 +1766,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto grad_gn_bias = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
     if (any) {
         const bool need[3] = {conv_mask[0], conv_mask[1], conv_mask[2]};
-        int plan[2];
+        int plan[3];
         const long long ws = backward_plan(B, C_in, C_out, H, W, plan);
         TORCH_CHECK(ws >= 0, "conv2d_gn_lse: backward plan failed");
         auto workspace = at::empty({ws}, x.options().dtype(torch::kUInt8));
