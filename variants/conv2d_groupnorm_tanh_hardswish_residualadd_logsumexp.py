@@ -983,42 +983,33 @@ __global__ void __launch_bounds__(FINAL_THREADS) bias_grad_kernel(const double* 
 // output row oh, COLS output columns from col0): rows = the 64 output channels, columns = the 72 taps
 // (kh, kw, ci), depth = the item's columns, in split TF32. Blocks are persistent (one wave), each a
 // contiguous run of items; two warpgroups take half the depth each. Shared memory holds:
-//  - in a ring of STAGES, copied STAGES - 1 items ahead by cp.async: the item's dL/dx_conv rows
-//    (chunk c of channel co at chunk c ^ (co % 8), so that the A fragments' loads hit 32 banks) and
-//    the pieces of its last input row that each thread stages (its own, so no barrier is needed);
-//  - the input rows (slot h % GW_SLOTS: row h), split and stored as the B operand three times, once
-//    per kernel column kw shifted by kw, in the tensor cores' K-major 8x4 blocks: for kw, chunk c of
-//    4 columns and channel ci, words ((part * K + kw) * CH + c) * 32 + ci * 4 + 0..3 hold columns
-//    col0 + 4c + kw + 0..3, zero past W and past C_in. A kernel row kh is then one 64 x 24 x 8
-//    product per 8 columns (wgmma on Hopper, A from registers; 3 mma.sync tiles a warp elsewhere).
+//  - a ring of 2 stages, copied an item ahead by cp.async: the item's dL/dx_conv rows (chunk c of
+//    channel co at chunk c ^ (co % 8), so that the A fragments' loads hit 32 banks) and the pieces
+//    of its last input row that each thread stages (its own, so no barrier is needed);
+//  - the input rows, split (big and small parts in two arrays) and stored as the B operand three
+//    times, once per kernel column kw shifted by kw, in the tensor cores' K-major 8x4 blocks: in a
+//    row's place, for kw, chunk c of 4 columns and channel ci, words (kw * CH + c) * 32 + ci * 4 + 0..3
+//    hold columns col0 + 4c + kw + 0..3, zero past W and past C_in. Row h sits in place h % 4, and
+//    also in place h % 4 + 4 where that is 4 or 5, so that an item's rows oh, oh + 1, oh + 2 are the
+//    consecutive places oh % 4 + 0..2: the 72 taps are then 9 evenly spaced 8-column blocks, one
+//    64 x 72 x 8 product per 8 columns (wgmma on Hopper, A from registers; mma.sync tiles elsewhere).
 // An item that follows the row above it in the same columns stages one new row (others: all three,
-// after every product has read the ring); it is stored while the previous item's products run.
+// after every product has read the places); it is stored while the previous item's products run.
 // Each item's products (the tensor cores add them, truncating) are added into fp32 totals; the
 // block writes them (warpgroup 0's, then 1's added) and grad_weight_reduce_kernel adds the blocks
 // in order.
 constexpr int GW_THREADS = 256;
-constexpr int GW_SLOTS = 4;          // an item's 3 input rows and the next item's new one
+constexpr int GW_PLACES = 6;
 constexpr int GW_TAPS = K * K * 8;   // partials' columns: tap (kh, kw, ci) at (kh * K + kw) * 8 + ci
 template <int COLS>
 struct GradWeightShape {
-    static constexpr int CH = COLS / 4, STEPS = COLS / 8, STAGES = COLS == 128 ? 3 : 2;
-    static constexpr int SLOT = 2 * K * CH * 32;   // words of one input row's B operand (big, small)
-    static constexpr int GRAD = C_PAD * COLS;       // words of one item's dL/dx_conv rows
-    static constexpr int PIECES = 8;                // words of a thread's staged input columns (6 used)
+    static constexpr int CH = COLS / 4, STEPS = COLS / 8;
+    static constexpr int PLACE = K * CH * 32;                  // words of one input row's part (big or small)
+    static constexpr int GRAD = C_PAD * COLS;                  // words of one item's dL/dx_conv rows
+    static constexpr int PIECES = 8;                           // words of a thread's staged input columns (6 used)
     static constexpr int STAGE = GRAD + GW_THREADS * PIECES;
-    static constexpr int SMEM = (GW_SLOTS * SLOT + STAGES * STAGE) * 4;   // 216 KB (COLS 128), 96 KB (64)
+    static constexpr int SMEM = (2 * GW_PLACES * PLACE + 2 * STAGE) * 4;   // 224 KB (COLS 128), 68 KB (32)
 };
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// 64 rows (16 a warp, a from registers in mma.sync's layout) by 24 columns read from shared memory.
-__device__ __forceinline__ void wgmma(float (&d)[12], const uint32_t (&a)[4], uint64_t b_desc) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n24k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, %16, 1, 1, 1;"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
-}
-#endif
 
 // A work item's place: sample b, output row oh, column chunk c (items walk c, then oh, then b).
 struct GwItem {
@@ -1043,8 +1034,8 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
 {
     using S = GradWeightShape<COLS>;
     extern __shared__ __align__(16) uint32_t gw_s[];
-    uint32_t* ring = gw_s;
-    float* stages = reinterpret_cast<float*>(gw_s + GW_SLOTS * S::SLOT);
+    uint32_t* places = gw_s;   // big parts; the small parts GW_PLACES * PLACE words on
+    float* stages = reinterpret_cast<float*>(gw_s + 2 * GW_PLACES * S::PLACE);
     const int Ho = H - K + 1, Wo = W - K + 1, Wp = grad_pitch(Wo), col_items = (Wo + COLS - 1) / COLS;
     const int ci0 = 8 * blockIdx.y, n_ci = min(8, C_in - ci0);
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -1086,17 +1077,23 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
-    // Split one input row's 6 columns and store the thread's three shifted 16-byte pieces.
+    // Split one input row's 6 columns and store the thread's three shifted 16-byte pieces in the
+    // row's place(s).
     const auto store_row = [&](int ih, const float (&v)[6]) {
-        uint32_t* slot = ring + ih % GW_SLOTS * S::SLOT + sc * 32 + sci * 4;
         Split sp[6];
 #pragma unroll
         for (int e = 0; e < 6; ++e) sp[e] = split(v[e]);
+        const int place = ih % 4;
 #pragma unroll
-        for (int kw = 0; kw < K; ++kw) {
-            *reinterpret_cast<uint4*>(slot + kw * S::CH * 32) = make_uint4(sp[kw].big, sp[kw + 1].big, sp[kw + 2].big, sp[kw + 3].big);
-            *reinterpret_cast<uint4*>(slot + (K + kw) * S::CH * 32) =
-                make_uint4(sp[kw].small, sp[kw + 1].small, sp[kw + 2].small, sp[kw + 3].small);
+        for (int twice = 0; twice < 2; ++twice) {
+            if (twice == 1 && place >= GW_PLACES - 4) break;
+            uint32_t* big = places + (place + 4 * twice) * S::PLACE + sc * 32 + sci * 4;
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) {
+                *reinterpret_cast<uint4*>(big + kw * S::CH * 32) = make_uint4(sp[kw].big, sp[kw + 1].big, sp[kw + 2].big, sp[kw + 3].big);
+                *reinterpret_cast<uint4*>(big + GW_PLACES * S::PLACE + kw * S::CH * 32) =
+                    make_uint4(sp[kw].small, sp[kw + 1].small, sp[kw + 2].small, sp[kw + 3].small);
+            }
         }
     };
     const auto products_done = [] {   // this warpgroup's products (a no-op before Hopper: mma.sync is synchronous)
@@ -1105,21 +1102,17 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
 #endif
     };
 
-    float total[K][12] = {}, acc[K][12] = {};   // kernel row kh: 3 tiles (kw) of 8 channels, mma.sync's layout
-    GwItem item = start, copied = start;         // item i; the next item to copy
-#pragma unroll
-    for (int s = 0; s + 1 < S::STAGES; ++s) {
-        copy_item(copied, s, first + s < last);
-        copied.next(Ho, col_items);
-    }
+    float total[4 * 9] = {}, acc[4 * 9] = {};   // 9 tiles (kh, kw) of 8 channels, mma.sync's layout
+    GwItem item = start;
+    copy_item(item, 0, first < last);
     const int r0 = 16 * warp + g;   // this thread's A rows: r0, r0 + 8
 #pragma unroll 1
     for (long long i = first; i < last; ++i) {
-        const int oh = item.oh, stage = (int)((i - first) % S::STAGES);
+        const int oh = item.oh, stage = (int)((i - first) & 1);
         const float* st = stages + stage * S::STAGE;
-        asm volatile("cp.async.wait_group %0;" :: "n"(S::STAGES - 2) : "memory");   // item i's copies
+        asm volatile("cp.async.wait_group 0;" ::: "memory");   // item i's copies
         const bool all_new = i == first || col_items > 1 || oh == 0;   // else only the last row is new
-        if (all_new) {   // every product that reads the ring done first
+        if (all_new) {   // every product that reads the places done first
             products_done();
             __syncthreads();
         }
@@ -1143,21 +1136,24 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the stored rows are read by wgmma
 #endif
-        // Item i - 1's products done in both warpgroups before the barrier: after it, the slot the
-        // next item stores (read last by item i - 1... i - 2 and earlier) is free.
+        // Item i - 1's products done in both warpgroups before the barrier: after it, the places the
+        // next item stores (read last by item i - 1) are free, and so is the stage it copies into.
         products_done();
         __syncthreads();
-#pragma unroll
-        for (int kh = 0; kh < K; ++kh) {
+        {
+            GwItem next = item;
+            next.next(Ho, col_items);
+            copy_item(next, stage ^ 1, i + 1 < last);
+        }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-            fence_acc(acc[kh]);
+        fence_acc(acc);
 #endif
 #pragma unroll
-            for (int e = 0; e < 12; ++e) {
-                total[kh][e] += acc[kh][e];
-                acc[kh][e] = 0.f;
-            }
+        for (int e = 0; e < 4 * 9; ++e) {
+            total[e] += acc[e];
+            acc[e] = 0.f;
         }
+        const uint32_t* b = places + oh % 4 * S::PLACE;   // kernel row kh: S::PLACE words on
 #pragma unroll
         for (int j = 0; j < S::STEPS / 2; ++j) {
             const int s = wg * S::STEPS / 2 + j;   // this warpgroup's half of the depth
@@ -1169,58 +1165,44 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
             fence_a(big);
             fence_a(small);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-            for (int kh = 0; kh < K; ++kh) {
-                const uint64_t desc = smem_desc(ring + (oh + kh) % GW_SLOTS * S::SLOT + 2 * s * 32, 128, S::CH * 128);
-                wgmma(acc[kh], small, desc);
-                wgmma(acc[kh], big, desc + K * S::CH * 128 / 16);
-                wgmma(acc[kh], big, desc);
-            }
+            const uint64_t desc = smem_desc(b + 2 * s * 32, 128, S::CH * 128);
+            wgmma(acc, small, desc);
+            wgmma(acc, big, desc + GW_PLACES * S::PLACE * 4 / 16);
+            wgmma(acc, big, desc);
 #else
 #pragma unroll
-            for (int kh = 0; kh < K; ++kh) {
-                const uint32_t* b = ring + (oh + kh) % GW_SLOTS * S::SLOT + 2 * s * 32 + g * 4 + t;
-#pragma unroll
-                for (int kw = 0; kw < K; ++kw) {
-                    const uint32_t* bb = b + kw * S::CH * 32, *bs = bb + K * S::CH * 32;
-                    mma(acc[kh] + 4 * kw, small, bb[0], bb[32]);
-                    mma(acc[kh] + 4 * kw, big, bs[0], bs[32]);
-                    mma(acc[kh] + 4 * kw, big, bb[0], bb[32]);
-                }
+            for (int tile = 0; tile < 9; ++tile) {   // (kh, kw): places are K * CH * 32 words apart
+                const uint32_t* bb = b + tile * S::CH * 32 + 2 * s * 32 + g * 4 + t, *bs = bb + GW_PLACES * S::PLACE;
+                mma(acc + 4 * tile, small, bb[0], bb[32]);
+                mma(acc + 4 * tile, big, bs[0], bs[32]);
+                mma(acc + 4 * tile, big, bb[0], bb[32]);
             }
 #endif
         }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
-        copy_item(copied, (stage + S::STAGES - 1) % S::STAGES, i + S::STAGES - 1 < last);
-        copied.next(Ho, col_items);
         item.next(Ho, col_items);
     }
     products_done();
-#pragma unroll
-    for (int kh = 0; kh < K; ++kh) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        fence_acc(acc[kh]);
+    fence_acc(acc);
 #endif
 #pragma unroll
-        for (int e = 0; e < 12; ++e) total[kh][e] += acc[kh][e];
-    }
+    for (int e = 0; e < 4 * 9; ++e) total[e] += acc[e];
     // Warpgroup 1's totals through shared memory, added to warpgroup 0's.
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
-    float* other = reinterpret_cast<float*>(gw_s) + (threadIdx.x % 128) * (K * 12 + 1);
+    float* other = reinterpret_cast<float*>(gw_s) + (threadIdx.x % 128) * (4 * 9 + 1);
     if (wg == 1)
 #pragma unroll
-        for (int j = 0; j < K * 12; ++j) other[j] = total[j / 12][j % 12];
+        for (int e = 0; e < 4 * 9; ++e) other[e] = total[e];
     __syncthreads();
     if (wg == 1) return;
     float* dst = partials + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * C_PAD * GW_TAPS;
 #pragma unroll
-    for (int kh = 0; kh < K; ++kh)
-#pragma unroll
-        for (int e = 0; e < 12; ++e)
-            dst[(size_t)(r0 + 8 * (e % 4 / 2)) * GW_TAPS + (kh * K + e / 4) * 8 + 2 * t + e % 2] = total[kh][e] + other[kh * 12 + e];
+    for (int e = 0; e < 4 * 9; ++e)
+        dst[(size_t)(r0 + 8 * (e % 4 / 2)) * GW_TAPS + e / 4 * 8 + 2 * t + e % 2] = total[e] + other[e];
 }
 
 // dL/dweight[co][ci][kh][kw]: grad_weight_kernel's block totals added in a fixed order (double): a
@@ -1593,7 +1575,7 @@ static Occupancy grad_input_occupancy(int C_out) {
 
 // How the backward's conv gradients are laid out on this GPU: plan[0], the weight gradient's blocks
 // (one wave of resident blocks, each a contiguous run of work items), plan[2] its item's columns (128
-// where the rows are wider than 64 and the shared memory holds it: Hopper; else 64), and plan[1], the
+// where the rows are wider than 32 and the shared memory holds it: Hopper; else 32), and plan[1], the
 // input gradient's band of rows (so that its blocks fill about one wave). Returns the backward's
 // scratch in bytes (the units' partials, doubles, then the weight gradient's block totals), or -1 on
 // an error.
@@ -1601,8 +1583,8 @@ long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan) {
     const int Ho = H - K + 1, Wo = W - K + 1, ci_chunks = (C_in + 7) / 8;
     const DeviceInfo& d = device_info();
     if (d.err != cudaSuccess) return -1;
-    plan[2] = Wo > 64 && d.smem_per_block >= GradWeightShape<128>::SMEM ? 128 : 64;
-    const Occupancy w = plan[2] == 128 ? grad_weight_occupancy<128>() : grad_weight_occupancy<64>();
+    plan[2] = Wo > 32 && d.smem_per_block >= GradWeightShape<128>::SMEM ? 128 : 32;
+    const Occupancy w = plan[2] == 128 ? grad_weight_occupancy<128>() : grad_weight_occupancy<32>();
     const Occupancy in = grad_input_occupancy(C_out);
     if (w.err != cudaSuccess || in.err != cudaSuccess) return -1;
     const long long items = (long long)B * Ho * ((Wo + plan[2] - 1) / plan[2]);
@@ -1647,7 +1629,7 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
             grad_weight_kernel<128><<<grid, GW_THREADS, GradWeightShape<128>::SMEM, stream>>>(
                 x, grad_conv, weight_totals, B, C_in, C_out, H, W);
         else
-            grad_weight_kernel<64><<<grid, GW_THREADS, GradWeightShape<64>::SMEM, stream>>>(
+            grad_weight_kernel<32><<<grid, GW_THREADS, GradWeightShape<32>::SMEM, stream>>>(
                 x, grad_conv, weight_totals, B, C_in, C_out, H, W);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const int n = C_out * C_in * TAPS;
