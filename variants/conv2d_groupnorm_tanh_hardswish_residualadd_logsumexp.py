@@ -26,10 +26,11 @@ Backward (autograd), with u = g * softmax_c(x_res) and vn = u * hardswish'(t) * 
   dL/dgamma = sum vn xhat, dL/dbeta = sum vn. The conv output is recomputed, never stored:
   conv_kernel<BSUMS> sums vn and vn xhat per unit and channel; grad_coef_kernel folds them into
   per-channel coefficients; conv_kernel<GRAD> writes dL/dx_conv (rows padded to 16 bytes) and its sums
-  (the bias gradient). The conv's own gradients are split-TF32 GEMMs: grad_weight_kernel (mma.sync)
-  per output row (rows = output channels, columns = taps, depth = output columns; both operands
-  staged in shared memory, dL/dx_conv by 16-byte cp.async, the input rows split once and kept for the
-  next row), block totals added in order; grad_input_kernel (wgmma on Hopper, mma.sync elsewhere) per
+  (the bias gradient). The conv's own gradients are split-TF32 GEMMs: grad_weight_kernel per output
+  row (rows = output channels, columns = the 72 taps, depth = output columns; dL/dx_conv by cp.async
+  an item ahead, the input rows split once, kept for the next row, and stored three times shifted
+  by each kernel column, so that wgmma's B descriptor reads the taps as 9 evenly spaced 8-column
+  blocks), block totals added in order; grad_input_kernel (wgmma on Hopper, mma.sync elsewhere) per
   dL/dx_conv row (rows = output columns, columns = the 72 taps (ci, kh, kw), depth = channels) folded
   into three input rows of partial sums held in registers. Every sum is in a fixed order: deterministic.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model, with CUDA, Meta
@@ -45,10 +46,10 @@ cores 3 x 18.7 GFLOP of TF32 (0.11 ms at ~495 TFLOP/s) plus three MUFU operation
 (0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.22 ms (ncu, one change earlier: 12
 warps an SM at 168 registers, issue 55% busy, as many other instructions as FMAs), gram_stats_kernel
 0.023, phase 2 0.28 (ncu: issue 47% busy, MUFU 42%, 943 instructions per warp and unit, half of them
-the epilogue); run_all.py 0.55 ms (about 0.06 of it host time before the first kernel). Backward,
-per kernel: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.53, input gradient 0.45, the small ones 0.04
+the epilogue); run_all.py 0.58 ms (about 0.06 of it host time before the first kernel). Backward,
+per kernel: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.29 (ncu), input gradient 0.45, the small ones 0.04
 (each gradient GEMM 9.4 G multiply-adds: ~0.19 ms at mma.sync's split-TF32 rate, 0.11 at wgmma's;
-each reads the 534 MB of dL/dx_conv, 0.18 ms of bandwidth); forward + backward 2.73 ms. History:
+each reads the 534 MB of dL/dx_conv, 0.18 ms of bandwidth); forward + backward 2.50 ms. History:
 docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
