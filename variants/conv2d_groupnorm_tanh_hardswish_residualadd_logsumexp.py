@@ -1000,7 +1000,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) bias_grad_kernel(const double* 
 // block writes them (warpgroup 0's, then 1's added) and grad_weight_reduce_kernel adds the blocks
 // in order.
 constexpr int GW_THREADS = 256;
-constexpr int GW_PLACES = 6;
+constexpr int GW_PLACES = 6;        // input rows' places: h % 4, and h % 4 + 4 for h % 4 < 2
 constexpr int GW_TAPS = K * K * 8;   // partials' columns: tap (kh, kw, ci) at (kh * K + kw) * 8 + ci
 template <int COLS>
 struct GradWeightShape {
@@ -1079,23 +1079,22 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
     // Split one input row's 6 columns and store the thread's three shifted 16-byte pieces in the
-    // row's place(s).
+    // row's place, and in its second place where it has one.
     const auto store_row = [&](int ih, const float (&v)[6]) {
         Split sp[6];
 #pragma unroll
         for (int e = 0; e < 6; ++e) sp[e] = split(v[e]);
-        const int place = ih % 4;
-#pragma unroll
-        for (int twice = 0; twice < 2; ++twice) {
-            if (twice == 1 && place >= GW_PLACES - 4) break;
-            uint32_t* big = places + (place + 4 * twice) * S::PLACE + sc * 32 + sci * 4;
+        const auto store_at = [&](int place) {
+            uint32_t* big = places + place * S::PLACE + sc * 32 + sci * 4;
 #pragma unroll
             for (int kw = 0; kw < K; ++kw) {
                 *reinterpret_cast<uint4*>(big + kw * S::CH * 32) = make_uint4(sp[kw].big, sp[kw + 1].big, sp[kw + 2].big, sp[kw + 3].big);
                 *reinterpret_cast<uint4*>(big + GW_PLACES * S::PLACE + kw * S::CH * 32) =
                     make_uint4(sp[kw].small, sp[kw + 1].small, sp[kw + 2].small, sp[kw + 3].small);
             }
-        }
+        };
+        store_at(ih % 4);
+        if (ih % 4 < GW_PLACES - 4) store_at(ih % 4 + 4);
     };
     const auto products_done = [] {   // this warpgroup's products (a no-op before Hopper: mma.sync is synchronous)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
