@@ -1012,7 +1012,7 @@ struct GradWeightShape {
     static constexpr int SMEM = (2 * GW_PLACES * PLACE + 2 * STAGE) * 4;   // 224 KB (COLS 128), 68 KB (32)
 };
 
-// A work item's place: sample b, output row oh, column chunk c (items walk c, then oh, then b).
+// A work item's coordinates: sample b, output row oh, column chunk c (items walk c, then oh, then b).
 struct GwItem {
     int b, oh, c;
     __device__ void next(int Ho, int chunks) {
@@ -1101,8 +1101,18 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #endif
     };
-
     float total[4 * 9] = {}, acc[4 * 9] = {};   // 9 tiles (kh, kw) of 8 channels, mma.sync's layout
+    const auto add_item = [&] {   // an item's products (done) into the totals; acc starts over
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        fence_acc(acc);
+#endif
+#pragma unroll
+        for (int e = 0; e < 4 * 9; ++e) {
+            total[e] += acc[e];
+            acc[e] = 0.f;
+        }
+    };
+
     GwItem item = start;
     copy_item(item, 0, first < last);
     const int r0 = 16 * warp + g;   // this thread's A rows: r0, r0 + 8
@@ -1140,19 +1150,10 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
         // next item stores (read last by item i - 1) are free, and so is the stage it copies into.
         products_done();
         __syncthreads();
-        {
-            GwItem next = item;
-            next.next(Ho, col_items);
-            copy_item(next, stage ^ 1, i + 1 < last);
-        }
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        fence_acc(acc);
-#endif
-#pragma unroll
-        for (int e = 0; e < 4 * 9; ++e) {
-            total[e] += acc[e];
-            acc[e] = 0.f;
-        }
+        GwItem next = item;
+        next.next(Ho, col_items);
+        copy_item(next, stage ^ 1, i + 1 < last);
+        add_item();
         const uint32_t* b = places + oh % 4 * S::PLACE;   // kernel row kh: S::PLACE words on
 #pragma unroll
         for (int j = 0; j < S::STEPS / 2; ++j) {
@@ -1182,14 +1183,10 @@ __global__ void __launch_bounds__(GW_THREADS, 1) grad_weight_kernel(
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
-        item.next(Ho, col_items);
+        item = next;
     }
     products_done();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    fence_acc(acc);
-#endif
-#pragma unroll
-    for (int e = 0; e < 4 * 9; ++e) total[e] += acc[e];
+    add_item();
     // Warpgroup 1's totals through shared memory, added to warpgroup 0's.
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
