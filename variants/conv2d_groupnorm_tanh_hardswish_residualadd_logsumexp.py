@@ -6,9 +6,11 @@ Forward, two passes over the input; the 64-channel conv output never touches mem
     sum is N b + w . s and its sum of squares follows from w^T G w, with s and G the sum and the Gram
     matrix of the input's 72-tap patches (input centred per channel first, so no large sums cancel).
     G is shift-structured: row correlations of the input (8 x 8 channels, 3 row and 5 column
-    offsets, fp32 on the CUDA cores, cp.async-staged rows, double bins) less the products at the 4
-    edge columns a window leaves out. 960 multiply-adds per input pixel instead of 4,608 per output
-    pixel; gram_stats_kernel forms G, the variances and each channel's scale and shift.
+    offsets) less those at the 2 edge columns each window leaves out, both as split-TF32 GEMMs on
+    the tensor cores (mma.sync: rows = a partner channel's 15 offsets and a row of ones, columns =
+    channels, depth = a row's columns; cp.async-staged rows, double bins). 3,072 tensor-core
+    multiply-adds per input pixel instead of 4,608 x 3 per output pixel; gram_stats_kernel forms G,
+    the variances and each channel's scale and shift.
   phase 2 (conv_kernel<LOGSUMEXP>): recompute the conv, x_res = x + hardswish(tanh(x * scale + shift)),
     and logsumexp over the channels (max first). A thread holds 16 channels of each of its pixels;
     the 4 lanes of a quad hold the other channels of the same pixels and merge maxima and sums with
@@ -43,8 +45,7 @@ Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of
 per conv = 0.28 ms at 67 TFLOP/s (the floor run_all.py reports; the 67 MB input is 0.02 ms of
 bandwidth). Phase 1's algebra is 2.0 G multiply-adds (0.06 ms at the FP32 rate); phase 2 on the tensor
 cores 3 x 18.7 GFLOP of TF32 (0.11 ms at ~495 TFLOP/s) plus three MUFU operations per conv output
-(0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.22 ms (ncu, one change earlier: 12
-warps an SM at 168 registers, issue 55% busy, as many other instructions as FMAs), gram_stats_kernel
+(0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.135 ms, gram_stats_kernel
 0.023, phase 2 0.28 (ncu: issue 47% busy, MUFU 42%, 943 instructions per warp and unit, half of them
 the epilogue); run_all.py 0.58 ms (about 0.06 of it host time before the first kernel). Backward,
 per kernel: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.29 (ncu), input gradient 0.45, the small ones 0.04
@@ -554,66 +555,42 @@ __device__ void sample_sums(const double* __restrict__ partials, double* sums, i
 // pixels is N b' + w . s and its variance (w^T G w) / N - (w . s / N)^2, where s is the sum of the
 // patches and G = sum patch patch^T (T x T, T = C_in * 9) their Gram matrix. G's entry for taps
 // (ci, kh, kw), (cj, lh, lw) sums z_ci(q) z_cj(q + (lh - kh, lw - kw)) over q in the window
-// [kh, kh + Ho) x [kw, kw + Wo). gram_kernel computes, per input row h and row offset dh (0..2: G is
-// symmetric), the full-row correlations P(ci, cj, dh, dw) = sum_w z_ci(h, w) z_cj(h + dh, w + dw) on
-// the CUDA cores (fp32, 4 columns a lane, 2 partner channels a warp), and the products at the <= 4
-// edge columns that some kw window leaves out. A row belongs to the windows kh in its mask (rows 0,
+// [kh, kh + Ho) x [kw, kw + Wo). gram_kernel computes, per input row h, the full-row correlations
+// P(ci, cj, dh, dw) = sum_w z_ci(h, w) z_cj(h + dh, w + dw) (dh 0..2: G is symmetric; dw -2..2) and
+// the same sums E_kw over only the 2 columns that window kw leaves out (0, 1, W-2, W-1: its entry
+// is P - E_kw), with the row sums beside them. A row belongs to the windows kh in its mask (rows 0,
 // 1, H-2 and H-1 to fewer than 3), so every 64 rows and wherever the mask changes, the fp32 sums go
-// to double bins per kh, edge products subtracted per (kw, lw): bins[kh] holds G's entries for
-// (ci, kh, kw), (cj, kh + dh, lw) and s for (ci, kh, kw). 960 multiply-adds per pixel (8 channels).
+// to double bins per kh: bins[kh] holds G's entries for (ci, kh, kw), (cj, kh + dh, lw) and s for
+// (ci, kh, kw).
+// P and E are GEMMs on the tensor cores in split TF32 (mma.sync, any GPU): rows = the 15 lags
+// (dh, dw) of partner channel cj and a row of ones (giving the row sums); columns = channel ci;
+// depth = the row's columns (for E: the 4 edge columns, ci's values kept where kw leaves them out).
+// A warp takes 32 columns, its 4 steps of 8 permuted so that lane t's depths t and t + 4 are
+// columns 4t + step and 16 + 4t + step. Its 8 tiles of 16 GEMM rows pair lags whose fragments
+// depend on step + dw only: (0, dw) with (1, dw) for each dw, (2, -2) with (2, -1), (2, 0) with
+// (2, 1), (2, 2) with the ones. So a row's fragments are 18 sets of 4 values (not 8 tiles x 4
+// steps), read from the 8 columns around the lane's 4 in each partner row.
 constexpr int GR_CH = 8;                         // input channels a chunk (a block takes a pair of chunks)
-constexpr int GR_WARPS = 12;                     // 4 pairs of partner channels x 3 row offsets
+constexpr int GR_WARPS = 4;                      // a warp per 32 columns
 constexpr int GR_THREADS = 32 * GR_WARPS;
-constexpr int GR_COLS = 128;                     // a block's columns (grid.z tiles wider rows): 4 a lane
-constexpr int GR_PITCH = GR_COLS + 8;            // a staged row: columns c0 - 4 .. c0 + GR_COLS + 3
-constexpr int GR_ROWS = 2 * GR_CH + 1;           // a staged row set: the two chunks' rows, a row of ones
-constexpr int GR_RING = 8;                       // row sets in shared memory
-constexpr int GR_AHEAD = GR_RING - 1;            // rows in flight: row h + 7 is copied while row h is used
+constexpr int GR_COLS = 32 * GR_WARPS;           // a block's columns (grid.z tiles wider rows)
+constexpr int GR_PITCH = GR_COLS + 16;           // a staged row: columns c0 - 4 .. c0 + GR_COLS + 11;
+                                                 // 16 mod 32 words, so a warp's 16-byte loads do not conflict
+constexpr int GR_SET = 2 * GR_CH * GR_PITCH;     // a staged row set: the two chunks' rows
+constexpr int GR_RING = 5;                       // row sets in shared memory
+constexpr int GR_AHEAD = GR_RING - 1;            // rows in flight: row h + 4 is copied while row h is used
 constexpr int GR_FLUSH = 64;                     // rows summed in fp32 before the double bins
-constexpr int GR_P = GR_CH * GR_CH * 3 * 5;      // (ci, cj, dh, dw + 2)
+constexpr int GR_LAGS = 15;                      // (dh, dw): lag l is dh = l / 5, dw = l % 5 - 2; then ones
+constexpr int GR_P = GR_CH * GR_CH * 3 * 5;      // P: (ci, cj, dh, dw + 2)
+constexpr int GR_PART = GR_P + GR_CH;            // P, then the row sums (ci)
 constexpr int GR_G = GR_CH * GR_CH * 3 * 9;      // a bin's G entries: (ci, cj, dh, kw, lw)
 constexpr int GR_BIN = GR_G + GR_CH * 3;         // then s: (ci, kw)
-constexpr int GR_COMBOS = 8;                     // at most 8 (edge column, dw) pairs are ever left out
-constexpr int GR_E = GR_CH * GR_CH * 3 * GR_COMBOS + GR_CH * 4;   // edge products, then edge values
-constexpr int GR_E_PER = (GR_E + GR_THREADS - 1) / GR_THREADS;
-constexpr int GR_SMEM = (GR_RING * GR_ROWS * GR_PITCH + GR_P + GR_CH + GR_E) * 4;
+constexpr int GR_SMEM = (GR_RING * GR_SET + (GR_WARPS + 3) * GR_PART) * 4;
+constexpr int GR_TARGET_BLOCKS = 384;            // row bands split a sample until about this many blocks
 
 // The kernel windows kh (bit kh) that contain row i of n (the same for columns).
 __host__ __device__ __forceinline__ int window_mask(int i, int n) {
     return (i <= n - 3) | (i >= 1 && i <= n - 2) << 1 | (i >= 2) << 2;
-}
-// The columns some window leaves out: 0, 1, W - 2, W - 1 (W = 3: 0, 1, 2).
-__device__ __forceinline__ int edge_count(int W) { return min(W, 4); }
-__device__ __forceinline__ int edge_col(int e, int W) { return e < 2 ? e : max(2, W - 2) + e - 2; }
-__device__ __forceinline__ bool left_out(int col, int kw, int W) { return col < kw || col >= kw + W - 2; }
-// An edge product (column e, offset dw) is needed if its partner is inside the row and a window left
-// out whose partner window (kw + dw) exists. Numbered in (e, dw) order; -1 if not needed.
-__device__ int combo_index(int e, int dw, int W) {
-    int n = 0;
-    for (int ei = 0; ei < edge_count(W); ++ei)
-        for (int d = -2; d <= 2; ++d) {
-            const int col = edge_col(ei, W);
-            bool need = col + d >= 0 && col + d < W;
-            bool any = false;
-            for (int kw = 0; kw < 3; ++kw) any |= left_out(col, kw, W) && kw + d >= 0 && kw + d <= 2;
-            if (need && any) {
-                if (ei == e && d == dw) return n;
-                ++n;
-            }
-        }
-    return e < 0 ? n : -1;   // combo_index(-1, 0, W): how many
-}
-
-// One step of a warp's reduce-scatter: of f[0, 2 HALF), lanes with bit OFF keep the upper half, the
-// others the lower, each adding its partner's; the kept half moves to f[0, HALF).
-template <int HALF, int OFF>
-__device__ __forceinline__ void halve(float* f) {
-    const bool upper = threadIdx.x & OFF;
-#pragma unroll
-    for (int i = 0; i < HALF; ++i) {
-        const float send = upper ? f[i] : f[i + HALF];
-        f[i] = (upper ? f[i + HALF] : f[i]) + __shfl_xor_sync(0xffffffffu, send, OFF);
-    }
 }
 
 // A warp's mean of a row (every lane gets it).
@@ -631,22 +608,66 @@ __device__ __forceinline__ void cp_async(float* dst, const float* src, bool in) 
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "n"(BYTES), "r"(in ? BYTES : 0) : "memory");
 }
 
-// Block (b, chunk pair, column tile); adds its 3 bins (doubles) in gram[block]; the blocks of chunk
-// pairs (ci0, 0) in tile 0 write their channels' shifts m to shifts (B, C_in). Copies V floats at a
-// time: 4 where rows are 16-byte aligned (W % 4 == 0 and x aligned), else 1.
+// Row bands a sample's rows are split into (a function of the shape only, so the bits do not depend
+// on the GPU): about GR_TARGET_BLOCKS blocks where the batch is small, bands of >= 16 rows, none empty.
+static int gram_bands(int B, int C_in, int H, int W) {
+    const long long chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS;
+    const int bands = (int)std::max<long long>(1, std::min<long long>(GR_TARGET_BLOCKS / (B * chunks * chunks * tiles), H / 16));
+    const int rows = (H + bands - 1) / bands;
+    return (H + rows - 1) / rows;
+}
+
+// The P tiles' lags: GEMM rows g (LAG_G) and g + 8 (LAG_G8; 15: ones).
+__device__ constexpr int LAG_G[8] = {0, 1, 2, 3, 4, 10, 12, 14};
+__device__ constexpr int LAG_G8[8] = {5, 6, 7, 8, 9, 11, 13, 15};
+
+// One row's P products of a warp: z[dh][half][c + 2] is partner row h + dh at column offset c
+// (-2..5) from the lane's depth t (half 0) or t + 4 (half 1) of step 0; b[half][step] is channel
+// ci0 + g's row h. Per step, each of the 3 split terms over all 8 tiles before the next term.
+__device__ __forceinline__ void gram_products(float (&acc)[8][4], const float (&z)[3][2][8], const float (&b)[2][4]) {
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+        const Split b0 = split(b[0][step]), b1 = split(b[1][step]);
+        uint32_t big[8][4], small[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {   // rows g, g + 8 at depth t (r < 2), t + 4
+                const int half = r / 2, x = step + 2;   // x: step's column offset + 2
+                const float v = j < 5 ? z[r % 2][half][x + j - 2]          // (0, dw), (1, dw)
+                              : j < 7 ? z[2][half][x + 2 * j - 12 + r % 2]  // (2, -2), (2, -1); (2, 0), (2, 1)
+                              : r % 2 ? 1.f : z[2][half][x + 2];            // (2, 2), ones
+                const Split s = split(v);
+                big[j][r] = s.big;
+                small[j][r] = s.small;
+            }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) mma(acc[j], small[j], b0.big, b1.big);   // small terms first
+#pragma unroll
+        for (int j = 0; j < 8; ++j) mma(acc[j], big[j], b0.small, b1.small);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) mma(acc[j], big[j], b0.big, b1.big);
+    }
+}
+
+// Block (b, chunk pair, band * column tiles + column tile): rows [h0, h1) of one column tile; adds
+// its 3 bins (doubles) in gram[block]; the blocks of chunk pairs (ci0, 0) in band 0, tile 0 write
+// their channels' shifts m to shifts (B, C_in). Copies V floats at a time: 4 where rows are 16-byte
+// aligned (W % 4 == 0 and x aligned), else 1.
 template <int V>
-__global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __restrict__ x, double* __restrict__ gram,
+__global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __restrict__ x, double* __restrict__ gram,
                                                               float* __restrict__ shifts, int C_in, int H, int W) {
-    constexpr int STAGE_PER = (2 * GR_CH * GR_PITCH / V + GR_THREADS - 1) / GR_THREADS;
+    constexpr int STAGE_PER = (GR_SET / V + GR_THREADS - 1) / GR_THREADS;
     extern __shared__ __align__(16) float gr_s[];
-    float* ring = gr_s;                                       // [GR_RING][GR_ROWS][GR_PITCH]
-    float* pslot = ring + GR_RING * GR_ROWS * GR_PITCH;       // the flushed P, then the row sums
-    float* eslot = pslot + GR_P + GR_CH;                      // the flushed edge products and values
+    float* ring = gr_s;                                    // [GR_RING][GR_SET]
+    float* pslot = ring + GR_RING * GR_SET;                // [GR_WARPS][GR_PART]: each warp's flushed P
+    float* eslot = pslot + GR_WARPS * GR_PART;             // [3][GR_PART]: the flushed E_kw
     __shared__ float shift[2 * GR_CH];
-    __shared__ int cidx[4 * 5];   // combo_index(e, dw) at [e * 5 + dw + 2]
-    const int b = blockIdx.x, chunks = (C_in + GR_CH - 1) / GR_CH;
-    const int ci0 = blockIdx.y / chunks * GR_CH, cj0 = blockIdx.y % chunks * GR_CH, c0 = blockIdx.z * GR_COLS;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, pair = warp / 3, dh = warp % 3;
+    const int b = blockIdx.x, chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS;
+    const int ci0 = blockIdx.y / chunks * GR_CH, cj0 = blockIdx.y % chunks * GR_CH, c0 = blockIdx.z % tiles * GR_COLS;
+    const int band_rows = (H + gridDim.z / tiles - 1) / (gridDim.z / tiles);
+    const int h0 = blockIdx.z / tiles * band_rows, h1 = min(H, h0 + band_rows), rows_in = min(H, h1 + 2);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const float* xb = x + (size_t)b * C_in * H * W;
     double* bins = gram + ((size_t)(b * gridDim.y + blockIdx.y) * gridDim.z + blockIdx.z) * 3 * GR_BIN;
     const auto channel = [&](int r) { return (r < GR_CH ? ci0 : cj0) + r % GR_CH; };   // staged row r
@@ -658,183 +679,141 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __rest
         const float m = channel(r) < C_in ? row_mean(xb + ((size_t)channel(r) * H + H / 2) * W, W) : 0.f;
         if (lane == 0) shift[r] = m;
     }
-    if (threadIdx.x < 4 * 5) cidx[threadIdx.x] = combo_index(threadIdx.x / 5, threadIdx.x % 5 - 2, W);
     for (int i = threadIdx.x; i < GR_BIN; i += GR_THREADS)   // each entry's owner, as in the flushes
         for (int kh = 0; kh < 3; ++kh) bins[kh * GR_BIN + i] = 0.0;
-    for (int i = threadIdx.x; i < GR_RING * GR_PITCH; i += GR_THREADS) {   // the rows of ones
-        const int col = c0 - 4 + i % GR_PITCH;
-        ring[(i / GR_PITCH * GR_ROWS + 2 * GR_CH) * GR_PITCH + i % GR_PITCH] = col >= 0 && col < W ? 1.f : 0.f;
-    }
+    __syncthreads();
     // This thread's pieces (V floats) of a row set: i = (threadIdx.x + k * GR_THREADS) * V (staged row
-    // i / GR_PITCH, columns from c0 - 4 + i % GR_PITCH); src[k]: the offset in the sample, less h * W;
-    // -1: outside (zeros); -2: not staged.
+    // i / GR_PITCH, columns from c0 - 4 + i % GR_PITCH); src[k]: the offset in the sample, less h * W,
+    // -1: outside (zeros), -2: not staged; m[k]: its channel's shift.
     int src[STAGE_PER];
+    float m[STAGE_PER];
 #pragma unroll
     for (int k = 0; k < STAGE_PER; ++k) {
         const int i = (threadIdx.x + k * GR_THREADS) * V, r = i / GR_PITCH, col = c0 - 4 + i % GR_PITCH;
         src[k] = i >= staged ? -2 : channel(r) < C_in && col >= 0 && col < W ? channel(r) * H * W + col : -1;
+        m[k] = i >= staged ? 0.f : shift[r];
     }
-    const auto issue = [&](int h) {   // row h's set by cp.async, one commit group
-        float* set = ring + h % GR_RING * GR_ROWS * GR_PITCH;
+    const auto issue = [&](int h, int slot) {   // row h's set by cp.async, one commit group (zeros past the rows used)
+        const float* xh = xb + (size_t)h * W;
 #pragma unroll
         for (int k = 0; k < STAGE_PER; ++k) {
-            const bool in = src[k] >= 0 && h < H;
-            if (src[k] != -2) cp_async<4 * V>(set + (threadIdx.x + k * GR_THREADS) * V, xb + (in ? src[k] + h * W : 0), in);
+            const bool in = src[k] >= 0 && h < rows_in;
+            if (src[k] != -2) cp_async<4 * V>(ring + slot * GR_SET + (threadIdx.x + k * GR_THREADS) * V, in ? xh + src[k] : xb, in);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
-    const auto center = [&](int h) {  // this thread's copies of row h, landed: less the shift
-        float* set = ring + h % GR_RING * GR_ROWS * GR_PITCH;
+    const auto center = [&](int h, int slot) {  // this thread's copies of row h, landed: less the shift
 #pragma unroll
-        for (int k = 0; k < STAGE_PER; ++k) {
-            const int i = (threadIdx.x + k * GR_THREADS) * V;
-            if (src[k] >= 0 && h < H)
+        for (int k = 0; k < STAGE_PER; ++k)
+            if (src[k] >= 0 && h < rows_in)
 #pragma unroll
-                for (int u = 0; u < V; ++u) set[i + u] -= shift[i / GR_PITCH];
-        }
+                for (int u = 0; u < V; ++u) ring[slot * GR_SET + (threadIdx.x + k * GR_THREADS) * V + u] -= m[k];
     };
-    __syncthreads();
     if (cj0 == 0 && blockIdx.z == 0 && threadIdx.x < GR_CH && ci0 + threadIdx.x < C_in)
         shifts[(size_t)b * C_in + ci0 + threadIdx.x] = shift[threadIdx.x];
-    for (int h = 0; h < GR_AHEAD; ++h) issue(h);
+    for (int i = 0; i < GR_AHEAD; ++i) issue(h0 + i, (h0 + i) % GR_RING);
     asm volatile("cp.async.wait_group %0;" :: "n"(GR_AHEAD - 3) : "memory");
-    for (int h = 0; h < 3; ++h) center(h);
-
-    // This thread's edge items: products (ci, cj, dh, combo), then values (ci, edge column) (times
-    // the row of ones), those whose column this block owns. Packed: offset in row set h | offset in
-    // row set h + dh << 12 | dh << 24; -1: none.
-    const int n_combo = combo_index(-1, 0, W), n_prod = GR_CH * GR_CH * 3 * n_combo, n_edge = edge_count(W);
-    const int n_items = n_prod + GR_CH * n_edge;
-    int item[GR_E_PER];
-    float eacc[GR_E_PER];
-#pragma unroll
-    for (int k = 0; k < GR_E_PER; ++k) {
-        const int it = threadIdx.x + k * GR_THREADS;
-        int ci = 0, e = 0, dw = 0, row2 = 2 * GR_CH, dhe = 0;
-        if (it < n_prod) {
-            const int rest = it / n_combo;
-            for (int i = 0; i < 4 * 5; ++i)
-                if (cidx[i] == it % n_combo) { e = i / 5; dw = i % 5 - 2; }
-            ci = rest / 24;
-            row2 = partner_rows + rest / 3 % GR_CH;
-            dhe = rest % 3;
-        } else {
-            ci = (it - n_prod) / n_edge;
-            e = (it - n_prod) % n_edge;
-        }
-        const int col = edge_col(e, W) - c0;
-        item[k] = it < n_items && col >= 0 && col < GR_COLS
-                      ? (ci * GR_PITCH + col + 4) | (row2 * GR_PITCH + col + dw + 4) << 12 | dhe << 24 : -1;
-        eacc[k] = 0.f;
-    }
+    for (int i = 0; i < 3; ++i) center(h0 + i, (h0 + i) % GR_RING);
     __syncthreads();
 
-    float acc[2][GR_CH][5] = {}, rs[GR_CH] = {};
-    const bool active = cj0 + 2 * pair < C_in;   // warp-uniform: has a real partner channel
-#pragma unroll 1
-    for (int h = 0, since = 0; h < H; ++h) {
-        issue(h + GR_AHEAD);   // into row h - 1's set, free since the last barrier
-        const float* set = ring + h % GR_RING * GR_ROWS * GR_PITCH;
-        if (active) {
-            float4 a[GR_CH];
+    // P: the lane's staged columns from col4 (its first less 4), and + 16.
+    const int col4 = 32 * warp + 4 * t;
+    // E: tiles 2 warp + i, GEMM rows g, g + 8 = lags 4 warp + 2i, + 1, at the edge column of depth t
+    // (the 4th only where W >= 4), if this tile holds it; kw_out: the windows that leave it out.
+    const int ecol = t < 2 ? t : max(2, W - 2) + t - 2;
+    const bool e_in = t < min(W, 4) && ecol >= c0 && ecol < c0 + GR_COLS;
+    const int e_at = e_in ? ecol - c0 + 4 : 4, kw_out = e_in ? (ecol >= W - 2) | (ecol < 1 || ecol >= W - 1) << 1 | (ecol < 2) << 2 : 0;
+    int e_dh[2][2], e_off[2][2];   // lag's row offset and place in its row set
 #pragma unroll
-            for (int ci = 0; ci < GR_CH; ++ci) a[ci] = *reinterpret_cast<const float4*>(set + ci * GR_PITCH + 4 + 4 * lane);
-            const float* set2 = ring + (h + dh) % GR_RING * GR_ROWS * GR_PITCH + (partner_rows + 2 * pair) * GR_PITCH + 4 * lane;
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                float v[12];
-#pragma unroll
-                for (int q = 0; q < 3; ++q) {
-                    const float4 f = *reinterpret_cast<const float4*>(set2 + j * GR_PITCH + 4 * q);
-                    v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
-                }
-#pragma unroll
-                for (int ci = 0; ci < GR_CH; ++ci)
-#pragma unroll
-                    for (int d = 0; d < 5; ++d) {   // dw = d - 2: v[2 + w + d] is column (lane's w) + dw
-                        float s = acc[j][ci][d];
-                        s = fmaf(a[ci].x, v[2 + d], s);
-                        s = fmaf(a[ci].y, v[3 + d], s);
-                        s = fmaf(a[ci].z, v[4 + d], s);
-                        acc[j][ci][d] = fmaf(a[ci].w, v[5 + d], s);
-                    }
-            }
-            if (warp == 0)
-#pragma unroll
-                for (int ci = 0; ci < GR_CH; ++ci) rs[ci] += (a[ci].x + a[ci].y) + (a[ci].z + a[ci].w);
+        for (int r = 0; r < 2; ++r) {
+            const int l = 4 * warp + 2 * i + r;
+            e_dh[i][r] = l < GR_LAGS ? l / 5 : 0;
+            e_off[i][r] = (partner_rows + g) * GR_PITCH + e_at + (l < GR_LAGS ? l % 5 - 2 : 0);
         }
-        const float* set_1 = ring + (h + 1) % GR_RING * GR_ROWS * GR_PITCH;
-        const float* set_2 = ring + (h + 2) % GR_RING * GR_ROWS * GR_PITCH;
+    float acc[8][4] = {}, eacc[2][3][4] = {};
+#pragma unroll 1
+    for (int h = h0, since = 0; h < h1; ++h) {
+        int slot[4];   // ring places of rows h .. h + 3
+        slot[0] = h % GR_RING;
 #pragma unroll
-        for (int k = 0; k < GR_E_PER; ++k)
-            if (item[k] >= 0) {
-                const int dhe = item[k] >> 24;
-                const float* set2 = dhe == 0 ? set : dhe == 1 ? set_1 : set_2;
-                eacc[k] = fmaf(set[item[k] & 0xfff], set2[item[k] >> 12 & 0xfff], eacc[k]);
+        for (int d = 1; d < 4; ++d) slot[d] = slot[d - 1] + 1 == GR_RING ? 0 : slot[d - 1] + 1;
+        issue(h + GR_AHEAD, slot[0] == 0 ? GR_RING - 1 : slot[0] - 1);   // into row h - 1's set, free since the last barrier
+        float bv[2][4], z[3][2][8];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const float4 f = *reinterpret_cast<const float4*>(ring + slot[0] * GR_SET + g * GR_PITCH + col4 + 16 * half + 4);
+            bv[half][0] = f.x; bv[half][1] = f.y; bv[half][2] = f.z; bv[half][3] = f.w;
+#pragma unroll
+            for (int dh = 0; dh < 3; ++dh) {
+                const float* row = ring + slot[dh] * GR_SET + (partner_rows + g) * GR_PITCH + col4 + 16 * half;
+                const float4 l = *reinterpret_cast<const float4*>(row), c = *reinterpret_cast<const float4*>(row + 4),
+                             r = *reinterpret_cast<const float4*>(row + 8);
+                const float v[8] = {l.z, l.w, c.x, c.y, c.z, c.w, r.x, r.y};
+#pragma unroll
+                for (int e = 0; e < 8; ++e) z[dh][half][e] = v[e];
             }
+        }
+        gram_products(acc, z, bv);
+        {   // E: depth t only (t + 4 is zero)
+            const Split eb = split(ring[slot[0] * GR_SET + g * GR_PITCH + e_at]);
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                Split a[2];
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int d = e_dh[i][r], s = d == 0 ? slot[0] : d == 1 ? slot[1] : slot[2];
+                    a[r] = 4 * warp + 2 * i + r < GR_LAGS ? split(ring[s * GR_SET + e_off[i][r]]) : Split{__float_as_uint(1.f), 0u};
+                }
+                const uint32_t big[4] = {a[0].big, a[1].big, 0u, 0u}, small[4] = {a[0].small, a[1].small, 0u, 0u};
+#pragma unroll
+                for (int kw = 0; kw < 3; ++kw) {
+                    const bool out = kw_out >> kw & 1;
+                    mma(eacc[i][kw], small, out ? eb.big : 0u, 0u);
+                    mma(eacc[i][kw], big, out ? eb.small : 0u, 0u);
+                    mma(eacc[i][kw], big, out ? eb.big : 0u, 0u);
+                }
+            }
+        }
         asm volatile("cp.async.wait_group %0;" :: "n"(GR_AHEAD - 3) : "memory");   // row h + 3's group
-        center(h + 3);
+        center(h + 3, slot[3]);
 
         const int mask = window_mask(h, H);
-        if (++since == GR_FLUSH || h + 1 == H || window_mask(h + 1, H) != mask) {
+        if (++since == GR_FLUSH || h + 1 == h1 || window_mask(h + 1, H) != mask) {
             since = 0;
-            // P: the warp's 80 sums added across its lanes by halving exchanges (80 -> 40 -> 20 ->
-            // 10 -> 5, then the pair): lane l ends with sums [base, base + 5) of acc's flat order.
-            float* f = &acc[0][0][0];
-            halve<40, 16>(f);
-            halve<20, 8>(f);
-            halve<10, 4>(f);
-            halve<5, 2>(f);
+            // Accumulator [r] is GEMM row g (r < 2) or g + 8, column ci = 2t + r % 2; lag 15's rows
+            // (every g alike) hold the row sums.
+            const auto put = [&](float* part, int l, int r, float& v) {
+                const int ci = 2 * t + r % 2;
+                if (l < GR_LAGS) part[((ci * GR_CH + g) * 3 + l / 5) * 5 + l % 5] = v;
+                else if (g == 0) part[GR_P + ci] = v;
+                v = 0.f;
+            };
 #pragma unroll
-            for (int i = 0; i < 5; ++i) f[i] += __shfl_xor_sync(0xffffffffu, f[i], 1);
-            if (lane % 2 == 0) {
-                const int base = (lane >> 4 & 1) * 40 + (lane >> 3 & 1) * 20 + (lane >> 2 & 1) * 10 + (lane >> 1 & 1) * 5;
+            for (int r = 0; r < 4; ++r) {
 #pragma unroll
-                for (int i = 0; i < 5; ++i) {
-                    const int flat = base + i, j = flat / 40, ci = flat / 5 % GR_CH, d = flat % 5;
-                    pslot[((ci * GR_CH + 2 * pair + j) * 3 + dh) * 5 + d] = f[i];   // zeros if !active
-                }
-            }
+                for (int j = 0; j < 8; ++j) put(pslot + warp * GR_PART, r < 2 ? LAG_G[j] : LAG_G8[j], r, acc[j][r]);
 #pragma unroll
-            for (int i = 0; i < 2 * GR_CH * 5; ++i) f[i] = 0.f;
-            if (warp == 0) {
+                for (int i = 0; i < 2; ++i)
 #pragma unroll
-                for (int ci = 0; ci < GR_CH; ++ci) {
-                    float v = rs[ci];
-#pragma unroll
-                    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-                    if (lane == 0) pslot[GR_P + ci] = v;
-                    rs[ci] = 0.f;
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < GR_E_PER; ++k) {
-                const int it = threadIdx.x + k * GR_THREADS;
-                if (it < n_items) eslot[it] = eacc[k];
-                eacc[k] = 0.f;
+                    for (int kw = 0; kw < 3; ++kw) put(eslot + kw * GR_PART, 4 * warp + 2 * i + r / 2, r, eacc[i][kw][r]);
             }
             __syncthreads();
-            // Bins: entry (ci, cj, dh, kw, lw) gets P(dw = lw - kw) less the edge products window kw
-            // leaves out; s entry (ci, kw) the row sums less the edge values; each in the bins kh of
-            // the rows' mask. One thread per entry: a fixed order.
+            // Bins: entry (ci, cj, dh, kw, lw) gets P(dw = lw - kw) less E_kw; s entry (ci, kw) the
+            // row sums less E_kw's; each in the bins kh of the rows' mask, by one thread, the warps'
+            // parts added in order, and reductions to one address from one thread applied in its
+            // order: a fixed order.
             for (int i = threadIdx.x; i < GR_BIN; i += GR_THREADS) {
-                double v;
-                if (i < GR_G) {
-                    const int lw = i % 3, kw = i / 3 % 3, rest = i / 9, d = lw - kw;
-                    v = pslot[rest * 5 + d + 2];
-                    for (int e = 0; e < n_edge; ++e) {
-                        const int c = cidx[e * 5 + d + 2];
-                        if (left_out(edge_col(e, W), kw, W) && c >= 0) v -= eslot[rest * n_combo + c];
-                    }
-                } else {
-                    const int ci = (i - GR_G) / 3, kw = (i - GR_G) % 3;
-                    v = pslot[GR_P + ci];
-                    for (int e = 0; e < n_edge; ++e)
-                        if (left_out(edge_col(e, W), kw, W)) v -= eslot[n_prod + ci * n_edge + e];
-                }
+                const int kw = i < GR_G ? i / 3 % 3 : (i - GR_G) % 3;
+                const int p = i < GR_G ? i / 9 * 5 + i % 3 - kw + 2 : GR_P + (i - GR_G) / 3;
+                double v = 0.0;
+#pragma unroll
+                for (int w = 0; w < GR_WARPS; ++w) v += pslot[w * GR_PART + p];
+                v -= eslot[kw * GR_PART + p];
 #pragma unroll
                 for (int kh = 0; kh < 3; ++kh)
-                    if (mask >> kh & 1) bins[kh * GR_BIN + i] += v;
+                    if (mask >> kh & 1) atomicAdd(bins + kh * GR_BIN + i, v);
             }
         }
         __syncthreads();
@@ -844,29 +823,29 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gram_kernel(const float* __rest
 
 constexpr int GS_THREADS = 1024;   // gram_stats_kernel: a block per sample, 16 threads a channel
 
-// Per sample: G (T x T floats, into gmat) and s from the bins (column tiles added in order), then
-// per channel mean = b' + w.s / N and variance (w^T G w) / N - (w.s / N)^2 (double, 16 threads a
-// channel, their parts added in order), per group the mean and 1/std (the channels' variance plus
-// the spread of their means), and per channel the scale and shift of 2 log2(e) y (what
-// tanh_of_exp2_arg takes).
+// Per sample: G (T x T floats, into gmat) and s from the bins (a chunk pair's pair_blocks blocks
+// added in order), then per channel mean = b' + w.s / N and variance (w^T G w) / N - (w.s / N)^2
+// (double, 16 threads a channel, their parts added in order), per group the mean and 1/std (the
+// channels' variance plus the spread of their means), and per channel the scale and shift of
+// 2 log2(e) y (what tanh_of_exp2_arg takes).
 __global__ void __launch_bounds__(GS_THREADS) gram_stats_kernel(
     const double* __restrict__ gram, const float* __restrict__ shifts, float* __restrict__ gmat,
     const float* __restrict__ weight, const float* __restrict__ bias, const float* __restrict__ gn_weight,
     const float* __restrict__ gn_bias, float* __restrict__ norm, float* __restrict__ group_stats,
-    int C_in, int C_out, int groups, int H, int W, double eps)
+    int C_in, int C_out, int groups, int H, int W, int pair_blocks, double eps)
 {
     constexpr int PARTS = GS_THREADS / C_PAD;
     extern __shared__ double st[];   // [C_out]: mean, [C_out]: variance, [PARTS][C_out]: parts, [T]: s; then wt
-    const int b = blockIdx.x, T = C_in * TAPS, chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS;
+    const int b = blockIdx.x, T = C_in * TAPS, chunks = (C_in + GR_CH - 1) / GR_CH;
     double* part = st + 2 * C_out;
     double* s = part + PARTS * C_out;
     float* wt = reinterpret_cast<float*>(s + T);   // [T][C_out]: the weights, tap-major
     const float* shift = shifts + (size_t)b * C_in;
-    // bin entry i of chunk pair (ci, cj) / 8, kernel row kh, summed over the column tiles
+    // bin entry i of chunk pair (ci, cj) / 8, kernel row kh, summed over the pair's blocks
     const auto bin = [&](int ci, int cj, int kh, int i) {
-        const double* p = gram + (((size_t)b * chunks * chunks + ci / GR_CH * chunks + cj / GR_CH) * tiles * 3 + kh) * GR_BIN + i;
+        const double* p = gram + (((size_t)b * chunks * chunks + ci / GR_CH * chunks + cj / GR_CH) * pair_blocks * 3 + kh) * GR_BIN + i;
         double v = 0.0;
-        for (int t = 0; t < tiles; ++t) v += p[(size_t)t * 3 * GR_BIN];
+        for (int t = 0; t < pair_blocks; ++t) v += p[(size_t)t * 3 * GR_BIN];
         return v;
     };
     float* g = gmat + (size_t)b * T * T;
@@ -1483,10 +1462,13 @@ static cudaError_t launch_conv(const float* x, const float* weight, const float*
     return cudaGetLastError();
 }
 
-// The forward's scratch per sample, in doubles: gram_kernel's bins, then G and the shifts (floats).
-long long forward_workspace_doubles(int C_in, int W) {
-    const long long chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS, T = C_in * TAPS;
-    return chunks * chunks * tiles * 3 * GR_BIN + (T * T + C_in + 1) / 2;
+// gram_kernel's blocks a chunk pair: bands x column tiles.
+static int gram_pair_blocks(int B, int C_in, int H, int W) { return gram_bands(B, C_in, H, W) * ((W + GR_COLS - 1) / GR_COLS); }
+
+// The forward's scratch, in doubles: gram_kernel's bins, then G and the shifts (floats).
+long long forward_workspace_doubles(int B, int C_in, int H, int W) {
+    const long long chunks = (C_in + GR_CH - 1) / GR_CH, T = C_in * TAPS;
+    return B * (chunks * chunks * gram_pair_blocks(B, C_in, H, W) * 3 * GR_BIN + (T * T + C_in + 1) / 2);
 }
 
 template <int VEC>
@@ -1499,22 +1481,22 @@ static cudaError_t gram_ready() {   // gram_kernel<VEC>'s shared memory limit, s
     });
 }
 
-// The forward's scratch (forward_workspace_doubles a sample): gram_kernel's bins, then G (B x T x T
-// floats), then the shifts (B x C_in floats); returns G.
-static float* gram_matrices(double* workspace, int B, int C_in, int W) {
-    const int chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS;
-    return reinterpret_cast<float*>(workspace + (size_t)B * chunks * chunks * tiles * 3 * GR_BIN);
+// The forward's scratch (forward_workspace_doubles): gram_kernel's bins, then G (B x T x T floats),
+// then the shifts (B x C_in floats); returns G.
+static float* gram_matrices(double* workspace, int B, int C_in, int H, int W) {
+    const int chunks = (C_in + GR_CH - 1) / GR_CH;
+    return reinterpret_cast<float*>(workspace + (size_t)B * chunks * chunks * gram_pair_blocks(B, C_in, H, W) * 3 * GR_BIN);
 }
 
 // The forward in two calls, so that its first kernel starts before the host allocates the outputs:
 // gram_launch (phase 1's bins into workspace), then forward_launch (phase 1's statistics, phase 2).
 cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int H, int W, cudaStream_t stream) {
-    const int chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS, T = C_in * TAPS;
+    const int chunks = (C_in + GR_CH - 1) / GR_CH, T = C_in * TAPS;
     const bool vec = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
     const cudaError_t err = vec ? gram_ready<4>() : gram_ready<1>();
     if (err != cudaSuccess) return err;
-    float* shifts = gram_matrices(workspace, B, C_in, W) + (size_t)B * T * T;
-    (vec ? gram_kernel<4> : gram_kernel<1>)<<<dim3(B, chunks * chunks, tiles), GR_THREADS, GR_SMEM, stream>>>(
+    float* shifts = gram_matrices(workspace, B, C_in, H, W) + (size_t)B * T * T;
+    (vec ? gram_kernel<4> : gram_kernel<1>)<<<dim3(B, chunks * chunks, gram_pair_blocks(B, C_in, H, W)), GR_THREADS, GR_SMEM, stream>>>(
         x, workspace, shifts, C_in, H, W);
     return cudaGetLastError();
 }
@@ -1523,12 +1505,12 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
                            const float* gn_bias, double* workspace, float* norm, float* group_stats, float* out,
                            int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream) {
     const int T = C_in * TAPS;
-    float* gmat = gram_matrices(workspace, B, C_in, W);
+    float* gmat = gram_matrices(workspace, B, C_in, H, W);
     float* shifts = gmat + (size_t)B * T * T;
     const size_t smem = (2 + GS_THREADS / C_PAD) * C_out * sizeof(double) + T * sizeof(double) + (size_t)T * C_out * sizeof(float);
     gram_stats_kernel<<<B, GS_THREADS, smem, stream>>>(workspace, shifts, gmat, weight, bias,
                                                          gn_weight, gn_bias, norm, group_stats, C_in, C_out, groups,
-                                                         H, W, eps);
+                                                         H, W, gram_pair_blocks(B, C_in, H, W), eps);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, BackwardIn{}, B, C_in, C_out, H, W, stream);
@@ -1649,7 +1631,7 @@ cpp_source = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-long long forward_workspace_doubles(int C_in, int W);
+long long forward_workspace_doubles(int B, int C_in, int H, int W);
 int conv_smem_bytes(int C_in);
 int smem_per_block();
 cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int H, int W, cudaStream_t stream);
@@ -1716,7 +1698,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
     // The first kernel is launched before the outputs are allocated (on an idle GPU, every microsecond
     // of host time before it is a microsecond of the call's time).
-    auto workspace = at::empty({B * forward_workspace_doubles(C_in, W)}, x.options().dtype(torch::kFloat64));
+    auto workspace = at::empty({forward_workspace_doubles(B, C_in, H, W)}, x.options().dtype(torch::kFloat64));
     const auto stream = c10::cuda::getCurrentCUDAStream();
     check(gram_launch(x.data_ptr<float>(), workspace.data_ptr<double>(), B, C_in, H, W, stream), "forward");
     auto [out, norm, group_stats] = empty_outputs();
