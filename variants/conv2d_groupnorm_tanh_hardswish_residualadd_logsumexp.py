@@ -568,15 +568,18 @@ __device__ void sample_sums(const double* __restrict__ partials, double* sums, i
 // A warp takes 32 columns, its 4 steps of 8 permuted so that lane t's depths t and t + 4 are
 // columns 4t + step and 16 + 4t + step. Its 8 tiles of 16 GEMM rows pair lags whose fragments
 // depend on step + dw only: (0, dw) with (1, dw) for each dw, (2, -2) with (2, -1), (2, 0) with
-// (2, 1), (2, 2) with the ones. So a row's fragments are 18 sets of 4 values (not 8 tiles x 4
-// steps), read from the 8 columns around the lane's 4 in each partner row.
+// (2, 1), (2, 2) with the ones; so a row's fragments are 18 sets of 4 values (not 8 tiles x 4
+// steps), each loaded once into the registers the instruction reads. Rows are staged raw, channel-
+// interleaved (a column's 16 channels together, 18 words apart: a warp's 32 loads of 8 channels x 4
+// columns 4 apart hit 32 banks), and centred as they are split; the places that the copies leave
+// alone (columns outside the row, rows past the last) hold the channel's shift, so centre to 0.
 constexpr int GR_CH = 8;                         // input channels a chunk (a block takes a pair of chunks)
 constexpr int GR_WARPS = 4;                      // a warp per 32 columns
 constexpr int GR_THREADS = 32 * GR_WARPS;
 constexpr int GR_COLS = 32 * GR_WARPS;           // a block's columns (grid.z tiles wider rows)
-constexpr int GR_PITCH = GR_COLS + 16;           // a staged row: columns c0 - 4 .. c0 + GR_COLS + 11;
-                                                 // 16 mod 32 words, so a warp's 16-byte loads do not conflict
-constexpr int GR_SET = 2 * GR_CH * GR_PITCH;     // a staged row set: the two chunks' rows
+constexpr int GR_SPAN = GR_COLS + 8;             // a staged row's places: columns c0 - 4 .. c0 + GR_COLS + 3
+constexpr int GR_CW = 2 * GR_CH + 2;             // words a place: the two chunks' channels, 2 unused
+constexpr int GR_SET = GR_SPAN * GR_CW;          // a staged row set
 constexpr int GR_RING = 5;                       // row sets in shared memory
 constexpr int GR_AHEAD = GR_RING - 1;            // rows in flight: row h + 4 is copied while row h is used
 constexpr int GR_FLUSH = 64;                     // rows summed in fp32 before the double bins
@@ -585,7 +588,7 @@ constexpr int GR_P = GR_CH * GR_CH * 3 * 5;      // P: (ci, cj, dh, dw + 2)
 constexpr int GR_PART = GR_P + GR_CH;            // P, then the row sums (ci)
 constexpr int GR_G = GR_CH * GR_CH * 3 * 9;      // a bin's G entries: (ci, cj, dh, kw, lw)
 constexpr int GR_BIN = GR_G + GR_CH * 3;         // then s: (ci, kw)
-constexpr int GR_SMEM = (GR_RING * GR_SET + (GR_WARPS + 3) * GR_PART) * 4;
+constexpr int GR_SMEM = GR_RING * GR_SET * 4 + GR_PART * 8 + 3 * GR_PART * 4;
 constexpr int GR_TARGET_BLOCKS = 384;            // row bands split a sample until about this many blocks
 
 // The kernel windows kh (bit kh) that contain row i of n (the same for columns).
@@ -621,47 +624,66 @@ static int gram_bands(int B, int C_in, int H, int W) {
 __device__ constexpr int LAG_G[8] = {0, 1, 2, 3, 4, 10, 12, 14};
 __device__ constexpr int LAG_G8[8] = {5, 6, 7, 8, 9, 11, 13, 15};
 
-// One row's P products of a warp: z[dh][half][c + 2] is partner row h + dh at column offset c
-// (-2..5) from the lane's depth t (half 0) or t + 4 (half 1) of step 0; b[half][step] is channel
-// ci0 + g's row h. Per step, each of the 3 split terms over all 8 tiles before the next term.
-__device__ __forceinline__ void gram_products(float (&acc)[8][4], const float (&z)[3][2][8], const float (&b)[2][4]) {
+// v - m split (the instruction reads big's top 19 bits).
+__device__ __forceinline__ void centred(float v, float m, uint32_t& big, uint32_t& small) {
+    const Split s = split(v - m);
+    big = s.big;
+    small = s.small;
+}
+
+// One row's P products of a warp. a[d] points at partner row h + d, b at channel ci0 + g's row h,
+// each at the lane's column of depth t in step 0; column offset x is x * GR_CW words on, depth
+// t + 4 16 columns on. Tiles 0..4 take, at step s, the fragment of set x = s + dw of (qb, qs) (rows
+// h, h + 1 at offset x); tiles 5..7 build theirs from row h + 2. Per step, each of the 3 split terms
+// over all 8 tiles before the next.
+__device__ __forceinline__ void gram_products(float (&acc)[8][4], const float* const (&a)[3], const float* b,
+                                              float m_a, float m_b) {
+    uint32_t qb[8][4], qs[8][4], zb[2][8], zs[2][8];   // [x + 2][fragment register]; row h + 2: [half][x + 2]
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int at = (e - 2 + 16 * half) * GR_CW;
+#pragma unroll
+            for (int d = 0; d < 2; ++d) centred(a[d][at], m_a, qb[e][2 * half + d], qs[e][2 * half + d]);
+            centred(a[2][at], m_a, zb[half][e], zs[half][e]);
+        }
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
-        const Split b0 = split(b[0][step]), b1 = split(b[1][step]);
-        uint32_t big[8][4], small[8][4];
+        uint32_t bb[2], bs[2], big[3][4], small[3][4];   // B; tiles 5, 6, 7
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+        for (int half = 0; half < 2; ++half) centred(b[(step + 16 * half) * GR_CW], m_b, bb[half], bs[half]);
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {   // rows g, g + 8 at depth t (r < 2), t + 4
-                const int half = r / 2, x = step + 2;   // x: step's column offset + 2
-                const float v = j < 5 ? z[r % 2][half][x + j - 2]          // (0, dw), (1, dw)
-                              : j < 7 ? z[2][half][x + 2 * j - 12 + r % 2]  // (2, -2), (2, -1); (2, 0), (2, 1)
-                              : r % 2 ? 1.f : z[2][half][x + 2];            // (2, 2), ones
-                const Split s = split(v);
-                big[j][r] = s.big;
-                small[j][r] = s.small;
+                const int e = step + 2 * j + r % 2;   // (2, -2), (2, -1); (2, 0), (2, 1); (2, 2), ones
+                const bool one = j == 2 && r % 2;
+                big[j][r] = one ? __float_as_uint(1.f) : zb[r / 2][e];
+                small[j][r] = one ? 0u : zs[r / 2][e];
             }
+        const auto term = [&](const uint32_t (&q)[8][4], const uint32_t (&q567)[3][4], const uint32_t (&c)[2]) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) mma(acc[j], small[j], b0.big, b1.big);   // small terms first
-#pragma unroll
-        for (int j = 0; j < 8; ++j) mma(acc[j], big[j], b0.small, b1.small);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) mma(acc[j], big[j], b0.big, b1.big);
+            for (int j = 0; j < 8; ++j) {
+                if (j < 5) mma(acc[j], q[step + j], c[0], c[1]);
+                else mma(acc[j], q567[j - 5], c[0], c[1]);
+            }
+        };
+        term(qs, small, bb);   // small terms first
+        term(qb, big, bs);
+        term(qb, big, bb);
     }
 }
 
 // Block (b, chunk pair, band * column tiles + column tile): rows [h0, h1) of one column tile; adds
 // its 3 bins (doubles) in gram[block]; the blocks of chunk pairs (ci0, 0) in band 0, tile 0 write
-// their channels' shifts m to shifts (B, C_in). Copies V floats at a time: 4 where rows are 16-byte
-// aligned (W % 4 == 0 and x aligned), else 1.
-template <int V>
+// their channels' shifts m to shifts (B, C_in).
 __global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __restrict__ x, double* __restrict__ gram,
                                                               float* __restrict__ shifts, int C_in, int H, int W) {
-    constexpr int STAGE_PER = (GR_SET / V + GR_THREADS - 1) / GR_THREADS;
     extern __shared__ __align__(16) float gr_s[];
-    float* ring = gr_s;                                    // [GR_RING][GR_SET]
-    float* pslot = ring + GR_RING * GR_SET;                // [GR_WARPS][GR_PART]: each warp's flushed P
-    float* eslot = pslot + GR_WARPS * GR_PART;             // [3][GR_PART]: the flushed E_kw
+    float* ring = gr_s;                                                      // [GR_RING][GR_SPAN][GR_CW]
+    double* pslot = reinterpret_cast<double*>(ring + GR_RING * GR_SET);     // [GR_PART]: the warps' P, added in order
+    float* eslot = reinterpret_cast<float*>(pslot + GR_PART);                // [3][GR_PART]: E_kw
     __shared__ float shift[2 * GR_CH];
     const int b = blockIdx.x, chunks = (C_in + GR_CH - 1) / GR_CH, tiles = (W + GR_COLS - 1) / GR_COLS;
     const int ci0 = blockIdx.y / chunks * GR_CH, cj0 = blockIdx.y % chunks * GR_CH, c0 = blockIdx.z % tiles * GR_COLS;
@@ -670,10 +692,11 @@ __global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __rest
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const float* xb = x + (size_t)b * C_in * H * W;
     double* bins = gram + ((size_t)(b * gridDim.y + blockIdx.y) * gridDim.z + blockIdx.z) * 3 * GR_BIN;
-    const auto channel = [&](int r) { return (r < GR_CH ? ci0 : cj0) + r % GR_CH; };   // staged row r
     // One chunk (ci0 == cj0): its rows are staged once and are the partners too.
     const bool same = ci0 == cj0;
-    const int partner_rows = same ? 0 : GR_CH, staged = (same ? GR_CH : 2 * GR_CH) * GR_PITCH;
+    const int partner_rows = same ? 0 : GR_CH, n_rows = same ? GR_CH : 2 * GR_CH;
+    const auto channel = [&](int r) { return (r < GR_CH ? ci0 : cj0) + r % GR_CH; };   // staged row r
+    const auto copied = [&](int r) { return r < n_rows && channel(r) < C_in; };
 
     for (int r = warp; r < 2 * GR_CH; r += GR_WARPS) {
         const float m = channel(r) < C_in ? row_mean(xb + ((size_t)channel(r) * H + H / 2) * W, W) : 0.f;
@@ -682,42 +705,51 @@ __global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __rest
     for (int i = threadIdx.x; i < GR_BIN; i += GR_THREADS)   // each entry's owner, as in the flushes
         for (int kh = 0; kh < 3; ++kh) bins[kh * GR_BIN + i] = 0.0;
     __syncthreads();
-    // This thread's pieces (V floats) of a row set: i = (threadIdx.x + k * GR_THREADS) * V (staged row
-    // i / GR_PITCH, columns from c0 - 4 + i % GR_PITCH); src[k]: the offset in the sample, less h * W,
-    // -1: outside (zeros), -2: not staged; m[k]: its channel's shift.
-    int src[STAGE_PER];
-    float m[STAGE_PER];
+    for (int i = threadIdx.x; i < GR_RING * GR_SET; i += GR_THREADS) ring[i] = i % GR_CW < 2 * GR_CH ? shift[i % GR_CW] : 0.f;
+    if (cj0 == 0 && blockIdx.z == 0 && threadIdx.x < GR_CH && ci0 + threadIdx.x < C_in)
+        shifts[(size_t)b * C_in + ci0 + threadIdx.x] = shift[threadIdx.x];
+    __syncthreads();
+    // This thread's copies of a row: column c0 + threadIdx.x (place 4 + threadIdx.x) of each staged
+    // row (bit r of rows_in_col), and one margin place (row rm, place pm: columns c0 - 4 .. c0 - 1,
+    // c0 + GR_COLS .. + 3) if m_in.
+    const size_t HW = (size_t)H * W;
+    const int col = c0 + threadIdx.x, rm = threadIdx.x / 8, pm = threadIdx.x % 8 < 4 ? threadIdx.x % 8 : GR_COLS + threadIdx.x % 8;
+    int rows_in_col = 0;
+    for (int r = 0; r < 2 * GR_CH; ++r) rows_in_col |= (copied(r) && col < W) << r;
+    const bool m_in = copied(rm) && c0 - 4 + pm >= 0 && c0 - 4 + pm < W;
+    const float* src[2] = {xb + ci0 * HW + min(col, W - 1), xb + cj0 * HW + min(col, W - 1)};   // channel's row 0
+    const float* src_m = xb + channel(rm) * HW + max(c0 - 4 + pm, 0);
+    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (4 + threadIdx.x) * GR_CW);
+    const uint32_t dst_m = (uint32_t)__cvta_generic_to_shared(ring + pm * GR_CW + rm);
+    const auto copy4 = [](uint32_t to, const float* from, bool in) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p cp.async.ca.shared.global [%0], [%1], 4;\n}"
+                     :: "r"(to), "l"(from), "r"((int)in) : "memory");
+    };
+    const auto issue = [&](int h) {   // row h's set, one commit group; past the last row: the shifts
+        const int slot = h % GR_RING;
+        if (h < rows_in) {
 #pragma unroll
-    for (int k = 0; k < STAGE_PER; ++k) {
-        const int i = (threadIdx.x + k * GR_THREADS) * V, r = i / GR_PITCH, col = c0 - 4 + i % GR_PITCH;
-        src[k] = i >= staged ? -2 : channel(r) < C_in && col >= 0 && col < W ? channel(r) * H * W + col : -1;
-        m[k] = i >= staged ? 0.f : shift[r];
-    }
-    const auto issue = [&](int h, int slot) {   // row h's set by cp.async, one commit group (zeros past the rows used)
-        const float* xh = xb + (size_t)h * W;
+            for (int half = 0; half < 2; ++half) {
+                const float* from = src[half] + (size_t)h * W;
 #pragma unroll
-        for (int k = 0; k < STAGE_PER; ++k) {
-            const bool in = src[k] >= 0 && h < rows_in;
-            if (src[k] != -2) cp_async<4 * V>(ring + slot * GR_SET + (threadIdx.x + k * GR_THREADS) * V, in ? xh + src[k] : xb, in);
+                for (int r = 0; r < GR_CH; ++r, from += HW)
+                    copy4(dst + (slot * GR_SET + half * GR_CH + r) * 4, from, rows_in_col >> (half * GR_CH + r) & 1);
+            }
+            copy4(dst_m + slot * GR_SET * 4, src_m + (size_t)h * W, m_in);
+        } else if (h < h1 + 2) {
+            float* set = ring + slot * GR_SET;
+#pragma unroll
+            for (int r = 0; r < 2 * GR_CH; ++r)
+                if (rows_in_col >> r & 1) set[(4 + threadIdx.x) * GR_CW + r] = shift[r];
+            if (m_in) set[pm * GR_CW + rm] = shift[rm];
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
-    const auto center = [&](int h, int slot) {  // this thread's copies of row h, landed: less the shift
-#pragma unroll
-        for (int k = 0; k < STAGE_PER; ++k)
-            if (src[k] >= 0 && h < rows_in)
-#pragma unroll
-                for (int u = 0; u < V; ++u) ring[slot * GR_SET + (threadIdx.x + k * GR_THREADS) * V + u] -= m[k];
-    };
-    if (cj0 == 0 && blockIdx.z == 0 && threadIdx.x < GR_CH && ci0 + threadIdx.x < C_in)
-        shifts[(size_t)b * C_in + ci0 + threadIdx.x] = shift[threadIdx.x];
-    for (int i = 0; i < GR_AHEAD; ++i) issue(h0 + i, (h0 + i) % GR_RING);
-    asm volatile("cp.async.wait_group %0;" :: "n"(GR_AHEAD - 3) : "memory");
-    for (int i = 0; i < 3; ++i) center(h0 + i, (h0 + i) % GR_RING);
-    __syncthreads();
+    for (int i = 0; i < GR_AHEAD; ++i) issue(h0 + i);
+    const float m_a = shift[partner_rows + g], m_b = shift[g];   // the lane's channels' shifts
 
-    // P: the lane's staged columns from col4 (its first less 4), and + 16.
-    const int col4 = 32 * warp + 4 * t;
+    // P: the lane's place of depth t in step 0.
+    const int q0 = (32 * warp + 4 * t + 4) * GR_CW;
     // E: tiles 2 warp + i, GEMM rows g, g + 8 = lags 4 warp + 2i, + 1, at the edge column of depth t
     // (the 4th only where W >= 4), if this tile holds it; kw_out: the windows that leave it out.
     const int ecol = t < 2 ? t : max(2, W - 2) + t - 2;
@@ -730,93 +762,86 @@ __global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __rest
         for (int r = 0; r < 2; ++r) {
             const int l = 4 * warp + 2 * i + r;
             e_dh[i][r] = l < GR_LAGS ? l / 5 : 0;
-            e_off[i][r] = (partner_rows + g) * GR_PITCH + e_at + (l < GR_LAGS ? l % 5 - 2 : 0);
+            e_off[i][r] = (e_at + (l < GR_LAGS ? l % 5 - 2 : 0)) * GR_CW + partner_rows + g;
         }
     float acc[8][4] = {}, eacc[2][3][4] = {};
 #pragma unroll 1
     for (int h = h0, since = 0; h < h1; ++h) {
-        int slot[4];   // ring places of rows h .. h + 3
+        asm volatile("cp.async.wait_group %0;" :: "n"(GR_AHEAD - 3) : "memory");   // rows h .. h + 2 landed
+        __syncthreads();   // and row h - 1's set free
+        issue(h + GR_AHEAD);
+        int slot[3];   // ring places of rows h .. h + 2
         slot[0] = h % GR_RING;
 #pragma unroll
-        for (int d = 1; d < 4; ++d) slot[d] = slot[d - 1] + 1 == GR_RING ? 0 : slot[d - 1] + 1;
-        issue(h + GR_AHEAD, slot[0] == 0 ? GR_RING - 1 : slot[0] - 1);   // into row h - 1's set, free since the last barrier
-        float bv[2][4], z[3][2][8];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const float4 f = *reinterpret_cast<const float4*>(ring + slot[0] * GR_SET + g * GR_PITCH + col4 + 16 * half + 4);
-            bv[half][0] = f.x; bv[half][1] = f.y; bv[half][2] = f.z; bv[half][3] = f.w;
-#pragma unroll
-            for (int dh = 0; dh < 3; ++dh) {
-                const float* row = ring + slot[dh] * GR_SET + (partner_rows + g) * GR_PITCH + col4 + 16 * half;
-                const float4 l = *reinterpret_cast<const float4*>(row), c = *reinterpret_cast<const float4*>(row + 4),
-                             r = *reinterpret_cast<const float4*>(row + 8);
-                const float v[8] = {l.z, l.w, c.x, c.y, c.z, c.w, r.x, r.y};
-#pragma unroll
-                for (int e = 0; e < 8; ++e) z[dh][half][e] = v[e];
-            }
-        }
-        gram_products(acc, z, bv);
+        for (int d = 1; d < 3; ++d) slot[d] = slot[d - 1] + 1 == GR_RING ? 0 : slot[d - 1] + 1;
+        const float* const a[3] = {ring + slot[0] * GR_SET + q0 + partner_rows + g, ring + slot[1] * GR_SET + q0 + partner_rows + g,
+                                   ring + slot[2] * GR_SET + q0 + partner_rows + g};
+        gram_products(acc, a, ring + slot[0] * GR_SET + q0 + g, m_a, m_b);
         {   // E: depth t only (t + 4 is zero)
-            const Split eb = split(ring[slot[0] * GR_SET + g * GR_PITCH + e_at]);
+            uint32_t bb, bs;
+            centred(ring[slot[0] * GR_SET + e_at * GR_CW + g], m_b, bb, bs);
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
-                Split a[2];
+                uint32_t big[4] = {}, small[4] = {};
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     const int d = e_dh[i][r], s = d == 0 ? slot[0] : d == 1 ? slot[1] : slot[2];
-                    a[r] = 4 * warp + 2 * i + r < GR_LAGS ? split(ring[s * GR_SET + e_off[i][r]]) : Split{__float_as_uint(1.f), 0u};
+                    if (4 * warp + 2 * i + r < GR_LAGS) centred(ring[s * GR_SET + e_off[i][r]], m_a, big[r], small[r]);
+                    else big[r] = __float_as_uint(1.f);
                 }
-                const uint32_t big[4] = {a[0].big, a[1].big, 0u, 0u}, small[4] = {a[0].small, a[1].small, 0u, 0u};
 #pragma unroll
                 for (int kw = 0; kw < 3; ++kw) {
                     const bool out = kw_out >> kw & 1;
-                    mma(eacc[i][kw], small, out ? eb.big : 0u, 0u);
-                    mma(eacc[i][kw], big, out ? eb.small : 0u, 0u);
-                    mma(eacc[i][kw], big, out ? eb.big : 0u, 0u);
+                    mma(eacc[i][kw], small, out ? bb : 0u, 0u);
+                    mma(eacc[i][kw], big, out ? bs : 0u, 0u);
+                    mma(eacc[i][kw], big, out ? bb : 0u, 0u);
                 }
             }
         }
-        asm volatile("cp.async.wait_group %0;" :: "n"(GR_AHEAD - 3) : "memory");   // row h + 3's group
-        center(h + 3, slot[3]);
 
         const int mask = window_mask(h, H);
         if (++since == GR_FLUSH || h + 1 == h1 || window_mask(h + 1, H) != mask) {
             since = 0;
             // Accumulator [r] is GEMM row g (r < 2) or g + 8, column ci = 2t + r % 2; lag 15's rows
-            // (every g alike) hold the row sums.
-            const auto put = [&](float* part, int l, int r, float& v) {
+            // (every g alike) hold the row sums. The warps add their P in turn.
+            const auto place = [&](int l, int r) {
                 const int ci = 2 * t + r % 2;
-                if (l < GR_LAGS) part[((ci * GR_CH + g) * 3 + l / 5) * 5 + l % 5] = v;
-                else if (g == 0) part[GR_P + ci] = v;
-                v = 0.f;
+                return l < GR_LAGS ? ((ci * GR_CH + g) * 3 + l / 5) * 5 + l % 5 : g == 0 ? GR_P + ci : -1;
             };
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-#pragma unroll
-                for (int j = 0; j < 8; ++j) put(pslot + warp * GR_PART, r < 2 ? LAG_G[j] : LAG_G8[j], r, acc[j][r]);
+            for (int r = 0; r < 4; ++r)
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
 #pragma unroll
-                    for (int kw = 0; kw < 3; ++kw) put(eslot + kw * GR_PART, 4 * warp + 2 * i + r / 2, r, eacc[i][kw][r]);
+                    for (int kw = 0; kw < 3; ++kw) {
+                        const int p = place(4 * warp + 2 * i + r / 2, r);
+                        if (p >= 0) eslot[kw * GR_PART + p] = eacc[i][kw][r];
+                        eacc[i][kw][r] = 0.f;
+                    }
+            for (int w = 0; w < GR_WARPS; ++w) {
+                if (warp == w)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+#pragma unroll
+                        for (int j = 0; j < 8; ++j) {
+                            const int p = place(r < 2 ? LAG_G[j] : LAG_G8[j], r);
+                            if (p >= 0) pslot[p] = (w == 0 ? 0.0 : pslot[p]) + acc[j][r];
+                            acc[j][r] = 0.f;
+                        }
+                __syncthreads();
             }
-            __syncthreads();
             // Bins: entry (ci, cj, dh, kw, lw) gets P(dw = lw - kw) less E_kw; s entry (ci, kw) the
-            // row sums less E_kw's; each in the bins kh of the rows' mask, by one thread, the warps'
-            // parts added in order, and reductions to one address from one thread applied in its
-            // order: a fixed order.
+            // row sums less E_kw's; each in the bins kh of the rows' mask, by one thread, and
+            // reductions to one address from one thread are applied in its order: a fixed order.
             for (int i = threadIdx.x; i < GR_BIN; i += GR_THREADS) {
                 const int kw = i < GR_G ? i / 3 % 3 : (i - GR_G) % 3;
                 const int p = i < GR_G ? i / 9 * 5 + i % 3 - kw + 2 : GR_P + (i - GR_G) / 3;
-                double v = 0.0;
-#pragma unroll
-                for (int w = 0; w < GR_WARPS; ++w) v += pslot[w * GR_PART + p];
-                v -= eslot[kw * GR_PART + p];
+                const double v = pslot[p] - eslot[kw * GR_PART + p];
 #pragma unroll
                 for (int kh = 0; kh < 3; ++kh)
                     if (mask >> kh & 1) atomicAdd(bins + kh * GR_BIN + i, v);
             }
         }
-        __syncthreads();
     }
     asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
@@ -1471,13 +1496,12 @@ long long forward_workspace_doubles(int B, int C_in, int H, int W) {
     return B * (chunks * chunks * gram_pair_blocks(B, C_in, H, W) * 3 * GR_BIN + (T * T + C_in + 1) / 2);
 }
 
-template <int VEC>
-static cudaError_t gram_ready() {   // gram_kernel<VEC>'s shared memory limit, set once per device
+static cudaError_t gram_ready() {   // gram_kernel's shared memory limit, set once per device
     static PerDevice<cudaError_t> set;
     const DeviceInfo& d = device_info();
     if (d.err != cudaSuccess) return d.err;
     return set.get(d.device, [] {
-        return cudaFuncSetAttribute(gram_kernel<VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize, GR_SMEM);
+        return cudaFuncSetAttribute(gram_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GR_SMEM);
     });
 }
 
@@ -1492,11 +1516,10 @@ static float* gram_matrices(double* workspace, int B, int C_in, int H, int W) {
 // gram_launch (phase 1's bins into workspace), then forward_launch (phase 1's statistics, phase 2).
 cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int H, int W, cudaStream_t stream) {
     const int chunks = (C_in + GR_CH - 1) / GR_CH, T = C_in * TAPS;
-    const bool vec = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    const cudaError_t err = vec ? gram_ready<4>() : gram_ready<1>();
+    const cudaError_t err = gram_ready();
     if (err != cudaSuccess) return err;
     float* shifts = gram_matrices(workspace, B, C_in, H, W) + (size_t)B * T * T;
-    (vec ? gram_kernel<4> : gram_kernel<1>)<<<dim3(B, chunks * chunks, gram_pair_blocks(B, C_in, H, W)), GR_THREADS, GR_SMEM, stream>>>(
+    gram_kernel<<<dim3(B, chunks * chunks, gram_pair_blocks(B, C_in, H, W)), GR_THREADS, GR_SMEM, stream>>>(
         x, workspace, shifts, C_in, H, W);
     return cudaGetLastError();
 }
