@@ -43,15 +43,16 @@ dL/dx_conv (534 MB at the benchmark size), where eager keeps the 520 MB conv out
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add
 per conv = 0.28 ms at 67 TFLOP/s (the floor run_all.py reports; the 67 MB input is 0.02 ms of
-bandwidth). Phase 1's algebra is 2.0 G multiply-adds (0.06 ms at the FP32 rate); phase 2 on the tensor
-cores 3 x 18.7 GFLOP of TF32 (0.11 ms at ~495 TFLOP/s) plus three MUFU operations per conv output
-(0.10 ms). Measured on an H100 (torch.profiler): gram_kernel 0.135 ms, gram_stats_kernel
-0.023, phase 2 0.28 (ncu: issue 47% busy, MUFU 42%, 943 instructions per warp and unit, half of them
-the epilogue); run_all.py 0.58 ms (about 0.06 of it host time before the first kernel). Backward,
-per kernel: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.29 (ncu), input gradient 0.45, the small ones 0.04
-(each gradient GEMM 9.4 G multiply-adds: ~0.19 ms at mma.sync's split-TF32 rate, 0.11 at wgmma's;
-each reads the 534 MB of dL/dx_conv, 0.18 ms of bandwidth); forward + backward 2.50 ms. History:
-docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
+bandwidth). Phase 1's GEMMs are 7.5 M mma.sync (7.7 G multiply-adds with the edges: ~0.04 ms, the
+tensor pipe's busy time measured for them); phase 2 on the tensor cores 3 x 18.7 GFLOP of TF32 (0.11
+ms at ~495 TFLOP/s) plus three MUFU operations per conv output (0.10 ms). Measured on an H100
+(torch.profiler): gram_kernel 0.128 ms (ncu one change earlier: 950 instructions per warp and row, 114
+of them products, issue 50% busy), gram_stats_kernel 0.026, phase 2 0.28 (ncu: issue 47% busy, MUFU
+42%, 943 instructions per warp and unit, half of them the epilogue); run_all.py 0.49 ms (about 0.06 of
+it host time before the first kernel). Backward, per kernel: BSUMS 0.44 ms, GRAD 0.50, weight gradient
+0.29 (ncu), input gradient 0.45, the small ones 0.04 (each gradient GEMM 9.4 G multiply-adds: ~0.19
+ms at mma.sync's split-TF32 rate, 0.11 at wgmma's; each reads the 534 MB of dL/dx_conv, 0.18 ms of
+bandwidth); forward + backward 2.37 ms. History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 
