@@ -719,7 +719,7 @@ __global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __rest
     for (int r = 0; r < 2 * GR_CH; ++r) rows_in_col |= (copied(r) && col < W) << r;
     const bool m_in = copied(rm) && c0 - 4 + pm >= 0 && c0 - 4 + pm < W;
     const float* src[2] = {xb + ci0 * HW + min(col, W - 1), xb + cj0 * HW + min(col, W - 1)};   // channel's row 0
-    const float* src_m = xb + channel(rm) * HW + max(c0 - 4 + pm, 0);
+    const float* src_m = m_in ? xb + channel(rm) * HW + c0 - 4 + pm : xb;
     const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (4 + threadIdx.x) * GR_CW);
     const uint32_t dst_m = (uint32_t)__cvta_generic_to_shared(ring + pm * GR_CW + rm);
     const auto copy4 = [](uint32_t to, const float* from, bool in) {
