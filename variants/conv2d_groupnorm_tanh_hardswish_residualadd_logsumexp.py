@@ -611,6 +611,11 @@ __device__ __forceinline__ void cp_async(float* dst, const float* src, bool in) 
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;"
                  :: "r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "n"(BYTES), "r"(in ? BYTES : 0) : "memory");
 }
+// 4 bytes to shared address dst if in; else nothing (cp_async writes zeros).
+__device__ __forceinline__ void cp_async4_if(uint32_t dst, const float* src, bool in) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p cp.async.ca.shared.global [%0], [%1], 4;\n}"
+                 :: "r"(dst), "l"(src), "r"((int)in) : "memory");
+}
 
 // Row bands a sample's rows are split into (a function of the shape only, so the bits do not depend
 // on the GPU): about GR_TARGET_BLOCKS blocks where the batch is small, bands of >= 16 rows, none empty.
@@ -722,10 +727,6 @@ __global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __rest
     const float* src_m = m_in ? xb + channel(rm) * HW + c0 - 4 + pm : xb;
     const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (4 + threadIdx.x) * GR_CW);
     const uint32_t dst_m = (uint32_t)__cvta_generic_to_shared(ring + pm * GR_CW + rm);
-    const auto copy4 = [](uint32_t to, const float* from, bool in) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p cp.async.ca.shared.global [%0], [%1], 4;\n}"
-                     :: "r"(to), "l"(from), "r"((int)in) : "memory");
-    };
     const auto issue = [&](int h) {   // row h's set, one commit group; past the last row: the shifts
         const int slot = h % GR_RING;
         if (h < rows_in) {
@@ -734,9 +735,9 @@ __global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __rest
                 const float* from = src[half] + (size_t)h * W;
 #pragma unroll
                 for (int r = 0; r < GR_CH; ++r, from += HW)
-                    copy4(dst + (slot * GR_SET + half * GR_CH + r) * 4, from, rows_in_col >> (half * GR_CH + r) & 1);
+                    cp_async4_if(dst + (slot * GR_SET + half * GR_CH + r) * 4, from, rows_in_col >> (half * GR_CH + r) & 1);
             }
-            copy4(dst_m + slot * GR_SET * 4, src_m + (size_t)h * W, m_in);
+            cp_async4_if(dst_m + slot * GR_SET * 4, src_m + (size_t)h * W, m_in);
         } else if (h < h1 + 2) {
             float* set = ring + slot * GR_SET;
 #pragma unroll
@@ -772,11 +773,12 @@ __global__ void __launch_bounds__(GR_THREADS, 3) gram_kernel(const float* __rest
         __syncthreads();   // and row h - 1's set free
         issue(h + GR_AHEAD);
         int slot[3];   // ring places of rows h .. h + 2
-        slot[0] = h % GR_RING;
+        const float* a[3];   // the lane's partner channel in them
 #pragma unroll
-        for (int d = 1; d < 3; ++d) slot[d] = slot[d - 1] + 1 == GR_RING ? 0 : slot[d - 1] + 1;
-        const float* const a[3] = {ring + slot[0] * GR_SET + q0 + partner_rows + g, ring + slot[1] * GR_SET + q0 + partner_rows + g,
-                                   ring + slot[2] * GR_SET + q0 + partner_rows + g};
+        for (int d = 0; d < 3; ++d) {
+            slot[d] = d == 0 ? h % GR_RING : slot[d - 1] + 1 == GR_RING ? 0 : slot[d - 1] + 1;
+            a[d] = ring + slot[d] * GR_SET + q0 + partner_rows + g;
+        }
         gram_products(acc, a, ring + slot[0] * GR_SET + q0 + g, m_a, m_b);
         {   // E: depth t only (t + 4 is zero)
             uint32_t bb, bs;
@@ -1491,10 +1493,16 @@ static cudaError_t launch_conv(const float* x, const float* weight, const float*
 // gram_kernel's blocks a chunk pair: bands x column tiles.
 static int gram_pair_blocks(int B, int C_in, int H, int W) { return gram_bands(B, C_in, H, W) * ((W + GR_COLS - 1) / GR_COLS); }
 
+// gram_kernel's bins (doubles): 3 for each of its blocks.
+static long long gram_bin_doubles(int B, int C_in, int H, int W) {
+    const long long chunks = (C_in + GR_CH - 1) / GR_CH;
+    return B * chunks * chunks * gram_pair_blocks(B, C_in, H, W) * 3 * GR_BIN;
+}
+
 // The forward's scratch, in doubles: gram_kernel's bins, then G and the shifts (floats).
 long long forward_workspace_doubles(int B, int C_in, int H, int W) {
-    const long long chunks = (C_in + GR_CH - 1) / GR_CH, T = C_in * TAPS;
-    return B * (chunks * chunks * gram_pair_blocks(B, C_in, H, W) * 3 * GR_BIN + (T * T + C_in + 1) / 2);
+    const long long T = C_in * TAPS;
+    return gram_bin_doubles(B, C_in, H, W) + B * ((T * T + C_in + 1) / 2);
 }
 
 static cudaError_t gram_ready() {   // gram_kernel's shared memory limit, set once per device
@@ -1509,8 +1517,7 @@ static cudaError_t gram_ready() {   // gram_kernel's shared memory limit, set on
 // The forward's scratch (forward_workspace_doubles): gram_kernel's bins, then G (B x T x T floats),
 // then the shifts (B x C_in floats); returns G.
 static float* gram_matrices(double* workspace, int B, int C_in, int H, int W) {
-    const int chunks = (C_in + GR_CH - 1) / GR_CH;
-    return reinterpret_cast<float*>(workspace + (size_t)B * chunks * chunks * gram_pair_blocks(B, C_in, H, W) * 3 * GR_BIN);
+    return reinterpret_cast<float*>(workspace + gram_bin_doubles(B, C_in, H, W));
 }
 
 // The forward in two calls, so that its first kernel starts before the host allocates the outputs:
