@@ -38,7 +38,8 @@ step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the fin
 with the host's launch cost run_all.py times 0.18 to 0.20 ms on H100s (0.179 ms, 1.22x the floor,
 7.2x eager, in the README's table). Not taken: the sums of squares by algebra (the input's
 autocorrelation, 585 multiply-adds per input pixel, no conv): a prototype of its core alone, before its
-window bins and edge corrections, took 0.177 ms on an H100, more than this conv kernel. History:
+window bins and edge corrections, took 0.177 ms on an H100, more than this conv kernel; nor the inputs
+staged a unit ahead by cp.async (0.182 ms: the copies cost more to issue than the loads). History:
 docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
