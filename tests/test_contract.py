@@ -2,6 +2,8 @@
 import ast
 import inspect
 import re
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -100,7 +102,17 @@ def test_no_harness_red_flags(name):
         assert not hits, f"{why} at line(s) {hits}"
 
 
+def project_files():
+    """The project's files: in a git checkout, the tracked ones and the untracked ones git does not
+    ignore (so that scratch folders a person excludes are not the project); elsewhere every file
+    outside the build, environment and git folders."""
+    if shutil.which("git") and (ROOT / ".git").exists():
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                                cwd=ROOT, capture_output=True, check=True).stdout.decode()
+        return [ROOT / name for name in listed.split("\0") if name]
+    return [p for p in ROOT.rglob("*") if not {"build", ".venv", ".git"} & set(p.relative_to(ROOT).parts)]
+
+
 def test_no_separate_cuda_or_cpp_files():
-    strays = [p for p in ROOT.rglob("*") if p.suffix in {".cu", ".cuh", ".cpp", ".h"}
-              and not {"build", ".venv", ".git"} & set(p.relative_to(ROOT).parts)]
+    strays = [p for p in project_files() if p.suffix in {".cu", ".cuh", ".cpp", ".h"}]
     assert not strays
