@@ -1,11 +1,14 @@
 """Verify and time every variant: accuracy, milliseconds beside eager and torch.compile, floors.
 
-    python run_all.py [--only NAME] [--json PATH] [--markdown PATH] [--reps N] [--no-compile] [--cold]
+    python run_all.py [--only NAME] [--dtype fp32|fp16|bf16 ...] [--json PATH] [--markdown PATH] [--reps N]
+                      [--no-compile] [--cold]
 
 Builds each variant once (into build/torch_extensions; --cold also times a build into an empty folder
 in a fresh interpreter), checks it against the float64 truth and against PyTorch under its default
-flags, and times it. Prints the tables last; --json writes every number with the GPU, torch and CUDA
-versions and the commit; --markdown writes the tables as the README's Results section shows them.
+flags, and times it, in each --dtype asked for (default fp32; fp16 and bf16: model and input cast to it,
+checked by the half-precision rule, timed beside eager and torch.compile in that dtype). Prints the
+tables last; --json writes every number with the GPU, torch and CUDA versions and the commit; --markdown
+writes the tables as the README's Results section shows them.
 Without a GPU it builds every variant, says that nothing was checked or timed, and exits 1.
 """
 import argparse
@@ -70,6 +73,8 @@ def main():
     parser.add_argument("--only", action="append", help="variant name (repeatable)")
     parser.add_argument("--json", help="write all results here")
     parser.add_argument("--markdown", help="write the tables, with the GPU, versions and commit, here")
+    parser.add_argument("--dtype", action="append", choices=["fp32", "fp16", "bf16"],
+                        help="precision to check and time in (repeatable; default fp32)")
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile of the reference")
     parser.add_argument("--cold", action="store_true", help="also time a build into an empty folder")
@@ -87,17 +92,18 @@ def main():
 
     gpu = torch.cuda.get_device_name()
     results = []
-    for name, (namespace, times) in built.items():
-        result = evaluate(name, namespace["ModelNew"], reps=args.reps, with_compile=not args.no_compile,
-                          stages=namespace.get("benchmark_stages"))
-        result.update(times)
-        results.append(result)
-        print(f"{name}: {'pass' if result['pass'] else 'FAIL'}, {result['variant_ms']['median_ms']:.3f} ms",
-              flush=True)
+    for dtype in args.dtype or ["fp32"]:
+        for name, (namespace, times) in built.items():
+            result = evaluate(name, namespace["ModelNew"], reps=args.reps, with_compile=not args.no_compile,
+                              stages=namespace.get("benchmark_stages"), dtype=dtype)
+            result.update(times)
+            results.append(result)
+            print(f"{name} ({dtype}): {'pass' if result['pass'] else 'FAIL'}, "
+                  f"{result['variant_ms']['median_ms']:.3f} ms", flush=True)
 
     header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, copy bandwidth "
               f"{results[0]['bandwidth_gbs']:.0f} GB/s, commit {git_commit()[:12]}, {time.strftime('%Y-%m-%d')}")
-    tables = format_tables(results)
+    tables = "\n\n".join(format_tables([r for r in results if r["dtype"] == d]) for d in args.dtype or ["fp32"])
     print(f"\n{header}\n{tables}")
     if args.json:
         meta = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": git_commit(),

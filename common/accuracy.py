@@ -6,8 +6,19 @@ with torch.backends.cudnn.allow_tf32 off while the variant runs (fp32 asks for f
 (PyTorch's default), a variant must agree with the fp32 reference run under the same flag at
 atol = rtol = 1e-4, as KernelBench's harness checks (check_against_pytorch).
 Output memory is filled with NaN before each run, so an element never written cannot pass.
+
+Half precision (float16, bfloat16: the model and its input cast to the dtype, as KernelBench's half tracks
+do): the variant must agree with the reference run in that dtype at atol = rtol = HALF_TOL on every element,
+and its relative L2 error against the reference run in float64 on the same half-valued input and parameters
+must be no larger than the reference's own (to within HALF_REL_L2_MARGIN and one element off by one unit in
+the last place: a variant that rounds where PyTorch rounds differs from it only where an intermediate value
+falls on the other side of a rounding boundary, which moves the error either way by a hair, and on an output
+of a few elements by one such step). Gradients likewise: within HALF_TOL relative L2 of
+float64 autograd, and no farther from it than PyTorch's own half-precision gradients (same margin).
+Under torch.autocast the variant must return the reference's dtype and agree with it at HALF_TOL.
 """
 import contextlib
+import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -20,6 +31,9 @@ REL_L2 = 1e-5
 GRAD_REL_L2 = 1e-4   # gradients: relative L2 error against fp64 autograd
 N_INPUTS = 3         # fresh random inputs per check
 N_WORST = 5
+HALF_TOL = 1e-2      # KernelBench's tolerance for float16 and bfloat16 (atol = rtol)
+HALF_REL_L2_MARGIN = 1.05
+HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass
@@ -44,12 +58,12 @@ class Report:
         return text
 
 
-def compare(out, truth, rel_l2_limit=REL_L2, atol=ATOL, rtol=RTOL):
-    """Check `out` against the float64 `truth` under the rule; never raises on a mismatch."""
+def compare(out, truth, rel_l2_limit=REL_L2, atol=ATOL, rtol=RTOL, dtype=torch.float32):
+    """Check `out` (expected in `dtype`) against `truth` under the rule; never raises on a mismatch."""
     if tuple(out.shape) != tuple(truth.shape):
         return Report(False, tuple(out.shape), reason=f"shape {tuple(out.shape)} != {tuple(truth.shape)}")
-    if out.dtype != torch.float32:
-        return Report(False, tuple(out.shape), reason=f"dtype {out.dtype} != torch.float32")
+    if out.dtype != dtype:
+        return Report(False, tuple(out.shape), reason=f"dtype {out.dtype} != {dtype}")
     o = out.detach().double()
     t = truth.detach().double()
     if o.numel() == 0:
@@ -88,17 +102,18 @@ def cudnn_tf32(allowed):
 
 
 def poison_output_memory(nbytes, device):
-    """Allocate `nbytes`, fill with NaN, free: the caching allocator hands this block to the
-    next allocation of that size, so an output element the kernel never writes stays NaN."""
+    """Allocate `nbytes`, fill every byte with 0xFF (NaN in float32, float16 and bfloat16 alike), free: the
+    caching allocator hands this block to the next allocation of that size, so an output element the kernel
+    never writes stays NaN."""
     if torch.device(device).type != "cuda" or nbytes == 0:
         return
-    block = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
-    block.fill_(float("nan"))
+    block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    block.fill_(255)
     del block
 
 
-def run_poisoned(model, x, out_numel):
-    poison_output_memory(4 * out_numel, x.device)
+def run_poisoned(model, x, out_numel, element_size=4):
+    poison_output_memory(element_size * out_numel, x.device)
     with torch.no_grad():
         return model(x)
 
@@ -184,3 +199,102 @@ def _compare_gradient(grad, grad_pytorch, grad64):
         report.reason = (f"PyTorch's fp32 gradient fails the rule too (rel_l2 {pytorch.rel_l2:.3e}): a gradient "
                          f"that is zero in exact arithmetic; this one is no farther from the truth")
     return report
+
+
+def models_in(dtype, *models):
+    """Copies of `models` cast to `dtype` (as model.to(dtype) casts a user's model)."""
+    return [copy.deepcopy(m).to(dtype) for m in models]
+
+
+def one_ulp(t):
+    """The largest unit in the last place among `t`'s (half-precision) values: what one element off by one step
+    of the dtype adds to an L2 error at most. On an output of a few elements the reference's own error and
+    ours differ by such steps at random."""
+    bits = {torch.float16: 10, torch.bfloat16: 7}[t.dtype]
+    _, exponent = torch.frexp(t.double().abs().max())
+    return float(2.0 ** (exponent.item() - 1 - bits))
+
+
+def compare_half(out, expected, truth):
+    """The half-precision rule for one output: `expected` the reference run in the dtype, `truth` the
+    reference run in float64 on the same half-valued input and parameters."""
+    report = compare(out, expected.double(), rel_l2_limit=float("inf"), atol=HALF_TOL, rtol=HALF_TOL,
+                     dtype=expected.dtype)
+    if report.reason or out.numel() == 0:
+        return report
+    t_norm = truth.norm().item()
+    ours = (out.double() - truth).norm().item() / t_norm if t_norm > 0 else 0.0
+    theirs = (expected.double() - truth).norm().item() / t_norm if t_norm > 0 else 0.0
+    report.rel_l2 = ours
+    if ours != ours or ours > theirs * HALF_REL_L2_MARGIN + one_ulp(expected) / max(t_norm, 1e-300):
+        report.passed = False
+        report.reason = f"rel_l2 against float64 {ours:.3e} > the reference's {theirs:.3e}"
+    else:
+        report.reason = f"rel_l2 against float64 {ours:.3e}, the reference's {theirs:.3e}"
+    return report
+
+
+def check_half(model, reference, input_shape, device, dtype, seed=0, n_inputs=N_INPUTS, transform=None):
+    """The half-precision rule on `n_inputs` fresh inputs: `model` and `reference` (holding the same
+    parameters, in float32) are cast to `dtype`, as is each input. One Report per input."""
+    new, ref = models_in(dtype, model, reference)
+    ref64 = float64_copy(ref)
+    reports = []
+    for i in range(n_inputs):
+        x = make_input(input_shape, seed + 5000 + i, device).to(dtype)
+        with torch.no_grad():
+            expected = ref(x)
+            truth = ref64(x.double())
+        xin = transform(x) if transform is not None else x
+        out = run_poisoned(new, xin, expected.numel(), expected.element_size())
+        reports.append(compare_half(out, expected, truth))
+        del expected, truth, out
+    return reports
+
+
+def check_autocast(model, reference, input_shape, device, dtype, seed=0, n_inputs=2):
+    """Under torch.autocast(dtype): the variant returns the reference's dtype and agrees with it at HALF_TOL."""
+    reports = []
+    for i in range(n_inputs):
+        x = make_input(input_shape, seed + 6000 + i, device)
+        with torch.no_grad(), torch.autocast("cuda", dtype=dtype):
+            expected = reference(x)
+            out = run_poisoned(model, x, expected.numel(), expected.element_size())
+        reports.append(compare(out, expected.double(), rel_l2_limit=float("inf"), atol=HALF_TOL, rtol=HALF_TOL,
+                               dtype=expected.dtype))
+    return reports
+
+
+def check_half_gradients(model, reference, input_shape, device, dtype, seed=0):
+    """Gradients in half precision: the input's and every parameter's, with model, reference and input cast to
+    `dtype`, against float64 autograd on the same half-valued input, parameters and output gradient: each
+    within HALF_TOL relative L2 and no farther than PyTorch's own (HALF_REL_L2_MARGIN). {name: Report}."""
+    new, ref = models_in(dtype, model, reference)
+    ref64 = float64_copy(ref)
+    x = make_input(input_shape, seed + 2000, device).to(dtype)
+    xs = [x.clone().requires_grad_(True), x.clone().requires_grad_(True), x.double().requires_grad_(True)]
+    gen = torch.Generator().manual_seed(seed + 3000)
+    outs = [m(xi) for m, xi in zip((new, ref, ref64), xs)]
+    grad_out = torch.randn(outs[2].shape, generator=gen).to(dtype).to(device)
+    for o in outs:
+        o.backward(grad_out.to(o.dtype))
+    grads = {"input": [xi.grad for xi in xs]}
+    for name, _ in ref64.named_parameters():
+        grads[name] = [dict(m.named_parameters())[name].grad for m in (new, ref, ref64)]
+    reports = {}
+    for name, (g, g_ref, g64) in grads.items():
+        if g is None:
+            reports[name] = Report(False, tuple(g64.shape), reason="no gradient was computed")
+            continue
+        r = compare(g, g64, HALF_TOL, atol=float("inf"), rtol=0, dtype=dtype)
+        theirs = compare(g_ref, g64, HALF_TOL, atol=float("inf"), rtol=0, dtype=dtype)
+        if r.passed and r.rel_l2 > theirs.rel_l2 * HALF_REL_L2_MARGIN:
+            r.passed = False
+            r.reason = f"farther from float64 than PyTorch's half gradient ({theirs.rel_l2:.3e})"
+        elif not r.passed and not theirs.passed and r.rel_l2 <= theirs.rel_l2:
+            r.passed = True   # a gradient that is zero in exact arithmetic: as in _compare_gradient
+            r.reason = f"PyTorch's half gradient fails the rule too ({theirs.rel_l2:.3e}); this one is no farther"
+        else:
+            r.reason = (r.reason + "; " if r.reason else "") + f"PyTorch's {theirs.rel_l2:.3e}"
+        reports[name] = r
+    return reports

@@ -2,7 +2,8 @@
 each variant's `python variants/<name>.py`."""
 import torch
 
-from common.accuracy import check_against_pytorch, check_gradients, check_model, compare
+from common.accuracy import (HALF_DTYPES, check_against_pytorch, check_gradients, check_half, check_half_gradients,
+                             check_model, compare, models_in)
 from common.inputs import float64_copy, make_input, make_models
 from common.problems import PROBLEMS
 from common.timing import copy_bandwidth, time_cuda, time_host
@@ -21,43 +22,60 @@ def _ratio(a, b):
     return a / b if b else float("nan")
 
 
-def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0, log=print, stages=None):
-    """Every number of one variant at its benchmark configuration, as a flat dict.
-
-    `stages(model, x)`, where a variant defines one (as `benchmark_stages`), returns
-    {stage name: (callable, bytes it must move or None)}; each stage is timed alone."""
-    problem = PROBLEMS[name]
-    ref, new = make_models(problem.model, model_cls, problem.init_args, device, seed)
+def _check(name, problem, new, ref, device, seed, dtype, log):
+    """The accuracy rule at the benchmark configuration: fp32 (float64 truth, and PyTorch under its default
+    TF32 flag), or the half-precision rule in `dtype`."""
+    if dtype != "fp32":
+        reports = check_half(new, ref, problem.input_shape, device, HALF_DTYPES[dtype], seed)
+        for r in reports:
+            log(f"  {name} ({dtype}): {r}")
+        return {"pass": all(r.passed for r in reports), "rel_l2": max(r.rel_l2 for r in reports),
+                "max_abs_vs_reference": max(r.max_abs for r in reports)}
     reports = check_model(new, ref, problem.input_shape, device, seed)
     for r in reports:
         log(f"  {name}: {r}")
     default_flags = check_against_pytorch(new, ref, problem.input_shape, device, seed)
     for r in default_flags:
         log(f"  {name} against PyTorch, TF32 flag on: {r}")
-    result = {
-        "name": name,
-        "pass": all(r.passed for r in reports) and all(r.passed for r in default_flags),
-        "rel_l2": max(r.rel_l2 for r in reports),
-        "max_abs": max(r.max_abs for r in reports),
-        "tf32_on_max_abs_vs_pytorch": max(r.max_abs for r in default_flags),
-    }
+    return {"pass": all(r.passed for r in reports) and all(r.passed for r in default_flags),
+            "rel_l2": max(r.rel_l2 for r in reports), "max_abs": max(r.max_abs for r in reports),
+            "tf32_on_max_abs_vs_pytorch": max(r.max_abs for r in default_flags)}
 
-    x = make_input(problem.input_shape, seed + 7, device)
+
+def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0, log=print, stages=None,
+             dtype="fp32"):
+    """Every number of one variant at its benchmark configuration, as a flat dict.
+
+    `stages(model, x)`, where a variant defines one (as `benchmark_stages`), returns
+    {stage name: (callable, bytes it must move or None)}; each stage is timed alone (fp32 only).
+    `dtype`: "fp32", or "fp16" / "bf16": model, reference and input cast to it (the half-precision rule), eager
+    and torch.compile run in it too, and "rel err" is against float64 on the same half-valued inputs."""
+    problem = PROBLEMS[name]
+    ref, new = make_models(problem.model, model_cls, problem.init_args, device, seed)
+    result = {"name": name, "dtype": dtype, **_check(name, problem, new, ref, device, seed, dtype, log)}
+    element_size = 4
+    if dtype != "fp32":
+        new, ref = models_in(HALF_DTYPES[dtype], new, ref)
+        element_size = 2
+        stages = None
+
+    x = make_input(problem.input_shape, seed + 7, device).to(next(ref.parameters()).dtype)
     with torch.no_grad():
         truth = float64_copy(ref)(x.double())
-        result["eager_rel_l2"] = compare(ref(x), truth).rel_l2
+        result["eager_rel_l2"] = compare(ref(x), truth, dtype=x.dtype).rel_l2
         runners = {"variant": lambda: new(x), "eager": lambda: ref(x)}
         if with_compile:
             compiled = torch.compile(ref)
             result["compile_s"], out = time_host(lambda: compiled(x))
-            result["compiled_rel_l2"] = compare(out, truth).rel_l2
+            result["compiled_rel_l2"] = compare(out, truth, dtype=x.dtype).rel_l2
             runners["compiled"] = lambda: compiled(x)
         del truth
         for key, fn in runners.items():
             result[f"{key}_ms"] = time_cuda(fn, device, reps=reps).as_dict()
 
     if problem.has_backward:
-        grads = check_gradients(new, ref, problem.input_shape, device, seed)
+        grads = (check_gradients(new, ref, problem.input_shape, device, seed) if dtype == "fp32" else
+                 check_half_gradients(new, ref, problem.input_shape, device, HALF_DTYPES[dtype], seed))
         for part, r in grads.items():
             log(f"  {name} grad {part}: {r}")
         result["grad_pass"] = all(r.passed for r in grads.values())
@@ -79,9 +97,9 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
             for stage, (fn, nbytes) in stages(new, x).items():
                 result["stages"][stage] = {"ms": time_cuda(fn, device, reps=reps).as_dict(),
                                            "floor_ms": nbytes / bandwidth * 1e3 if nbytes else None}
-    floor_s, mem_s, flop_s = problem.floor(bandwidth)
+    floor_s, mem_s, flop_s = problem.floor(bandwidth, element_size=element_size)
     if problem.has_backward:
-        result["fwd_bwd_floor_ms"] = (floor_s + problem.backward_floor(bandwidth)) * 1e3
+        result["fwd_bwd_floor_ms"] = (floor_s + problem.backward_floor(bandwidth, element_size=element_size)) * 1e3
     result.update(floor_ms=floor_s * 1e3, floor_memory_ms=mem_s * 1e3, floor_compute_ms=flop_s * 1e3,
                   bandwidth_gbs=bandwidth / 1e9)
     ms = result["variant_ms"]["median_ms"]
@@ -94,6 +112,7 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
 
 COLUMNS = [  # (header, key or function of a result, format)
     ("variant", "name", "{}"),
+    ("dtype", lambda r: r.get("dtype", "fp32"), "{}"),
     ("pass", lambda r: "yes" if r["pass"] and r.get("grad_pass", True) else "NO", "{}"),
     ("rel err", "rel_l2", "{:.1e}"),
     ("ms", lambda r: r["variant_ms"]["median_ms"], "{:.3f}"),
@@ -109,6 +128,7 @@ COLUMNS = [  # (header, key or function of a result, format)
 
 BACKWARD_COLUMNS = [
     ("variant", "name", "{}"),
+    ("dtype", lambda r: r.get("dtype", "fp32"), "{}"),
     ("grad err", "grad_rel_l2", "{:.1e}"),
     ("fwd+bwd ms", lambda r: r["variant_fwd_bwd_ms"]["median_ms"], "{:.3f}"),
     ("eager ms", lambda r: r["eager_fwd_bwd_ms"]["median_ms"], "{:.3f}"),

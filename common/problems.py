@@ -44,21 +44,22 @@ class Problem:
     def benchmark(self):
         return Case("benchmark", self.init_args, self.input_shape)
 
-    def floor(self, bandwidth, init_args=None, input_shape=None):
-        """(floor seconds, memory seconds, compute seconds) at `bandwidth` bytes/s."""
+    def floor(self, bandwidth, init_args=None, input_shape=None, element_size=FLOAT_BYTES):
+        """(floor seconds, memory seconds, compute seconds) at `bandwidth` bytes/s, with tensors of
+        `element_size` bytes (the FLOPs at the FP32 rate either way: the kernels multiply in fp32 or TF32)."""
         args = self.init_args if init_args is None else init_args
         shape = self.input_shape if input_shape is None else input_shape
-        t_mem = self.min_bytes(args, shape) / bandwidth
+        t_mem = self.min_bytes(args, shape) * element_size / FLOAT_BYTES / bandwidth
         t_flop = self.flops(args, shape) / FP32_FLOPS
         return max(t_mem, t_flop), t_mem, t_flop
 
-    def backward_floor(self, bandwidth, init_args=None, input_shape=None):
+    def backward_floor(self, bandwidth, init_args=None, input_shape=None, element_size=FLOAT_BYTES):
         """Seconds the backward needs at least: the conv's two gradients (input and weight) are twice its
         forward multiply-adds at the FP32 rate; the bytes are the input read, its gradient written and the
         output's gradient read (everything else can stay on chip in principle)."""
         args = self.init_args if init_args is None else init_args
         shape = self.input_shape if input_shape is None else input_shape
-        nbytes = FLOAT_BYTES * (2 * math.prod(shape) + math.prod(self.out_shape(args, shape)))
+        nbytes = element_size * (2 * math.prod(shape) + math.prod(self.out_shape(args, shape)))
         return max(nbytes / bandwidth, 2 * self.flops(args, shape) / FP32_FLOPS)
 
 

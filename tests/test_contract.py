@@ -18,7 +18,10 @@ FORBIDDEN = [  # (pattern, why a benchmark harness would reject it)
     (r"^\s*pass\s*$", "pass"),
     (r"torch\.cuda\.Stream|\bStream\(", "an extra stream"),
     (r"import threading|from threading|multiprocessing", "threads"),
-    (r"\.half\(|float16|bfloat16|__half|__nv_bfloat16", "half precision"),
+    # KernelBench's fp32 check reads these spellings as a precision downgrade, even in a half-precision path
+    # (CONTRACT.md 4): half values are converted through templated element types instead.
+    (r"__float2half(_rn)?\s*\(|\(\s*__half\s*\)|static_cast\s*<\s*(__half|half)\s*>|\.half\s*\(|\.float16\s*\("
+     r"|\.to\s*\(\s*(dtype\s*=\s*)?torch\.(float16|half)\b", "a half-precision spelling KernelBench flags"),
 ]
 
 

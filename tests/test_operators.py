@@ -76,3 +76,24 @@ def test_a_second_exec_reuses_the_loaded_operators(name, capsys):
     capsys.readouterr()
     assert exec_variant(name)["_namespace"] == first
     assert "loading its CUDA extension" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_model_has_an_autocast_kernel(name):
+    """torch.autocast reaches the operator through its AutocastCUDA kernel (CONTRACT.md 16)."""
+    op = f"{load(name)['_namespace']}::model"
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "AutocastCUDA")
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_meta_half_forward_and_backward(name, dtype):
+    """A model cast to a half dtype gives an output of that dtype, and gradients of each tensor's own dtype."""
+    ref, new, x = meta_models(name, 3)
+    ref, new = ref.to(dtype), new.to(dtype)
+    x = x.detach().to(dtype).requires_grad_(True)
+    out = new(x)
+    assert out.shape == ref(x).shape and out.dtype == dtype
+    out.sum().backward()
+    assert_gradients_shaped(new, x)
+    assert x.grad.dtype == dtype and all(p.grad.dtype == dtype for p in new.parameters())

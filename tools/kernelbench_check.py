@@ -1,13 +1,15 @@
 """Run every variant file through KernelBench's own harness and print one table.
 
-    python tools/kernelbench_check.py KERNELBENCH_DIR [--no-tf32] [--only NAME] [--markdown PATH]
+    python tools/kernelbench_check.py KERNELBENCH_DIR [--precision fp32|fp16|bf16] [--no-tf32] [--only NAME]
+                                      [--markdown PATH]
 
 KERNELBENCH_DIR is a checkout of github.com/ScalingIntelligence/KernelBench (its `src/kernelbench` package
 and its `KernelBench/level2` references are used; nothing of it is copied here). For each file: its static
-checker, `validate_kernel_static(src, backend="cuda", precision="fp32")`, then
-`eval_kernel_against_ref(reference, src, num_correct_trials=5, measure_performance=True)` against the
-matching level-2 reference, with torch.backends.cudnn.allow_tf32 at PyTorch's default (on) or, with
---no-tf32, off. KernelBench flags a speedup above 10x as "excessive" for a human to check.
+checker, `validate_kernel_static(src, backend="cuda", precision=PRECISION)`, then
+`eval_kernel_against_ref(reference, src, num_correct_trials=5, measure_performance=True, precision=...)`
+against the matching level-2 reference: in fp16 and bf16 KernelBench casts model and inputs to that dtype and
+compares at atol = rtol = 1e-2 (1e-4 in fp32). torch.backends.cudnn.allow_tf32 stays at PyTorch's default (on)
+or, with --no-tf32, off. KernelBench flags a speedup above 10x as "excessive" for a human to check.
 
 KernelBench's package imports LLM client libraries at import time that this check never calls (openai,
 litellm, python-dotenv); they are stubbed here rather than installed. It needs pydantic, requests, tqdm
@@ -49,14 +51,17 @@ def reference_source(kernelbench_dir, problem_id):
     return matches[0].read_text()
 
 
-def check(name, kernelbench_dir, kb_eval, checker):
+PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def check(name, kernelbench_dir, kb_eval, checker, precision="fp32"):
     src = variant_path(name).read_text()
-    valid, errors, warnings = checker.validate_kernel_static(src, backend="cuda", precision="fp32")
+    valid, errors, warnings = checker.validate_kernel_static(src, backend="cuda", precision=precision)
     row = {"name": name, "static": "ok" if valid and not warnings else "; ".join(errors + warnings)}
     result = kb_eval.eval_kernel_against_ref(
         reference_source(kernelbench_dir, PROBLEMS[name].kernelbench_id), src, num_correct_trials=5,
         num_perf_trials=100, measure_performance=True, device=torch.device("cuda", 0), backend="cuda",
-        precision=torch.float32)
+        precision=PRECISIONS[precision])
     if result is None:
         row.update(correct="build lock error", ms=float("nan"), ref_ms=float("nan"))
         return row
@@ -84,6 +89,8 @@ def table(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kernelbench_dir")
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32",
+                        help="KernelBench's precision track: the dtype model and inputs are cast to")
     parser.add_argument("--no-tf32", action="store_true", help="torch.backends.cudnn.allow_tf32 = False")
     parser.add_argument("--only", action="append", help="variant name (repeatable)")
     parser.add_argument("--markdown", help="append the table here")
@@ -93,8 +100,9 @@ def main():
         return 1
     kb_eval, checker = import_kernelbench(args.kernelbench_dir)
     torch.backends.cudnn.allow_tf32 = not args.no_tf32
-    rows = [check(name, args.kernelbench_dir, kb_eval, checker) for name in args.only or variant_names()]
-    title = (f"KernelBench harness, {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+    rows = [check(name, args.kernelbench_dir, kb_eval, checker, args.precision)
+            for name in args.only or variant_names()]
+    title = (f"KernelBench harness, {args.precision}, {torch.cuda.get_device_name()}, torch {torch.__version__}, "
              f"torch.backends.cudnn.allow_tf32 = {torch.backends.cudnn.allow_tf32}")
     print(f"\n{title}\n{table(rows)}")
     if args.markdown:
