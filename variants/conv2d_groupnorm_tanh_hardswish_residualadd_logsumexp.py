@@ -78,6 +78,7 @@ cuda_source = r"""
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 
 constexpr int K = 3;             // kernel size the conv is specialised for (refused otherwise in Python)
 constexpr int TAPS = K * K;
@@ -94,6 +95,66 @@ constexpr int FINAL_THREADS = 256;
 
 // LOGSUMEXP: phase 2; BSUMS, GRAD: the backward's two passes (conv recomputed).
 enum Mode { LOGSUMEXP = 0, BSUMS = 1, GRAD = 2 };
+
+// Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
+// them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
+// output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
+struct Fp16 { unsigned short bits; };
+struct Bf16 { unsigned short bits; };
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(Fp16 v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits)); return f; }
+__device__ __forceinline__ float to_float(Bf16 v) { return __uint_as_float((unsigned)v.bits << 16); }
+template <typename T> __device__ __forceinline__ T from_float(float v) { return v; }
+template <> __device__ __forceinline__ Fp16 from_float<Fp16>(float v) {
+    Fp16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+    return h;
+}
+template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the packed form: a fast ALU op
+    unsigned pair;                                                         // (cvt.rn.bf16.f32 is not)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(0.f), "f"(v));
+    return Bf16{(unsigned short)(pair & 0xffffu)};
+}
+template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
+// A half value has at most 11 significant bits: exact in TF32, so a product of two needs no split.
+template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
+
+// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
+template <typename F> cudaError_t with_type(int code, F&& f) {
+    if (code == 1) return f(Fp16());
+    if (code == 2) return f(Bf16());
+    return f(0.f);
+}
+// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
+template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
+    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
+}
+
+// out = in converted (to nearest even): the half-precision path's inputs to float, its gradients back.
+template <typename S, typename D>
+__global__ void convert_kernel(const S* __restrict__ in, D* __restrict__ out, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = from_float<D>(to_float(in[i]));
+}
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream) {
+    return with_type(in_type, [&](auto s) {
+        return with_type(out_type, [&](auto d) {
+            using S = decltype(s);
+            using D = decltype(d);
+            const int blocks = (int)std::min<long long>((n + 255) / 256, 4096);
+            convert_kernel<S, D><<<blocks, 256, 0, stream>>>(static_cast<const S*>(in), static_cast<D*>(out), n);
+            return cudaGetLastError();
+        });
+    });
+}
 
 // The hardware's approximations (MUFU), flushing denormals so that no fix-up code surrounds them.
 __device__ __forceinline__ float ex2(float v) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v)); return r; }
@@ -205,22 +266,31 @@ __device__ __forceinline__ void split4(const float (&v)[4], uint32_t (&big)[4], 
 // acc += a * (weight slice), with the slice's big and small parts at b[0, B_WORDS) and b[B_WORDS, 2 B_WORDS)
 // (on Hopper: descriptors, a's small part a_small descriptor units past its big part; acc starts
 // from zero unless accumulate).
+// EXACT (half-precision operands, exact in TF32, small parts zero): the one product big * big.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <bool EXACT>
 __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], uint64_t a_desc, uint32_t a_small, uint64_t b_desc,
                                          bool accumulate) {
+    if (EXACT) {
+        wgmma(acc, a_desc, b_desc, accumulate);
+        return;
+    }
     wgmma(acc, a_desc + a_small, b_desc, accumulate);   // small terms first
     wgmma(acc, a_desc, b_desc + B_WORDS * 4 / 16, true);
     wgmma(acc, a_desc, b_desc, true);
 }
 #else
+template <bool EXACT>
 __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32_t (&big)[4], const uint32_t (&small)[4],
                                          const uint32_t* b) {
     const int lane = threadIdx.x % 32, nk = lane / 4 * 4 + lane % 4;   // channel g, depth t
 #pragma unroll
     for (int j = 0; j < N_TILES; ++j) {
         const uint32_t* bj = b + j * 64 + nk;
-        mma(acc + 4 * j, small, bj[0], bj[32]);
-        mma(acc + 4 * j, big, bj[B_WORDS], bj[B_WORDS + 32]);
+        if (!EXACT) {
+            mma(acc + 4 * j, small, bj[0], bj[32]);
+            mma(acc + 4 * j, big, bj[B_WORDS], bj[B_WORDS + 32]);
+        }
         mma(acc + 4 * j, big, bj[0], bj[32]);
     }
 }
@@ -260,19 +330,23 @@ struct BackwardIn {             // what the backward's two conv passes read and 
 // slower: ptxas serialises the products then, and 128 registers no longer hold both sets.) G8: the
 // input channels' groups of 8 (C_in <= 8 * G8). Dynamic shared memory: the split weights
 // (TAPS * G8 * 2 * B_WORDS words), then the ring.
-template <int MODE, int G8>
+// T, TO (LOGSUMEXP): the half-precision forward, its inputs given as floats (exact): one product per
+// step, and each value rounded where PyTorch rounds it: the conv's output, plus the bias (T), then the
+// GroupNorm's output, tanh, HardSwish, the residual sum and each step of logsumexp (TO, the output's type).
+template <int MODE, int G8, typename T = float, typename TO = float>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const float* __restrict__ x,        // (B, C_in, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K), contiguous
     const float* __restrict__ bias,     // (C_out)
     const float* __restrict__ norm,     // (B, C_out, 2) from gram_stats_kernel
     double* __restrict__ partials,      // BSUMS, GRAD: (B, units_per_sample, N_STATS)
-    float* __restrict__ out,            // LOGSUMEXP: (B, Ho, Wo)
+    TO* __restrict__ out,               // LOGSUMEXP: (B, Ho, Wo)
     const BackwardIn bw,                // BSUMS, GRAD
     int B, int C_in, int C_out, int H, int W, int units_per_sample)
 {
     constexpr int PARAMS = MODE == LOGSUMEXP ? 1 : 2;
     constexpr int PART_WORDS = 2 * G8 * STAGE_W * 4;   // a staged row's big part, then its small part
+    constexpr bool HALF = is_half<T>();
     extern __shared__ __align__(128) uint32_t w_s[];
     __shared__ float red[2][MODE == LOGSUMEXP ? 1 : WARPS][N_STATS];   // by unit parity: per warp, each channel's two sums
     __shared__ float4 chan[2][PARAMS][C_PAD];                          // by unit parity: per channel, see fill()
@@ -321,8 +395,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
         const int c = threadIdx.x, cc = c < C_out ? c : 0;
         const float bc = c < C_out ? bias[c] : 0.f, scale = norm[((size_t)b * C_out + cc) * 2],
                     shift = norm[((size_t)b * C_out + cc) * 2 + 1];
-        if (MODE == LOGSUMEXP) {
-            chan[p][0][c] = make_float4(scale, fmaf(bc, scale, shift), c < C_out ? bc : -INFINITY, 0.f);
+        if (MODE == LOGSUMEXP) {   // half: the GroupNorm applies to the rounded conv + bias: no bias folded in
+            chan[p][0][c] = make_float4(scale, HALF ? shift : fmaf(bc, scale, shift), c < C_out ? bc : -INFINITY, 0.f);
         } else {
             chan[p][0][c] = make_float4(bc, scale, shift, 0.f);
             float4 k = {0.f, 0.f, 0.f, 0.f};
@@ -353,8 +427,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
 #pragma unroll
                 for (int cg = 0; cg < G8; ++cg) {
                     const int step = (kh * K + kw) * G8 + cg;
-                    multiply(acc, a_row + 2 * cg * STAGE_W + kw, PART_WORDS / 4, b_desc0 + step * (2 * B_WORDS * 4 / 16),
-                             step > 0);
+                    multiply<HALF>(acc, a_row + 2 * cg * STAGE_W + kw, PART_WORDS / 4,
+                                   b_desc0 + step * (2 * B_WORDS * 4 / 16), step > 0);
                 }
         }
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -374,7 +448,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                     const uint32_t big[4] = {a[0], a[32], a[4 * STAGE_W], a[4 * STAGE_W + 32]};
                     const uint32_t small[4] = {a[PART_WORDS], a[PART_WORDS + 32], a[PART_WORDS + 4 * STAGE_W],
                                                a[PART_WORDS + 4 * STAGE_W + 32]};
-                    multiply(acc, big, small, w_s + ((kh * K + kw) * G8 + cg) * 2 * B_WORDS);
+                    multiply<HALF>(acc, big, small, w_s + ((kh * K + kw) * G8 + cg) * 2 * B_WORDS);
                 }
 #endif
     };
@@ -450,6 +524,34 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                 if (MODE == BSUMS) red[p][warp][g / 4 * C_PAD + m / 2 * 8 + 2 * t + m % 2] = part[i];
                 if (MODE == GRAD) red[p][warp][8 * m + 2 * t + g / 4] = part[i];
             }
+        } else if (HALF) {
+            // LOGSUMEXP in half precision, per row, as PyTorch computes it op by op (chan: GroupNorm's a and b,
+            // half_norm_kernel; HardSwish as PyTorch writes it), then logsumexp as PyTorch composes it: max,
+            // exp(x - max), sum, log, + max, each rounded.
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float xr[2 * N_TILES], m = -INFINITY;
+#pragma unroll
+                for (int ch = 0; ch < 2 * N_TILES; ++ch) {
+                    const float4 prm = chan[p][0][8 * (ch / 2) + 2 * t + ch % 2];
+                    const bool real = prm.z != -INFINITY;   // padding channels take no part
+                    const float xc = round_to<T>(round_to<T>(acc[4 * (ch / 2) + 2 * r + ch % 2]) + (real ? prm.z : 0.f));
+                    const float z2 = round_to<TO>(fmaf(xc, prm.x, prm.y)) * (2.f * LOG2E);
+                    const float th = round_to<TO>(tanh_of_exp2_arg(z2));
+                    const float hs = round_to<TO>(th * fminf(fmaxf(th + 3.f, 0.f), 6.f) * (1.f / 6.f));
+                    xr[ch] = real ? round_to<TO>(xc + hs) : -INFINITY;
+                    m = fmaxf(m, xr[ch]);
+                }
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));   // finite: channel 0 is real
+                float s = 0.f;
+#pragma unroll
+                for (int ch = 0; ch < 2 * N_TILES; ++ch) s += round_to<TO>(ex2(round_to<TO>(xr[ch] - m) * LOG2E));
+                s += __shfl_xor_sync(0xffffffffu, s, 1);
+                s += __shfl_xor_sync(0xffffffffu, s, 2);
+                if (t == r && counted(r))
+                    out[(size_t)b * Ho * Wo + pixel(r, Wo)] = from_float<TO>(round_to<TO>(__logf(round_to<TO>(s))) + m);
+            }
         } else {
             // LOGSUMEXP, per row: x_res = x + hardswish(tanh(x * scale + shift)) over this lane's 16
             // channels, their max and sum of exp merged across the quad (t = 0..3 hold the same
@@ -472,7 +574,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                 for (int ch = 0; ch < 2 * N_TILES; ++ch) s += ex2(fmaf(xr[ch], LOG2E, -ml));
                 s += __shfl_xor_sync(0xffffffffu, s, 1);
                 s += __shfl_xor_sync(0xffffffffu, s, 2);
-                if (t == r && counted(r)) out[(size_t)b * Ho * Wo + pixel(r, Wo)] = m + __logf(s);
+                if (t == r && counted(r)) out[(size_t)b * Ho * Wo + pixel(r, Wo)] = from_float<TO>(m + __logf(s));
             }
         }
     };
@@ -928,6 +1030,26 @@ __global__ void __launch_bounds__(GS_THREADS) gram_stats_kernel(
             norm[((size_t)b * C_out + c) * 2 + 1] = (float)((gn_bias[c] - mean * scale) * log2e2);
         }
     }
+}
+
+// The half-precision forward's GroupNorm: per (sample, channel) a and b of y = a x + b (n = B C_out pairs),
+// as PyTorch forms them: half_gn_affine where the GroupNorm runs in TO, in float32 under autocast.
+template <typename TO>
+__global__ void half_norm_kernel(const float* __restrict__ group_stats,   // (B, groups, 2): mean, 1/std
+                                 const float* __restrict__ gn_weight,     // (C_out)
+                                 const float* __restrict__ gn_bias,       // (C_out)
+                                 float* __restrict__ norm,                // (B, C_out, 2): a, b
+                                 int C_out, int groups, long long n)
+{
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int c = (int)(i % C_out);
+    const float* gs = group_stats + (i / C_out * groups + c / (C_out / groups)) * 2;
+    const float a = gs[1] * gn_weight[c];
+    const float2 ab = is_half<TO>() ? half_gn_affine<TO>(gs[0], gs[1], gn_weight[c], gn_bias[c])
+                                    : make_float2(a, fmaf(-a, gs[0], gn_bias[c]));
+    norm[2 * i] = ab.x;
+    norm[2 * i + 1] = ab.y;
 }
 
 // dgamma = sum over samples of S2, dbeta = sum of S1, in a fixed order.
@@ -1453,13 +1575,13 @@ int conv_smem_bytes(int C_in) {
 // percentage of the most an SM has. Left to the driver's choice, this forward has been seen to take
 // twice its time in some runs (a split that fits fewer blocks, it seems); with it, six runs agreed.
 struct Occupancy { cudaError_t err; int blocks; };
-template <int MODE, int G8>
+template <int MODE, int G8, typename T, typename TO>
 static cudaError_t conv_blocks_per_sm(int* per_sm) {
     static PerDevice<Occupancy> occupancy;
     const DeviceInfo& d = device_info();
     if (d.err != cudaSuccess) return d.err;
     const Occupancy& o = occupancy.get(d.device, [&d] {
-        const auto kernel = conv_kernel<MODE, G8>;
+        const auto kernel = conv_kernel<MODE, G8, T, TO>;
         const int smem = conv_smem_bytes(8 * G8);
         cudaFuncAttributes attr;
         Occupancy o{cudaSuccess, 0};
@@ -1476,14 +1598,15 @@ static cudaError_t conv_blocks_per_sm(int* per_sm) {
     return o.err;
 }
 
-template <int MODE>
+template <int MODE, typename T = float, typename TO = float>
 static cudaError_t launch_conv(const float* x, const float* weight, const float* bias, const float* norm,
-                               double* partials, float* out, const BackwardIn& bw, int B, int C_in, int C_out,
+                               double* partials, TO* out, const BackwardIn& bw, int B, int C_in, int C_out,
                                int H, int W, cudaStream_t stream) {
     const int groups8 = (C_in + 7) / 8, ups = units_per_sample(H, W), smem = conv_smem_bytes(C_in);
-    const auto kernel = groups8 == 1 ? conv_kernel<MODE, 1> : conv_kernel<MODE, 2>;   // C_in <= 16 (Python)
+    const auto kernel = groups8 == 1 ? conv_kernel<MODE, 1, T, TO> : conv_kernel<MODE, 2, T, TO>;   // C_in <= 16 (Python)
     int per_sm = 0;
-    const cudaError_t err = groups8 == 1 ? conv_blocks_per_sm<MODE, 1>(&per_sm) : conv_blocks_per_sm<MODE, 2>(&per_sm);
+    const cudaError_t err = groups8 == 1 ? conv_blocks_per_sm<MODE, 1, T, TO>(&per_sm)
+                                         : conv_blocks_per_sm<MODE, 2, T, TO>(&per_sm);
     if (err != cudaSuccess) return err;
     const unsigned grid = (unsigned)std::min<long long>((long long)B * ups, (long long)std::max(per_sm, 1) * device_info().sms);
     kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, partials, out, bw, B, C_in, C_out, H, W, ups);
@@ -1532,9 +1655,13 @@ cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int 
     return cudaGetLastError();
 }
 
+// The inputs as floats (half precision: converted, exact); conv_type, norm_type: the dtype codes (with_types)
+// of the model's conv and GroupNorm, `out` in the GroupNorm's; half_norm (B, C_out, 2): half precision's
+// GroupNorm (half_norm_kernel), else unused.
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                           const float* gn_bias, double* workspace, float* norm, float* group_stats, float* out,
-                           int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream) {
+                           const float* gn_bias, double* workspace, float* norm, float* group_stats, float* half_norm,
+                           void* out, int conv_type, int norm_type, int B, int C_in, int C_out, int groups, int H,
+                           int W, double eps, cudaStream_t stream) {
     const int T = C_in * TAPS;
     float* gmat = gram_matrices(workspace, B, C_in, H, W);
     float* shifts = gmat + (size_t)B * T * T;
@@ -1544,6 +1671,24 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
                                                          H, W, gram_pair_blocks(B, C_in, H, W), eps);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        if (is_half<T>()) {
+            const long long n = (long long)B * C_out;
+            half_norm_kernel<TO><<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(group_stats, gn_weight, gn_bias,
+                                                                                 half_norm, C_out, groups, n);
+            const cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess) return e;
+        }
+        return launch_conv<LOGSUMEXP, T, TO>(x, weight, bias, is_half<T>() ? half_norm : norm, nullptr,
+                                             static_cast<TO*>(out), BackwardIn{}, B, C_in, C_out, H, W, stream);
+    });
+}
+
+// Phase 2 alone in float32 (the half-precision backward's output, unrounded), from the forward's norm.
+cudaError_t logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm, float* out,
+                             int B, int C_in, int C_out, int H, int W, cudaStream_t stream) {
     return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, BackwardIn{}, B, C_in, C_out, H, W, stream);
 }
 
@@ -1619,7 +1764,7 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
     double* partials = static_cast<double*>(workspace);
     float* weight_totals = reinterpret_cast<float*>(partials + (size_t)B * ups * N_STATS);
     BackwardIn bw{grad_out, out, group_stats, reinterpret_cast<const float4*>(coef), grad_conv, groups};
-    if ((err = launch_conv<BSUMS>(x, weight, bias, norm, partials, nullptr, bw, B, C_in, C_out, H, W, stream)) != cudaSuccess)
+    if ((err = launch_conv<BSUMS>(x, weight, bias, norm, partials, (float*)nullptr, bw, B, C_in, C_out, H, W, stream)) != cudaSuccess)
         return err;
     grad_coef_kernel<<<B, FINAL_THREADS, 2 * C_out * sizeof(double), stream>>>(
         partials, gn_weight, group_stats, sums, reinterpret_cast<float4*>(coef), C_out, groups, ups, (double)Ho * Wo);
@@ -1627,7 +1772,7 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
     gn_param_grad_kernel<<<(2 * C_out + 255) / 256, 256, 0, stream>>>(sums, grad_gn_weight, grad_gn_bias, B, C_out);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (!(need[0] || need[1] || need[2])) return cudaSuccess;
-    if ((err = launch_conv<GRAD>(x, weight, bias, norm, partials, nullptr, bw, B, C_in, C_out, H, W, stream)) != cudaSuccess)
+    if ((err = launch_conv<GRAD>(x, weight, bias, norm, partials, (float*)nullptr, bw, B, C_in, C_out, H, W, stream)) != cudaSuccess)
         return err;
     if (need[2]) {
         bias_grad_kernel<<<C_out, FINAL_THREADS, 0, stream>>>(partials, (long long)B * ups, grad_bias);
@@ -1659,6 +1804,8 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
 
 cpp_source = r"""
 #include <torch/extension.h>
+#include <torch/version.h>
+#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -1667,8 +1814,12 @@ int conv_smem_bytes(int C_in);
 int smem_per_block();
 cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int H, int W, cudaStream_t stream);
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                           const float* gn_bias, double* workspace, float* norm, float* group_stats, float* out,
-                           int B, int C_in, int C_out, int groups, int H, int W, double eps, cudaStream_t stream);
+                           const float* gn_bias, double* workspace, float* norm, float* group_stats, float* half_norm,
+                           void* out, int conv_type, int norm_type, int B, int C_in, int C_out, int groups, int H,
+                           int W, double eps, cudaStream_t stream);
+cudaError_t logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm, float* out,
+                             int B, int C_in, int C_out, int H, int W, cudaStream_t stream);
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
@@ -1691,11 +1842,42 @@ static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv2d_gn_lse: ", what, " failed: ", cudaGetErrorString(err));
 }
 
+// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
+static int dtype_code(const Tensor& t) {
+    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
+}
+static bool takes_dtype(const Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// t as a contiguous tensor of `dtype`: itself if it is one, else converted by our kernel (to nearest even):
+// the half-precision path's inputs to float (exact), its gradients back.
+static Tensor converted(const Tensor& t, at::ScalarType dtype) {
+    if (!t.defined()) return t;
+    auto src = t.contiguous();
+    if (src.scalar_type() == dtype) return src;
+    auto dst = at::empty(src.sizes(), src.options().dtype(dtype));
+    if (src.numel() > 0)
+        check(convert_launch(src.data_ptr(), dtype_code(src), dst.data_ptr(), dtype_code(dst), src.numel(),
+                             c10::cuda::getCurrentCUDAStream()), "conversion");
+    return dst;
+}
+
 // Shapes and devices are checked by ModelNew; these checks guard direct calls. The shared memory is
-// checked on the current device (after the device guard).
-static void check_input(const Tensor& x, const Tensor& weight) {
-    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32 && x.dim() == 4 && x.is_contiguous(),
-                "conv2d_gn_lse: input must be a contiguous 4-D float32 CUDA tensor");
+// checked on the current device (after the device guard). Dtypes as the reference takes them: the conv's
+// input and parameters of one floating dtype (float32, float16 or bfloat16), the GroupNorm's parameters the
+// same or float32 (torch.autocast's GroupNorm).
+static void check_input(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight) {
+    TORCH_CHECK(x.is_cuda() && x.dim() == 4 && x.is_contiguous(), "conv2d_gn_lse: input must be a contiguous 4-D "
+                "CUDA tensor");
+    TORCH_CHECK_VALUE(takes_dtype(x), "conv2d_gn_lse: input must be float32, float16 or bfloat16, got ",
+                      c10::toString(x.scalar_type()));
+    TORCH_CHECK_VALUE(weight.scalar_type() == x.scalar_type() && bias.scalar_type() == x.scalar_type(),
+                      "conv2d_gn_lse: input is ", c10::toString(x.scalar_type()), " but the conv's parameters are ",
+                      c10::toString(weight.scalar_type()), ": convert one to the other (model.to(dtype)) or run "
+                      "under torch.autocast");
+    TORCH_CHECK_VALUE(gn_weight.scalar_type() == x.scalar_type() || gn_weight.scalar_type() == at::kFloat,
+                      "conv2d_gn_lse: the GroupNorm's parameters must be float32 or the input's dtype");
     TORCH_CHECK(x.size(1) == weight.size(1) && x.size(2) >= weight.size(2) && x.size(3) >= weight.size(3),
                 "conv2d_gn_lse: input channels or size do not fit the weight");
 }
@@ -1717,13 +1899,17 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps) {
     auto x = x_in.contiguous(), weight = weight_in.contiguous();
-    check_input(x, weight);
+    check_input(x, weight, bias, gn_weight);
+    TORCH_CHECK_VALUE(gn_bias.scalar_type() == gn_weight.scalar_type(), "conv2d_gn_lse: the GroupNorm's weight and "
+                      "bias must have one dtype");
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     check_smem(C_in);
+    // The output in the GroupNorm's dtype; the statistics in float32 (the backward's, in either precision).
+    const auto f32 = x.options().dtype(at::kFloat);
     const auto empty_outputs = [&] {
-        return std::make_tuple(at::empty({B, 1, H - 2, W - 2}, x.options()), at::empty({B, C_out, 2}, x.options()),
-                               at::empty({B, groups, 2}, x.options()));
+        return std::make_tuple(at::empty({B, 1, H - 2, W - 2}, gn_weight.options()), at::empty({B, C_out, 2}, f32),
+                               at::empty({B, groups, 2}, f32));
     };
     if (B * (H - 2) * (W - 2) == 0) return empty_outputs();
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
@@ -1731,26 +1917,42 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
     // of host time before it is a microsecond of the call's time).
     auto workspace = at::empty({forward_workspace_doubles(B, C_in, H, W)}, x.options().dtype(torch::kFloat64));
     const auto stream = c10::cuda::getCurrentCUDAStream();
-    check(gram_launch(x.data_ptr<float>(), workspace.data_ptr<double>(), B, C_in, H, W, stream), "forward");
+    const auto xf = converted(x, at::kFloat);   // half precision: the inputs as floats, the roundings in the kernel
+    check(gram_launch(xf.data_ptr<float>(), workspace.data_ptr<double>(), B, C_in, H, W, stream), "forward");
     auto [out, norm, group_stats] = empty_outputs();
-    check(forward_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
-                         gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(), workspace.data_ptr<double>(),
-                         norm.data_ptr<float>(), group_stats.data_ptr<float>(), out.data_ptr<float>(),
-                         B, C_in, C_out, groups, H, W, eps, stream), "forward");
+    const auto wf = converted(weight, at::kFloat), bf = converted(bias, at::kFloat);
+    const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
+    auto half_norm = x.scalar_type() != at::kFloat ? at::empty({B, C_out, 2}, f32) : Tensor();
+    check(forward_launch(xf.data_ptr<float>(), wf.data_ptr<float>(), bf.data_ptr<float>(), gwf.data_ptr<float>(),
+                         gbf.data_ptr<float>(), workspace.data_ptr<double>(), norm.data_ptr<float>(),
+                         group_stats.data_ptr<float>(), half_norm.defined() ? half_norm.data_ptr<float>() : nullptr,
+                         out.data_ptr(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, eps,
+                         stream), "forward");
     return {out, norm, group_stats};
 }
 
+// In half precision the backward runs in float32 on float copies of its inputs (exact), from the forward's
+// statistics and its output recomputed unrounded, and each gradient is rounded to its tensor's dtype.
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
-        const Tensor& grad_out, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias,
-        const Tensor& gn_weight, const Tensor& norm, const Tensor& group_stats, const Tensor& out, Mask conv_mask) {
-    auto x = x_in.contiguous(), weight = weight_in.contiguous();
-    check_input(x, weight);
-    const c10::cuda::CUDAGuard guard(x.device());
+        const Tensor& grad_out, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+        const Tensor& gn_weight_in, const Tensor& norm, const Tensor& group_stats, const Tensor& out_in,
+        Mask conv_mask) {
+    check_input(x_in.contiguous(), weight_in, bias_in, gn_weight_in);
+    const c10::cuda::CUDAGuard guard(x_in.device());
+    auto x = converted(x_in, at::kFloat), weight = converted(weight_in, at::kFloat);
+    auto bias = converted(bias_in, at::kFloat), gn_weight = converted(gn_weight_in, at::kFloat);
+    auto out = converted(out_in, at::kFloat);
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     check_smem(C_in);
     const int64_t groups = group_stats.size(1), Ho = H - 2, Wo = W - 2;
-    auto g = grad_out.contiguous();
+    auto g = converted(grad_out, at::kFloat);
     const bool any = B * Ho * Wo > 0;   // else every gradient is zero (or empty)
+    if (any && x_in.scalar_type() != at::kFloat) {
+        out = at::empty({B, 1, Ho, Wo}, x.options());
+        check(logsumexp_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
+                               norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, H, W,
+                               c10::cuda::getCurrentCUDAStream()), "backward");
+    }
     auto grad_x = conv_mask[0] ? at::empty_like(x) : Tensor();
     auto grad_weight = conv_mask[1] ? (any ? at::empty_like(weight) : at::zeros_like(weight)) : Tensor();
     auto grad_bias = conv_mask[2] ? (any ? at::empty_like(bias) : at::zeros_like(bias)) : Tensor();
@@ -1773,7 +1975,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                               ptr(grad_bias), grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), need, plan,
                               B, C_in, C_out, groups, H, W, c10::cuda::getCurrentCUDAStream()), "backward");
     }
-    return {grad_x, grad_weight, grad_bias, grad_gn_weight, grad_gn_bias};
+    return {converted(grad_x, x_in.scalar_type()), converted(grad_weight, weight_in.scalar_type()),
+            converted(grad_bias, bias_in.scalar_type()), converted(grad_gn_weight, gn_weight_in.scalar_type()),
+            converted(grad_gn_bias, gn_weight_in.scalar_type())};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
@@ -1781,9 +1985,10 @@ std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& w
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps) {
     const auto B = x.sym_size(0), C = weight.sym_size(0);
+    const auto f32 = x.options().dtype(at::kFloat);
     return {at::empty_symint({B, 1, x.sym_size(2) - weight.sym_size(2) + 1, x.sym_size(3) - weight.sym_size(3) + 1},
-                             x.options()),
-            at::empty_symint({B, C, 2}, x.options()), at::empty_symint({B, groups, 2}, x.options())};
+                             gn_weight.options()),
+            at::empty_symint({B, C, 2}, f32), at::empty_symint({B, groups, 2}, f32)};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
@@ -1839,6 +2044,32 @@ Tensor model_autograd(const Tensor& x, const Tensor& weight, const Tensor& bias,
     return Model::apply(x, weight, bias, gn_weight, gn_bias, groups, eps);
 }
 
+static auto& model_op() {
+    static auto op = c10::Dispatcher::singleton().findSchemaOrThrow(OP("model"), "").typed<decltype(model_plain)>();
+    return op;
+}
+
+// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
+// differentiable cast, so that gradients reach the float32 parameters.
+static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
+    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+
+// model's Autocast kernel: as torch.autocast runs the reference, the conv in autocast's dtype (input and
+// conv parameters cast), GroupNorm in float32 (on autocast's float32 list) and so what follows it (tanh and
+// HardSwish follow their input; the residual sum promotes to float32; logsumexp is on the float32 list).
+Tensor model_autocast(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
+                      const Tensor& gn_bias, int64_t groups, double eps) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    const auto low = at::autocast::get_autocast_gpu_dtype();
+#endif
+    return model_op().call(autocast_to(x, low), autocast_to(weight, low), autocast_to(bias, low),
+                           autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> (Tensor, Tensor, Tensor)");
@@ -1859,6 +2090,9 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
     m.impl("model", model_autograd);
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
+    m.impl("model", model_autocast);
 }
 """
 
@@ -1891,6 +2125,7 @@ _model = _ops.model.default   # an overload, not the packet: a little less host 
 KERNEL_SIZE = 3          # the CUDA kernel's K
 MAX_OUT_CHANNELS = 64    # one GEMM tile of 64 channels holds every channel of a pixel
 MAX_IN_CHANNELS = 16     # split weights and input rows in shared memory: 140 KB a block at 9 to 16 (A100, H100)
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # as the reference takes them (model.to(dtype))
 
 
 class ModelNew(nn.Module):
@@ -1911,8 +2146,8 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
             raise ValueError(f"input must be a CUDA tensor (or meta), got one on {x.device}")
-        if x.dtype != torch.float32:
-            raise ValueError(f"input must be float32, got {x.dtype}")
+        if x.dtype not in DTYPES:
+            raise ValueError(f"input must be float32, float16 or bfloat16, got {x.dtype}")
         if x.dim() != 4:
             raise ValueError(f"input must be 4-D (B, C, H, W), got {x.dim()}-D")
         if x.shape[1] != self.conv.in_channels:

@@ -62,6 +62,7 @@ cuda_source = r"""
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 constexpr int K = 3;                  // kernel size the conv is specialised for (refused otherwise in Python)
 constexpr int CO_CHUNK = 24;          // output channels per block: all of the benchmark's 24
@@ -75,6 +76,53 @@ constexpr int N_STATS = 2 * CO_CHUNK;            // per channel: sum, sum of squ
 constexpr int LANE_STATS = 2 * (CO_CHUNK / 4);   // a lane's: those of its CO_CHUNK / 4 channels
 constexpr int B_WORDS = N_COLS * 8;              // one 8-deep slice of a chunk's weights
 constexpr int FINAL_THREADS = 256;
+
+// Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
+// them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
+// output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
+struct Fp16 { unsigned short bits; };
+struct Bf16 { unsigned short bits; };
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(Fp16 v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits)); return f; }
+__device__ __forceinline__ float to_float(Bf16 v) { return __uint_as_float((unsigned)v.bits << 16); }
+template <typename T> __device__ __forceinline__ T from_float(float v) { return v; }
+template <> __device__ __forceinline__ Fp16 from_float<Fp16>(float v) {
+    Fp16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+    return h;
+}
+template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the packed form: a fast ALU op
+    unsigned pair;                                                         // (cvt.rn.bf16.f32 is not)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(0.f), "f"(v));
+    return Bf16{(unsigned short)(pair & 0xffffu)};
+}
+template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
+// One element through the read-only cache, as a float.
+__device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
+template <typename T> __device__ __forceinline__ float load_float(const T* p) {
+    return to_float(T{__ldg(reinterpret_cast<const unsigned short*>(p))});
+}
+// A half value has at most 11 significant bits: exact in TF32, so a product of two needs no split.
+template <typename T> constexpr bool exact_in_tf32() { return !std::is_same<T, float>::value; }
+
+// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
+template <typename F> cudaError_t with_type(int code, F&& f) {
+    if (code == 1) return f(Fp16());
+    if (code == 2) return f(Bf16());
+    return f(0.f);
+}
+// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
+template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
+    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
+}
 
 // Shared by the host and both kernels: the GEMM's 8-deep steps, the segments of an input row (see
 // conv_gn_stats_kernel) and the conv kernel's contiguous ranges of units, block i's starting at
@@ -110,12 +158,13 @@ __device__ __forceinline__ Split split(float v) {
 // chunk's weights, split, in shared memory per 8-deep step and part (big, small), in the tensor
 // cores' K-major layout: column n, depth k at word (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4
 // (8x4 blocks of 128 bytes); zero past C_out and past C_in * K * K.
-__device__ __forceinline__ uint32_t split_weight(const float* __restrict__ weight, int i, int chunk, int C_out,
+template <typename T>
+__device__ __forceinline__ uint32_t split_weight(const T* __restrict__ weight, int i, int chunk, int C_out,
                                                  int C_in) {
     const int w = i % B_WORDS, part = i / B_WORDS % 2, step = i / (2 * B_WORDS);
     const int n = w / 64 * 8 + w / 4 % 8, k = step * 8 + w / 32 % 2 * 4 + w % 4;
     const int kw = n / CO_CHUNK, co = chunk * CO_CHUNK + n % CO_CHUNK;
-    const Split s = split(co < C_out && k < C_in * K * K ? weight[((size_t)co * C_in * K * K + k) * K + kw] : 0.f);
+    const Split s = split(co < C_out && k < C_in * K * K ? to_float(weight[((size_t)co * C_in * K * K + k) * K + kw]) : 0.f);
     return part == 0 ? s.big : s.small;
 }
 
@@ -154,10 +203,16 @@ __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b
 #endif
 
 // acc += a * (weight slice), with the slice's big and small parts at b[0, B_WORDS) and b[B_WORDS, 2 B_WORDS);
-// on Hopper acc = a * (weight slice) for the first slice (first == true), elsewhere acc starts at 0.
+// on Hopper acc = a * (weight slice) for the first slice (first == true), elsewhere acc starts at 0. EXACT
+// (half-precision operands, exact in TF32, small parts zero): the one product big * big.
+template <bool EXACT>
 __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32_t (&big)[4], const uint32_t (&small)[4],
                                          const uint32_t* b, bool first) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (EXACT) {
+        wgmma(acc, big, slice_desc(b), !first);
+        return;
+    }
     wgmma(acc, small, slice_desc(b), !first);    // small terms first
     wgmma(acc, big, slice_desc(b + B_WORDS));
     wgmma(acc, big, slice_desc(b));
@@ -166,8 +221,10 @@ __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32
 #pragma unroll
     for (int j = 0; j < N_TILES; ++j) {
         const uint32_t* bj = b + j * 64 + nk;
-        mma(acc + 4 * j, small, bj[0], bj[32]);
-        mma(acc + 4 * j, big, bj[B_WORDS], bj[B_WORDS + 32]);
+        if (!EXACT) {
+            mma(acc + 4 * j, small, bj[0], bj[32]);
+            mma(acc + 4 * j, big, bj[B_WORDS], bj[B_WORDS + 32]);
+        }
         mma(acc + 4 * j, big, bj[0], bj[32]);
     }
 #endif
@@ -184,10 +241,13 @@ __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32
 // warps' sums are added in a fixed order and written at the run's first unit: no atomics.
 // Dynamic shared memory: the chunk's split weights (k_steps * 2 * B_WORDS words), then k_steps * 4
 // uint2, the input offsets of depths (k, k + 4) for k = step * 8 + t.
-template <bool WIDE>
+// T: the element type. In half precision each output is rounded as PyTorch's conv rounds it, then the
+// bias added and rounded again (PyTorch adds the bias after cuDNN's conv), and the sums are of that value.
+template <bool WIDE, typename T>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
-    const float* __restrict__ x,           // (B, C_in, D, H, W), contiguous
-    const float* __restrict__ weight,      // (C_out, C_in, K, K, K), contiguous
+    const T* __restrict__ x,               // (B, C_in, D, H, W), contiguous
+    const T* __restrict__ weight,          // (C_out, C_in, K, K, K), contiguous
+    const T* __restrict__ bias,            // (C_out) or nullptr; half precision only (fp32: the finalize adds it)
     double* __restrict__ partials,         // (B * units_per_sample, n_chunks, N_STATS), at run starts
     int C_in, int C_out, int D, int H, int W, int units_per_sample, long long n_units)
 {
@@ -198,6 +258,14 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const int k_steps = depth_steps(C_in);
     const int chunk = blockIdx.y, n_chunks = gridDim.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    constexpr bool EXACT = exact_in_tf32<T>();
+    float bias_lane[N_TILES / K][2] = {};   // half precision: the bias of this lane's channels jc * 8 + 2 t + e
+    if (EXACT && bias != nullptr)
+        for (int jc = 0; jc < N_TILES / K; ++jc)
+            for (int e = 0; e < 2; ++e) {
+                const int co = chunk * CO_CHUNK + jc * 8 + 2 * t + e;
+                bias_lane[jc][e] = co < C_out ? load_float(bias + co) : 0.f;
+            }
 
     const int n_words = k_steps * 2 * B_WORDS;
     for (int i = threadIdx.x; i < n_words; i += THREADS) w_s[i] = split_weight(weight, i, chunk, C_out, C_in);
@@ -222,7 +290,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     // The unit's geometry: its sample's input, this warp's segment (idle warps recompute a real
     // one and count nothing), the input offset of the segment's first column and the rows [lo, hi)
     // whose outputs it counts.
-    const float* xb;
+    const T* xb;
     unsigned row;
     int lo, hi;
     const auto locate = [&]() {
@@ -245,12 +313,12 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             if (WIDE) {   // one address per depth, the rest immediate offsets
-                a_next[s / 2][s % 2] = __ldg(xb + (row + 4 * g + off.x) + s);
-                a_next[s / 2][s % 2 + 2] = __ldg(xb + (row + 4 * g + off.y) + s);
+                a_next[s / 2][s % 2] = load_float(xb + (row + 4 * g + off.x) + s);
+                a_next[s / 2][s % 2 + 2] = load_float(xb + (row + 4 * g + off.y) + s);
             } else {
                 const unsigned col = min(4 * g + s, W - 1);
-                a_next[s / 2][s % 2] = __ldg(xb + (row + off.x + col));
-                a_next[s / 2][s % 2 + 2] = __ldg(xb + (row + off.y + col));
+                a_next[s / 2][s % 2] = load_float(xb + (row + off.x + col));
+                a_next[s / 2][s % 2 + 2] = load_float(xb + (row + off.y + col));
             }
         }
     };
@@ -275,7 +343,9 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const Split s = split(a_next[i][e]);
+                    // EXACT: big is the value itself, formed by an instruction (the mask clears nothing) so that
+                    // it has registers of its own: the wgmma reads them while the next loads land in a_next.
+                    const Split s = EXACT ? Split{__float_as_uint(a_next[i][e]) & 0xffffe000u, 0u} : split(a_next[i][e]);
                     big[i][e] = s.big;
                     small[i][e] = s.small;
                 }
@@ -283,7 +353,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #endif
 #pragma unroll
-            for (int i = 0; i < 2; ++i) multiply(acc[i], big[i], small[i], w_s + step * 2 * B_WORDS, step == 0);
+            for (int i = 0; i < 2; ++i) multiply<EXACT>(acc[i], big[i], small[i], w_s + step * 2 * B_WORDS, step == 0);
             // The next step's inputs, in flight during these products. Loaded after the products
             // are issued, so that the compiler needs no copies of them to free the split registers.
             if (step + 1 < k_steps) load(step + 1);
@@ -325,7 +395,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
                 float sum = 0.f, sq = 0.f;
 #pragma unroll
                 for (int s = 0; s < 4; ++s) {
-                    const float v = c0[s] + c1[s + 1] + c2[s + 2];
+                    float v = c0[s] + c1[s + 1] + c2[s + 2];
+                    if (EXACT) v = round_to<T>(round_to<T>(v) + bias_lane[jc][e]);
                     const int R = 4 * g + s;
                     if (R >= lo_u && R < hi_u) {
                         sum += v;
@@ -356,14 +427,16 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     }
 }
 
-// Phase 2: one block per sample. Adds the sample's run sums in order (double), adds the conv bias,
-// forms each group's mean and variance and writes mean_c(gamma_c * (mean_c - mu_g) * inv_std_g + beta_c).
+// Phase 2: one block per sample. Adds the sample's run sums in order (double), adds the conv bias (fp32;
+// in half precision the sums hold it), forms each group's mean and variance and writes
+// mean_c(gamma_c * (mean_c - mu_g) * inv_std_g + beta_c), rounded to the GroupNorm's type TO.
+template <typename T, typename TO>
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     const double* __restrict__ partials,  // (n_units, n_chunks, N_STATS), at run starts
-    const float* __restrict__ bias,       // (C_out), the conv's
-    const float* __restrict__ gn_weight,  // (C_out)
-    const float* __restrict__ gn_bias,    // (C_out)
-    float* __restrict__ out,              // (B)
+    const T* __restrict__ bias,           // (C_out), the conv's, or nullptr
+    const TO* __restrict__ gn_weight,     // (C_out)
+    const TO* __restrict__ gn_bias,       // (C_out)
+    TO* __restrict__ out,                 // (B)
     double* __restrict__ stats,           // (B, C_out + 2 groups): mean_c, then mu_g, then 1/std_g (for the backward)
     int C_out, int groups, int units_per_sample, long long n_units, int n_blocks, double n_per_channel,
     double eps)
@@ -399,14 +472,19 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
         const int g0 = (c / cpg) * cpg;
         double s = 0.0, q = 0.0;
         for (int j = g0; j < g0 + cpg; ++j) {   // with the bias: sum (v + b) and sum (v + b)^2
-            const double bj = bias[j];
+            const double bj = exact_in_tf32<T>() || bias == nullptr ? 0.0 : to_float(bias[j]);
             s += sums[j] + n_per_channel * bj;
             q += sums[C_out + j] + bj * (2.0 * sums[j] + n_per_channel * bj);
         }
         const double mu = s / n_group;
         const double rstd = 1.0 / sqrt(fmax(q / n_group - mu * mu, 0.0) + eps);
-        const double mean_c = sums[c] / n_per_channel + bias[c];
-        sums[2 * C_out + c] = gn_weight[c] * (mean_c - mu) * rstd + gn_bias[c];
+        const double mean_c = sums[c] / n_per_channel + (exact_in_tf32<T>() || bias == nullptr ? 0.0 : to_float(bias[c]));
+        if (std::is_same<TO, float>::value) {
+            sums[2 * C_out + c] = to_float(gn_weight[c]) * (mean_c - mu) * rstd + to_float(gn_bias[c]);
+        } else {   // the mean of GroupNorm's a y + b (its rounding per element averages out over the mean)
+            const float2 ab = half_gn_affine<TO>(mu, rstd, to_float(gn_weight[c]), to_float(gn_bias[c]));
+            sums[2 * C_out + c] = ab.x * mean_c + ab.y;
+        }
         double* st = stats + (size_t)b * (C_out + 2 * groups);
         st[c] = mean_c;
         if (c % cpg == 0) { st[C_out + c / cpg] = mu; st[C_out + groups + c / cpg] = rstd; }
@@ -415,7 +493,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     if (threadIdx.x == 0) {
         double total = 0.0;
         for (int c = 0; c < C_out; ++c) total += sums[2 * C_out + c];
-        out[b] = (float)(total / C_out);
+        out[b] = from_float<TO>((float)(total / C_out));
     }
 }
 
@@ -427,27 +505,28 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
 // rstd_g and dL/dbeta_c = sum_b g_b / C. One block per sample forms (g_b / C A_c, g_b / C B_g, mu_g) per
 // channel and the per-sample parameter terms; conv_grad_y_kernel recomputes y and writes dL/dy;
 // gn_param_grad_kernel adds the parameter terms over the batch in a fixed order.
+template <typename TO>
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
-    const float* __restrict__ grad_out,   // (B)
+    const TO* __restrict__ grad_out,      // (B)
     const double* __restrict__ stats,     // (B, C_out + 2 groups), from the forward
-    const float* __restrict__ gn_weight,  // (C_out)
+    const TO* __restrict__ gn_weight,     // (C_out)
     float* __restrict__ coef,             // (B, C_out, 3)
     double* __restrict__ param_terms,     // (B, 2 C_out)
     int C_out, int groups, double n_per_channel)
 {
     const int b = blockIdx.x, cpg = C_out / groups;
     const double* st = stats + (size_t)b * (C_out + 2 * groups);
-    const double gb = (double)grad_out[b] / C_out, n_group = n_per_channel * cpg;
+    const double gb = (double)to_float(grad_out[b]) / C_out, n_group = n_per_channel * cpg;
     for (int c = threadIdx.x; c < C_out; c += FINAL_THREADS) {
         const int grp = c / cpg;
         const double mu = st[C_out + grp], rstd = st[C_out + groups + grp];
         double gamma_sum = 0.0, spread = 0.0;
         for (int j = grp * cpg; j < (grp + 1) * cpg; ++j) {
-            gamma_sum += gn_weight[j];
-            spread += gn_weight[j] * (st[j] - mu);
+            gamma_sum += to_float(gn_weight[j]);
+            spread += to_float(gn_weight[j]) * (st[j] - mu);
         }
         float* cf = coef + ((size_t)b * C_out + c) * 3;
-        cf[0] = (float)(gb * rstd * (gn_weight[c] / n_per_channel - gamma_sum / n_group));
+        cf[0] = (float)(gb * rstd * (to_float(gn_weight[c]) / n_per_channel - gamma_sum / n_group));
         cf[1] = (float)(-gb * rstd * rstd * rstd * spread / n_group);
         cf[2] = (float)mu;
         param_terms[(size_t)b * 2 * C_out + c] = gb * (st[c] - mu) * rstd;
@@ -455,21 +534,23 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
     }
 }
 
-// dL/dy, y recomputed in plain FP32: a thread per output position, BWD_CO channels per block (grid y),
-// their weights in shared memory (read by every thread at once: broadcast).
+// dL/dy, y recomputed in plain FP32 (in half precision rounded as the forward rounds it) and dL/dy written
+// in T, for PyTorch's convolution backward: a thread per output position, BWD_CO channels per block (grid
+// y), their weights in shared memory (read by every thread at once: broadcast).
 constexpr int BWD_THREADS = 256, BWD_CO = 8, MAX_TAPS = 16 * K * K * K;   // C_in <= 16 (refused above in Python)
+template <typename T>
 __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
-    const float* __restrict__ x,          // (B, C_in, D, H, W), contiguous
-    const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
-    const float* __restrict__ bias,       // (C_out)
+    const T* __restrict__ x,              // (B, C_in, D, H, W), contiguous
+    const T* __restrict__ weight,         // (C_out, C_in, K, K, K)
+    const T* __restrict__ bias,           // (C_out)
     const float* __restrict__ coef,       // (B, C_out, 3)
-    float* __restrict__ grad_y,           // (B, C_out, Do, Ho, Wo)
+    T* __restrict__ grad_y,               // (B, C_out, Do, Ho, Wo)
     int C_in, int C_out, int D, int H, int W, long long n_positions)
 {
     __shared__ float w_s[BWD_CO][MAX_TAPS];
     const int c0 = blockIdx.y * BWD_CO, taps = C_in * K * K * K;
     for (int i = threadIdx.x; i < BWD_CO * taps; i += BWD_THREADS)
-        w_s[i / taps][i % taps] = c0 + i / taps < C_out ? weight[(size_t)(c0 + i / taps) * taps + i % taps] : 0.f;
+        w_s[i / taps][i % taps] = c0 + i / taps < C_out ? to_float(weight[(size_t)(c0 + i / taps) * taps + i % taps]) : 0.f;
     __syncthreads();
     const long long p = (long long)blockIdx.x * BWD_THREADS + threadIdx.x;
     if (p >= n_positions) return;
@@ -477,14 +558,14 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
     const long long S = (long long)Do * Ho * Wo;
     const long long b = p / S;
     const int s = (int)(p % S), ow = s % Wo, oh = s / Wo % Ho, od = s / (Wo * Ho);
-    const float* xs = x + (size_t)b * C_in * D * H * W + (od * H + oh) * W + ow;
+    const T* xs = x + (size_t)b * C_in * D * H * W + (od * H + oh) * W + ow;
     float acc[BWD_CO] = {};
     for (int ci = 0, t = 0; ci < C_in; ++ci)
         for (int kd = 0; kd < K; ++kd)
             for (int kh = 0; kh < K; ++kh)
 #pragma unroll
                 for (int kw = 0; kw < K; ++kw, ++t) {
-                    const float v = __ldg(xs + ((ci * D + kd) * H + kh) * W + kw);
+                    const float v = load_float(xs + ((ci * D + kd) * H + kh) * W + kw);
 #pragma unroll
                     for (int j = 0; j < BWD_CO; ++j) acc[j] = fmaf(v, w_s[j][t], acc[j]);
                 }
@@ -493,21 +574,23 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
         const int c = c0 + j;
         if (c >= C_out) break;
         const float* cf = coef + ((size_t)b * C_out + c) * 3;
-        grad_y[((size_t)b * C_out + c) * S + s] = cf[0] + cf[1] * (acc[j] + bias[c] - cf[2]);
+        const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[j]) + to_float(bias[c])) : acc[j] + to_float(bias[c]);
+        grad_y[((size_t)b * C_out + c) * S + s] = from_float<T>(cf[0] + cf[1] * (y - cf[2]));
     }
 }
 
 // dgamma, dbeta: the per-sample terms added over the batch in a fixed order.
+template <typename TO>
 __global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  // (B, 2C)
-                                     float* __restrict__ grad_gn_weight,      // (C)
-                                     float* __restrict__ grad_gn_bias,        // (C)
+                                     TO* __restrict__ grad_gn_weight,         // (C)
+                                     TO* __restrict__ grad_gn_bias,           // (C)
                                      int B, int C)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= 2 * C) return;
     double v = 0.0;
     for (int b = 0; b < B; ++b) v += param_terms[(size_t)b * 2 * C + c];
-    if (c < C) grad_gn_weight[c] = (float)v; else grad_gn_bias[c - C] = (float)v;
+    if (c < C) grad_gn_weight[c] = from_float<TO>((float)v); else grad_gn_bias[c - C] = from_float<TO>((float)v);
 }
 
 static int units_per_sample(int D, int H, int W) {
@@ -522,68 +605,91 @@ static int conv_blocks(int B, int D, int H, int W, int sms) {   // the conv kern
     return (int)std::min<long long>((long long)B * units_per_sample(D, H, W), (long long)BLOCKS_PER_SM * sms);
 }
 
-// The two phases, launched apart so that the host's work between them overlaps the first.
-cudaError_t conv3d_groupnorm_mean_stats(const float* x, const float* weight, double* partials, int B, int C_in,
-                                        int C_out, int D, int H, int W, int sms, cudaStream_t stream) {
-    const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK;
-    const int smem = (int)(depth_steps(C_in) * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
-    const auto kernel = wide_rows(W) ? conv_gn_stats_kernel<true> : conv_gn_stats_kernel<false>;
-    cudaError_t err;
-    if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in of 9 or more)
-        (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
-        return err;
-    const int ups = units_per_sample(D, H, W);
-    kernel<<<dim3(conv_blocks(B, D, H, W, sms), n_chunks), THREADS, smem, stream>>>(
-        x, weight, partials, C_in, C_out, D, H, W, ups, (long long)B * ups);
-    return cudaGetLastError();
+// The two phases, launched apart so that the host's work between them overlaps the first. Dtype codes:
+// see with_types; x, the conv's parameters and dL/dy in the conv's type, the rest in the GroupNorm's.
+cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
+                                        int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
+                                        cudaStream_t stream) {
+    return with_type(conv_type, [&](auto type) {
+        using T = decltype(type);
+        const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK;
+        const int smem = (int)(depth_steps(C_in) * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
+        const auto kernel = wide_rows(W) ? conv_gn_stats_kernel<true, T> : conv_gn_stats_kernel<false, T>;
+        cudaError_t err;
+        if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in of 9 or more)
+            (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+            return err;
+        const int ups = units_per_sample(D, H, W);
+        kernel<<<dim3(conv_blocks(B, D, H, W, sms), n_chunks), THREADS, smem, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), partials, C_in,
+            C_out, D, H, W, ups, (long long)B * ups);
+        return cudaGetLastError();
+    });
 }
 
-cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const float* bias, const float* gn_weight,
-                                           const float* gn_bias, float* out, double* stats, int B, int C_out,
-                                           int groups, int D, int H, int W, double eps, int sms, cudaStream_t stream) {
-    const int ups = units_per_sample(D, H, W);
-    const double n_per_channel = (double)(D - K + 1) * (H - K + 1) * (W - K + 1);
-    gn_mean_finalize_kernel<<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
-        partials, bias, gn_weight, gn_bias, out, stats, C_out, groups, ups, (long long)B * ups,
-        conv_blocks(B, D, H, W, sms), n_per_channel, eps);
-    return cudaGetLastError();
+cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
+                                           const void* gn_bias, void* out, double* stats, int conv_type,
+                                           int norm_type, int B, int C_out, int groups, int D, int H, int W,
+                                           double eps, int sms, cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        const int ups = units_per_sample(D, H, W);
+        const double n_per_channel = (double)(D - K + 1) * (H - K + 1) * (W - K + 1);
+        gn_mean_finalize_kernel<T, TO><<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
+            partials, static_cast<const T*>(bias), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
+            static_cast<TO*>(out), stats, C_out, groups, ups, (long long)B * ups, conv_blocks(B, D, H, W, sms),
+            n_per_channel, eps);
+        return cudaGetLastError();
+    });
 }
 
 // The backward's kernels; coef (B, C_out, 3) floats and param_terms (B, 2 C_out) doubles of workspace.
-cudaError_t conv3d_groupnorm_mean_backward(const float* grad_out, const double* stats, const float* x,
-                                           const float* weight, const float* bias, const float* gn_weight,
-                                           float* coef, double* param_terms, float* grad_y, float* grad_gn_weight,
-                                           float* grad_gn_bias, int B, int C_in, int C_out, int groups, int D,
-                                           int H, int W, cudaStream_t stream) {
-    const long long S = (long long)(D - K + 1) * (H - K + 1) * (W - K + 1);
-    gn_mean_backward_coef_kernel<<<B, FINAL_THREADS, 0, stream>>>(grad_out, stats, gn_weight, coef, param_terms,
-                                                                  C_out, groups, (double)S);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    const dim3 grid((unsigned)((B * S + BWD_THREADS - 1) / BWD_THREADS), (C_out + BWD_CO - 1) / BWD_CO);
-    conv_grad_y_kernel<<<grid, BWD_THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, C_in, C_out, D, H, W, B * S);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    gn_param_grad_kernel<<<(2 * C_out + 255) / 256, 256, 0, stream>>>(param_terms, grad_gn_weight, grad_gn_bias,
-                                                                       B, C_out);
-    return cudaGetLastError();
+cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
+                                           const void* weight, const void* bias, const void* gn_weight,
+                                           float* coef, double* param_terms, void* grad_y, void* grad_gn_weight,
+                                           void* grad_gn_bias, int conv_type, int norm_type, int B, int C_in,
+                                           int C_out, int groups, int D, int H, int W, cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        const long long S = (long long)(D - K + 1) * (H - K + 1) * (W - K + 1);
+        gn_mean_backward_coef_kernel<TO><<<B, FINAL_THREADS, 0, stream>>>(
+            static_cast<const TO*>(grad_out), stats, static_cast<const TO*>(gn_weight), coef, param_terms, C_out,
+            groups, (double)S);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+        const dim3 grid((unsigned)((B * S + BWD_THREADS - 1) / BWD_THREADS), (C_out + BWD_CO - 1) / BWD_CO);
+        conv_grad_y_kernel<T><<<grid, BWD_THREADS, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
+            static_cast<T*>(grad_y), C_in, C_out, D, H, W, B * S);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        gn_param_grad_kernel<TO><<<(2 * C_out + 255) / 256, 256, 0, stream>>>(
+            param_terms, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), B, C_out);
+        return cudaGetLastError();
+    });
 }
 """
 
 cpp_source = r"""
 #include <torch/extension.h>
+#include <torch/version.h>
+#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 
 long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W);
-cudaError_t conv3d_groupnorm_mean_stats(const float* x, const float* weight, double* partials, int B, int C_in,
-                                        int C_out, int D, int H, int W, int sms, cudaStream_t stream);
-cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const float* bias, const float* gn_weight,
-                                           const float* gn_bias, float* out, double* stats, int B, int C_out,
-                                           int groups, int D, int H, int W, double eps, int sms, cudaStream_t stream);
-cudaError_t conv3d_groupnorm_mean_backward(const float* grad_out, const double* stats, const float* x,
-                                           const float* weight, const float* bias, const float* gn_weight,
-                                           float* coef, double* param_terms, float* grad_y, float* grad_gn_weight,
-                                           float* grad_gn_bias, int B, int C_in, int C_out, int groups, int D,
-                                           int H, int W, cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
+                                        int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
+                                        cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
+                                           const void* gn_bias, void* out, double* stats, int conv_type,
+                                           int norm_type, int B, int C_out, int groups, int D, int H, int W,
+                                           double eps, int sms, cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
+                                           const void* weight, const void* bias, const void* gn_weight,
+                                           float* coef, double* param_terms, void* grad_y, void* grad_gn_weight,
+                                           void* grad_gn_bias, int conv_type, int norm_type, int B, int C_in,
+                                           int C_out, int groups, int D, int H, int W, cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
 #define OPS_STR_(s) #s
@@ -599,6 +705,14 @@ static void check(cudaError_t err) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
 }
 
+// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
+static int dtype_code(const Tensor& t) {
+    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
+}
+static bool takes_dtype(const Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B), stats (B, C + 2G) float64: per
@@ -608,7 +722,8 @@ static void check(cudaError_t err) {
 std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                         const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
     TORCH_CHECK(input.is_cuda(), "conv3d_groupnorm_mean: input must be a CUDA tensor, got ", input.device());
-    TORCH_CHECK(input.scalar_type() == torch::kFloat32, "conv3d_groupnorm_mean: input must be float32");
+    TORCH_CHECK_VALUE(takes_dtype(input), "conv3d_groupnorm_mean: input must be float32, float16 or bfloat16, got ",
+                      c10::toString(input.scalar_type()));
     // Numbers go through std::to_string: streaming an integer into a TORCH_CHECK message has been
     // seen to crash the process (torch 2.11 with a locally built extension).
     TORCH_CHECK(input.dim() == 5, "conv3d_groupnorm_mean: input must be 5-D (B, C, D, H, W), got " +
@@ -618,15 +733,22 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const int64_t k = weight.size(2);
     TORCH_CHECK(input.size(2) >= k && input.size(3) >= k && input.size(4) >= k,
                 "conv3d_groupnorm_mean: input spatial size is smaller than the kernel (" + std::to_string(k) + ")");
-    for (const auto& t : {weight, bias, gn_weight, gn_bias}) {
-        TORCH_CHECK(t.device() == input.device() && t.scalar_type() == torch::kFloat32,
-                    "conv3d_groupnorm_mean: parameters must be float32 on the input's device");
-    }
+    for (const auto& t : {weight, bias, gn_weight, gn_bias})
+        TORCH_CHECK(t.device() == input.device(), "conv3d_groupnorm_mean: parameters must be on the input's device");
+    // Dtypes as the reference takes them: the conv's input and parameters of one dtype, the GroupNorm's
+    // parameters the same or float32 (torch.autocast's GroupNorm).
+    TORCH_CHECK_VALUE(weight.scalar_type() == input.scalar_type() && bias.scalar_type() == input.scalar_type(),
+                      "conv3d_groupnorm_mean: input is ", c10::toString(input.scalar_type()), " but the conv's "
+                      "parameters are ", c10::toString(weight.scalar_type()), ": convert one to the other "
+                      "(model.to(dtype)) or run under torch.autocast");
+    TORCH_CHECK_VALUE(gn_weight.scalar_type() == gn_bias.scalar_type() &&
+                      (gn_weight.scalar_type() == input.scalar_type() || gn_weight.scalar_type() == at::kFloat),
+                      "conv3d_groupnorm_mean: the GroupNorm's parameters must be float32 or the input's dtype");
     const c10::cuda::CUDAGuard guard(input.device());
     auto x = input.contiguous();
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
-    auto out = at::empty({B}, x.options());
+    auto out = at::empty({B}, gn_weight.options());
     auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
     if (B == 0) return {out, stats};
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample must have fewer than "
@@ -636,11 +758,13 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     // The conv kernel first: the host's remaining work then overlaps it.
     auto partials = at::empty({conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
-    check(conv3d_groupnorm_mean_stats(x.data_ptr<float>(), w.data_ptr<float>(), partials.data_ptr<double>(),
-                                      B, x.size(1), C_out, D, H, W, sms, stream));
-    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), bias.data_ptr<float>(), gn_weight.data_ptr<float>(),
-                                         gn_bias.data_ptr<float>(), out.data_ptr<float>(), stats.data_ptr<double>(),
-                                         B, C_out, groups, D, H, W, eps, sms, stream));
+    auto b = bias.contiguous();
+    check(conv3d_groupnorm_mean_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
+                                      dtype_code(x), B, x.size(1), C_out, D, H, W, sms, stream));
+    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), b.data_ptr(), gn_weight.contiguous().data_ptr(),
+                                         gn_bias.contiguous().data_ptr(), out.data_ptr(), stats.data_ptr<double>(),
+                                         dtype_code(x), dtype_code(gn_weight), B, C_out, groups, D, H, W, eps, sms,
+                                         stream));
     return {out, stats};
 }
 
@@ -651,17 +775,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto x = input.contiguous();
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
+    // dL/dy in the conv's dtype, for PyTorch's convolution backward; the GroupNorm's gradients in its own.
     auto grad_y = at::empty({B, C_out, D - 2, H - 2, W - 2}, x.options());
-    auto grad_gn_weight = at::zeros({C_out}, x.options());
-    auto grad_gn_bias = at::zeros({C_out}, x.options());
+    auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
+    auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
+    TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "conv3d_groupnorm_mean: the output's gradient "
+                "must have the output's dtype");
     if (B > 0) {
-        auto coef = at::empty({B, C_out, 3}, x.options());
+        auto coef = at::empty({B, C_out, 3}, x.options().dtype(torch::kFloat32));
         auto param_terms = at::empty({B, 2 * C_out}, x.options().dtype(torch::kFloat64));
         check(conv3d_groupnorm_mean_backward(
-            grad_out.contiguous().data_ptr<float>(), stats.data_ptr<double>(), x.data_ptr<float>(), w.data_ptr<float>(),
-            bias.data_ptr<float>(), gn_weight.contiguous().data_ptr<float>(), coef.data_ptr<float>(),
-            param_terms.data_ptr<double>(), grad_y.data_ptr<float>(), grad_gn_weight.data_ptr<float>(),
-            grad_gn_bias.data_ptr<float>(), B, C_in, C_out, groups, D, H, W, c10::cuda::getCurrentCUDAStream()));
+            grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
+            bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), coef.data_ptr<float>(),
+            param_terms.data_ptr<double>(), grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
+            dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W,
+            c10::cuda::getCurrentCUDAStream()));
     }
     // The conv's own gradients: PyTorch's convolution backward.
     auto conv = at::convolution_backward(grad_y, x, w, at::IntArrayRef{C_out}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false,
@@ -672,7 +800,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
 std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                         const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
-    return {at::empty_symint({x.sym_size(0)}, x.options()),
+    return {at::empty_symint({x.sym_size(0)}, gn_weight.options()),
             at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64))};
 }
 
@@ -731,6 +859,31 @@ Tensor model_autograd(const Tensor& x, const Tensor& weight, const Tensor& bias,
     return Model::apply(x, weight, bias, gn_weight, gn_bias, groups, eps);
 }
 
+static auto& model_op() {
+    static auto op = c10::Dispatcher::singleton().findSchemaOrThrow(OP("model"), "").typed<decltype(model_plain)>();
+    return op;
+}
+
+// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
+// differentiable cast, so that gradients reach the float32 parameters.
+static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
+    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+
+// model's Autocast kernel: as torch.autocast runs the reference, the conv in autocast's dtype (input and
+// conv parameters cast), GroupNorm and the mean in float32 (GroupNorm is on autocast's float32 list).
+Tensor model_autocast(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
+                      const Tensor& gn_bias, int64_t groups, double eps) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    const auto low = at::autocast::get_autocast_gpu_dtype();
+#endif
+    return model_op().call(autocast_to(x, low), autocast_to(weight, low), autocast_to(bias, low),
+                           autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> (Tensor, Tensor)");
@@ -751,6 +904,9 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
     m.impl("model", model_autograd);
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
+    m.impl("model", model_autocast);
 }
 """
 
@@ -780,6 +936,7 @@ _model = _ops.model.default   # an overload, not the packet: a little less host 
 
 KERNEL_SIZE = 3        # the CUDA kernel's K
 MAX_IN_CHANNELS = 16   # all split weights stay in shared memory: 96 KB at 16, within any GPU since sm_80
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # as the reference takes them (model.to(dtype))
 
 
 class ModelNew(nn.Module):
@@ -796,8 +953,8 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
             raise ValueError(f"input must be a CUDA tensor (or meta), got one on {x.device}")
-        if x.dtype != torch.float32:
-            raise ValueError(f"input must be float32, got {x.dtype}")
+        if x.dtype not in DTYPES:
+            raise ValueError(f"input must be float32, float16 or bfloat16, got {x.dtype}")
         if x.dim() != 5:
             raise ValueError(f"input must be 5-D (B, C, D, H, W), got {x.dim()}-D")
         if x.shape[1] != self.conv.in_channels:

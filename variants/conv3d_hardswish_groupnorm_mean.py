@@ -45,11 +45,58 @@ from torch.utils.cpp_extension import get_default_build_root, load_inline
 cuda_source = r"""
 #include <cuda_runtime.h>
 #include <cstdint>
+#include <type_traits>
 
 constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
 constexpr int WARPS = THREADS / 32;
 constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row (forward)
 constexpr int BWD_UNROLL = 6;         // the backward also stores: more loads in flight per lane (8 spills at 64 registers)
+
+// Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
+// them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
+// output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
+struct Fp16 { unsigned short bits; };
+struct Bf16 { unsigned short bits; };
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(Fp16 v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits)); return f; }
+__device__ __forceinline__ float to_float(Bf16 v) { return __uint_as_float((unsigned)v.bits << 16); }
+template <typename T> __device__ __forceinline__ T from_float(float v) { return v; }
+template <> __device__ __forceinline__ Fp16 from_float<Fp16>(float v) {
+    Fp16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+    return h;
+}
+template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the packed form: a fast ALU op
+    unsigned pair;                                                         // (cvt.rn.bf16.f32 is not)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(0.f), "f"(v));
+    return Bf16{(unsigned short)(pair & 0xffffu)};
+}
+template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
+// 16 bytes of elements, loaded or stored at once.
+template <typename T> union Pack16 {
+    static constexpr int N = 16 / sizeof(T);
+    uint4 u;
+    T e[N];
+};
+
+// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
+template <typename F> cudaError_t with_type(int code, F&& f) {
+    if (code == 1) return f(Fp16());
+    if (code == 2) return f(Bf16());
+    return f(0.f);
+}
+// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
+template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
+    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
+}
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
 
@@ -64,48 +111,53 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
-// A row of floats seen as a scalar head up to its first 16-byte boundary, a float4 body and a
+// A row of elements seen as a scalar head up to its first 16-byte boundary, a body of 16-byte packs and a
 // scalar tail. y and grad_y rows start at the same offsets, so one split serves both.
 struct RowSplit {
-    int head, n4, tail;   // tail: index of the first element after the body
+    int head, n16, tail;   // tail: index of the first element after the body
 };
 
-__device__ __forceinline__ RowSplit split_row(const float* row, int S) {
-    const int head = min((int)(((16 - ((uintptr_t)row & 15)) & 15) / 4), S);
-    const int n4 = (S - head) / 4;
-    return {head, n4, head + 4 * n4};
+template <typename T>
+__device__ __forceinline__ RowSplit split_row(const T* row, int S) {
+    constexpr int N = Pack16<T>::N;
+    const int head = min((int)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T)), S);
+    const int n16 = (S - head) / N;
+    return {head, n16, head + N * n16};
 }
 
+// h = hardswish(v), rounded to T as PyTorch's hardswish rounds its output; added to the sums of h and h^2.
+template <typename T>
 __device__ __forceinline__ void add_hardswish(float v, float& s, float& q) {
-    const float h = hardswish(v);
+    const float h = round_to<T>(hardswish(v));
     s += h;
     q = fmaf(h, h, q);
 }
 
-// Sum of hardswish(y) and of its square over one row of S floats, read by one warp with 16-byte
-// loads. Each lane adds in float (at most S / 128 terms per accumulator), the warp in double.
-__device__ __forceinline__ void row_sums(const float* __restrict__ row, int S, int lane, double& sum, double& sumsq) {
+// Sum of h and of its square over one row of S elements, read by one warp with 16-byte loads. Each lane
+// adds in float (at most S / 128 terms per accumulator), the warp in double.
+template <typename T>
+__device__ __forceinline__ void row_sums(const T* __restrict__ row, int S, int lane, double& sum, double& sumsq) {
     const RowSplit sp = split_row(row, S);
-    const float4* body = reinterpret_cast<const float4*>(row + sp.head);
+    const uint4* body = reinterpret_cast<const uint4*>(row + sp.head);
     float s[UNROLL] = {}, q[UNROLL] = {};
     int i = lane;
-    for (; i + 32 * (UNROLL - 1) < sp.n4; i += 32 * UNROLL) {
-        float4 v[UNROLL];
+    for (; i + 32 * (UNROLL - 1) < sp.n16; i += 32 * UNROLL) {
+        Pack16<T> v[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) v[u] = __ldg(body + i + 32 * u);
+        for (int u = 0; u < UNROLL; ++u) v[u].u = __ldg(body + i + 32 * u);
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            add_hardswish(v[u].x, s[u], q[u]); add_hardswish(v[u].y, s[u], q[u]);
-            add_hardswish(v[u].z, s[u], q[u]); add_hardswish(v[u].w, s[u], q[u]);
-        }
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int e = 0; e < Pack16<T>::N; ++e) add_hardswish<T>(to_float(v[u].e[e]), s[u], q[u]);
     }
-    for (; i < sp.n4; i += 32) {
-        const float4 v = __ldg(body + i);
-        add_hardswish(v.x, s[0], q[0]); add_hardswish(v.y, s[0], q[0]);
-        add_hardswish(v.z, s[0], q[0]); add_hardswish(v.w, s[0], q[0]);
+    for (; i < sp.n16; i += 32) {
+        Pack16<T> v;
+        v.u = __ldg(body + i);
+#pragma unroll
+        for (int e = 0; e < Pack16<T>::N; ++e) add_hardswish<T>(to_float(v.e[e]), s[0], q[0]);
     }
-    if (lane < sp.head) add_hardswish(__ldg(row + lane), s[1], q[1]);
-    if (sp.tail + lane < S) add_hardswish(__ldg(row + sp.tail + lane), s[2], q[2]);
+    if (lane < sp.head) add_hardswish<T>(to_float(row[lane]), s[1], q[1]);
+    if (sp.tail + lane < S) add_hardswish<T>(to_float(row[sp.tail + lane]), s[2], q[2]);
     double ds = 0.0, dq = 0.0;
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) { ds += s[u]; dq += q[u]; }
@@ -113,12 +165,14 @@ __device__ __forceinline__ void row_sums(const float* __restrict__ row, int S, i
     sumsq = warp_sum(dq);
 }
 
-// Forward: one block per sample. Writes out (B, C) and the statistics the backward needs.
+// Forward: one block per sample. Writes out (B, C) and the statistics the backward needs. T: the conv
+// output's element type; TO: the GroupNorm's (its parameters and the output).
+template <typename T, typename TO>
 __global__ void __launch_bounds__(THREADS) hardswish_gn_mean_kernel(
-    const float* __restrict__ y,          // (B, C, S) conv output, contiguous
-    const float* __restrict__ gn_weight,  // (C)
-    const float* __restrict__ gn_bias,    // (C)
-    float* __restrict__ out,              // (B, C)
+    const T* __restrict__ y,              // (B, C, S) conv output, contiguous
+    const TO* __restrict__ gn_weight,     // (C)
+    const TO* __restrict__ gn_bias,       // (C)
+    TO* __restrict__ out,                 // (B, C)
     double* __restrict__ stats,           // (B, C + 2G): m_c, then mu_g, then rstd_g
     int C, int G, int S, double eps)
 {
@@ -140,121 +194,153 @@ __global__ void __launch_bounds__(THREADS) hardswish_gn_mean_kernel(
         const double mu = s / n_group;
         const double rstd = 1.0 / sqrt(fmax(q / n_group - mu * mu, 0.0) + eps);
         const double m = sums[c] / S;
-        out[(size_t)b * C + c] = (float)(gn_weight[c] * (m - mu) * rstd + gn_bias[c]);
+        if (std::is_same<TO, float>::value) {
+            out[(size_t)b * C + c] = from_float<TO>((float)(to_float(gn_weight[c]) * (m - mu) * rstd + to_float(gn_bias[c])));
+        } else {   // the mean of GroupNorm's a h + b (its rounding per element averages out over the mean)
+            const float2 ab = half_gn_affine<TO>(mu, rstd, to_float(gn_weight[c]), to_float(gn_bias[c]));
+            out[(size_t)b * C + c] = from_float<TO>((float)(ab.x * m + ab.y));
+        }
         st[c] = m;
         if (c % cpg == 0) { st[C + g] = mu; st[C + G + g] = rstd; }
     }
 }
 
 // Backward: one block per sample. Forms A_c, B_g (see the file's docstring) in shared memory, then
-// streams y once and writes grad_y once. Also writes this sample's dgamma/dbeta terms.
+// streams y once and writes grad_y (in y's element type, for PyTorch's convolution backward) once. Also
+// writes this sample's dgamma/dbeta terms.
+template <typename T, typename TO>
 __global__ void __launch_bounds__(THREADS, 2) hardswish_gn_mean_backward_kernel(   // 2 blocks/SM: <= 64 registers
-    const float* __restrict__ grad_out,   // (B, C)
-    const float* __restrict__ y,          // (B, C, S)
-    const float* __restrict__ gn_weight,  // (C)
+    const TO* __restrict__ grad_out,      // (B, C)
+    const T* __restrict__ y,              // (B, C, S)
+    const TO* __restrict__ gn_weight,     // (C)
     const double* __restrict__ stats,     // (B, C + 2G), from the forward
-    float* __restrict__ grad_y,           // (B, C, S)
+    T* __restrict__ grad_y,               // (B, C, S)
     double* __restrict__ param_terms,     // (B, 2C): g_c (m_c - mu) rstd, then g_c
     int C, int G, int S)
 {
     extern __shared__ float coef[];       // [0, C): A_c, [C, C + G): B_g, [C + G, C + 2G): mu_g
     const int b = blockIdx.x, cpg = C / G;
     const double* st = stats + (size_t)b * (C + 2 * G);
-    const float* g = grad_out + (size_t)b * C;
+    const TO* g = grad_out + (size_t)b * C;
     const double n_group = (double)S * cpg;
     for (int c = threadIdx.x; c < C; c += THREADS) {
         const int grp = c / cpg;
         const double mu = st[C + grp], rstd = st[C + G + grp];
         double g1 = 0.0, g2 = 0.0;
         for (int j = grp * cpg; j < (grp + 1) * cpg; ++j) {
-            const double gg = (double)g[j] * gn_weight[j];
+            const double gg = (double)to_float(g[j]) * to_float(gn_weight[j]);
             g1 += gg;
             g2 += gg * (st[j] - mu);
         }
-        coef[c] = (float)(rstd * ((double)g[c] * gn_weight[c] / S - g1 / n_group));
+        const double gc = to_float(g[c]);
+        coef[c] = (float)(rstd * (gc * to_float(gn_weight[c]) / S - g1 / n_group));
         if (c % cpg == 0) {
             coef[C + grp] = (float)(-rstd * rstd * rstd * g2 / n_group);
             coef[C + G + grp] = (float)mu;
         }
-        param_terms[(size_t)b * 2 * C + c] = g[c] * (st[c] - mu) * rstd;
-        param_terms[(size_t)b * 2 * C + C + c] = g[c];
+        param_terms[(size_t)b * 2 * C + c] = gc * (st[c] - mu) * rstd;
+        param_terms[(size_t)b * 2 * C + C + c] = gc;
     }
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int c = warp; c < C; c += WARPS) {
         const float a = coef[c], bg = coef[C + c / cpg], mu = coef[C + G + c / cpg];
-        const auto grad = [=](float v) { return fmaf(bg, hardswish(v) - mu, a) * hardswish_grad(v); };
+        const auto grad = [=](T e) {
+            const float v = to_float(e);
+            return from_float<T>(fmaf(bg, round_to<T>(hardswish(v)) - mu, a) * hardswish_grad(v));
+        };
         const size_t base = ((size_t)b * C + c) * S;
-        const float* row = y + base;
-        float* grow = grad_y + base;
+        const T* row = y + base;
+        T* grow = grad_y + base;
         const RowSplit sp = split_row(row, S);
-        const float4* body = reinterpret_cast<const float4*>(row + sp.head);
-        float4* gbody = reinterpret_cast<float4*>(grow + sp.head);
+        const uint4* body = reinterpret_cast<const uint4*>(row + sp.head);
+        uint4* gbody = reinterpret_cast<uint4*>(grow + sp.head);
         // y is read once and grad_y written once here: streaming (evict-first) loads and stores.
         int i = lane;
-        for (; i + 32 * (BWD_UNROLL - 1) < sp.n4; i += 32 * BWD_UNROLL) {
-            float4 v[BWD_UNROLL];
+        for (; i + 32 * (BWD_UNROLL - 1) < sp.n16; i += 32 * BWD_UNROLL) {
+            Pack16<T> v[BWD_UNROLL];
 #pragma unroll
-            for (int u = 0; u < BWD_UNROLL; ++u) v[u] = __ldcs(body + i + 32 * u);
+            for (int u = 0; u < BWD_UNROLL; ++u) v[u].u = __ldcs(body + i + 32 * u);
 #pragma unroll
-            for (int u = 0; u < BWD_UNROLL; ++u)
-                __stcs(gbody + i + 32 * u, make_float4(grad(v[u].x), grad(v[u].y), grad(v[u].z), grad(v[u].w)));
+            for (int u = 0; u < BWD_UNROLL; ++u) {
+#pragma unroll
+                for (int e = 0; e < Pack16<T>::N; ++e) v[u].e[e] = grad(v[u].e[e]);
+                __stcs(gbody + i + 32 * u, v[u].u);
+            }
         }
-        for (; i < sp.n4; i += 32) {
-            const float4 v = __ldcs(body + i);
-            __stcs(gbody + i, make_float4(grad(v.x), grad(v.y), grad(v.z), grad(v.w)));
+        for (; i < sp.n16; i += 32) {
+            Pack16<T> v;
+            v.u = __ldcs(body + i);
+#pragma unroll
+            for (int e = 0; e < Pack16<T>::N; ++e) v.e[e] = grad(v.e[e]);
+            __stcs(gbody + i, v.u);
         }
-        if (lane < sp.head) grow[lane] = grad(__ldg(row + lane));
-        if (sp.tail + lane < S) grow[sp.tail + lane] = grad(__ldg(row + sp.tail + lane));
+        if (lane < sp.head) grow[lane] = grad(row[lane]);
+        if (sp.tail + lane < S) grow[sp.tail + lane] = grad(row[sp.tail + lane]);
     }
 }
 
 // dgamma, dbeta: the per-sample terms added over the batch in a fixed order.
+template <typename TO>
 __global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  // (B, 2C)
-                                     float* __restrict__ grad_weight,         // (C)
-                                     float* __restrict__ grad_bias,           // (C)
+                                     TO* __restrict__ grad_weight,            // (C)
+                                     TO* __restrict__ grad_bias,              // (C)
                                      int B, int C)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= 2 * C) return;
     double s = 0.0;
     for (int b = 0; b < B; ++b) s += param_terms[(size_t)b * 2 * C + c];
-    if (c < C) grad_weight[c] = (float)s; else grad_bias[c - C] = (float)s;
+    if (c < C) grad_weight[c] = from_float<TO>((float)s); else grad_bias[c - C] = from_float<TO>((float)s);
 }
 
-cudaError_t hardswish_gn_mean_forward_launch(const float* y, const float* gn_weight, const float* gn_bias,
-                                             float* out, double* stats, int B, int C, int G, int S, double eps,
-                                             cudaStream_t stream) {
-    hardswish_gn_mean_kernel<<<B, THREADS, 2 * C * sizeof(double), stream>>>(y, gn_weight, gn_bias, out, stats,
-                                                                             C, G, S, eps);
-    return cudaGetLastError();
+// Dtype codes: see with_type. y and grad_y in the conv's type, the rest in the GroupNorm's.
+cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
+                                             double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
+                                             double eps, cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        hardswish_gn_mean_kernel<T, TO><<<B, THREADS, 2 * C * sizeof(double), stream>>>(
+            static_cast<const T*>(y), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
+            static_cast<TO*>(out), stats, C, G, S, eps);
+        return cudaGetLastError();
+    });
 }
 
-cudaError_t hardswish_gn_mean_backward_launch(const float* grad_out, const float* y, const float* gn_weight,
-                                              const double* stats, float* grad_y, double* param_terms,
-                                              float* grad_weight, float* grad_bias, int B, int C, int G, int S,
-                                              cudaStream_t stream) {
-    hardswish_gn_mean_backward_kernel<<<B, THREADS, (C + 2 * G) * sizeof(float), stream>>>(
-        grad_out, y, gn_weight, stats, grad_y, param_terms, C, G, S);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    gn_param_grad_kernel<<<(2 * C + 255) / 256, 256, 0, stream>>>(param_terms, grad_weight, grad_bias, B, C);
-    return cudaGetLastError();
+cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* y, const void* gn_weight,
+                                              const double* stats, void* grad_y, double* param_terms,
+                                              void* grad_weight, void* grad_bias, int conv_type, int norm_type,
+                                              int B, int C, int G, int S, cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        hardswish_gn_mean_backward_kernel<T, TO><<<B, THREADS, (C + 2 * G) * sizeof(float), stream>>>(
+            static_cast<const TO*>(grad_out), static_cast<const T*>(y), static_cast<const TO*>(gn_weight), stats,
+            static_cast<T*>(grad_y), param_terms, C, G, S);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+        gn_param_grad_kernel<TO><<<(2 * C + 255) / 256, 256, 0, stream>>>(
+            param_terms, static_cast<TO*>(grad_weight), static_cast<TO*>(grad_bias), B, C);
+        return cudaGetLastError();
+    });
 }
 """
 
 cpp_source = r"""
 #include <torch/extension.h>
+#include <torch/version.h>
+#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-cudaError_t hardswish_gn_mean_forward_launch(const float* y, const float* gn_weight, const float* gn_bias,
-                                             float* out, double* stats, int B, int C, int G, int S, double eps,
-                                             cudaStream_t stream);
-cudaError_t hardswish_gn_mean_backward_launch(const float* grad_out, const float* y, const float* gn_weight,
-                                              const double* stats, float* grad_y, double* param_terms,
-                                              float* grad_weight, float* grad_bias, int B, int C, int G, int S,
-                                              cudaStream_t stream);
+cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
+                                             double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
+                                             double eps, cudaStream_t stream);
+cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* y, const void* gn_weight,
+                                              const double* stats, void* grad_y, double* param_terms,
+                                              void* grad_weight, void* grad_bias, int conv_type, int norm_type,
+                                              int B, int C, int G, int S, cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
 #define OPS_STR_(s) #s
@@ -271,6 +357,32 @@ static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean: ", what, " failed: ", cudaGetErrorString(err));
 }
 
+// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
+static int dtype_code(const Tensor& t) {
+    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
+}
+static bool takes_dtype(const Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// Dtypes as the reference takes them: the conv's input and parameters of one floating dtype (float32,
+// float16 or bfloat16), the GroupNorm's parameters the same or float32 (torch.autocast's GroupNorm). Returns
+// (conv code, GroupNorm code).
+static std::pair<int, int> checked_dtypes(const Tensor& x, const Tensor& conv_weight, const OptTensor& conv_bias,
+                                          const Tensor& gn_weight, const Tensor& gn_bias) {
+    TORCH_CHECK_VALUE(takes_dtype(x), "conv3d_hardswish_groupnorm_mean: input must be float32, float16 or bfloat16, "
+                      "got ", c10::toString(x.scalar_type()));
+    TORCH_CHECK_VALUE(conv_weight.scalar_type() == x.scalar_type() &&
+                      (!conv_bias.has_value() || conv_bias->scalar_type() == x.scalar_type()),
+                      "conv3d_hardswish_groupnorm_mean: input is ", c10::toString(x.scalar_type()),
+                      " but the conv's parameters are ", c10::toString(conv_weight.scalar_type()),
+                      ": convert one to the other (model.to(dtype)) or run under torch.autocast");
+    TORCH_CHECK_VALUE(gn_weight.scalar_type() == gn_bias.scalar_type() &&
+                      (gn_weight.scalar_type() == x.scalar_type() || gn_weight.scalar_type() == at::kFloat),
+                      "conv3d_hardswish_groupnorm_mean: the GroupNorm's parameters must be float32 or the input's dtype");
+    return {dtype_code(x), dtype_code(gn_weight)};
+}
+
 // The operators (ModelNew checks its input first, with clearer
 // messages): model (differentiable: the Autograd kernel at the end), forward and backward (the model's,
 // conv included), hardswish_gn_mean and hardswish_gn_mean_backward (the fused kernels alone). stats
@@ -278,40 +390,45 @@ static void check(cudaError_t err, const char* what) {
 // The fused kernel alone: (y, GroupNorm weight and bias, groups, eps) -> (out (B, C), stats (B, C + 2G)).
 std::tuple<Tensor, Tensor> hardswish_gn_mean_cuda(const Tensor& y, const Tensor& gn_weight, const Tensor& gn_bias,
                                                   int64_t groups, double eps) {
-    TORCH_CHECK(y.is_cuda() && y.scalar_type() == torch::kFloat32 && y.dim() == 5 && y.is_contiguous(),
-                "conv3d_hardswish_groupnorm_mean: conv output must be a contiguous 5-D float32 CUDA tensor");
-    TORCH_CHECK(gn_weight.device() == y.device() && gn_weight.scalar_type() == torch::kFloat32,
-                "conv3d_hardswish_groupnorm_mean: GroupNorm parameters must be float32 on the input's device");
+    TORCH_CHECK(y.is_cuda() && takes_dtype(y) && y.dim() == 5 && y.is_contiguous(),
+                "conv3d_hardswish_groupnorm_mean: conv output must be a contiguous 5-D float32, float16 or "
+                "bfloat16 CUDA tensor");
+    TORCH_CHECK(gn_weight.device() == y.device() && gn_bias.device() == y.device(),
+                "conv3d_hardswish_groupnorm_mean: GroupNorm parameters must be on the input's device");
+    const auto types = checked_dtypes(y, y, OptTensor(), gn_weight, gn_bias);
     TORCH_CHECK(y.size(2) * y.size(3) * y.size(4) < (int64_t(1) << 31),
                 "conv3d_hardswish_groupnorm_mean: one channel's spatial size must stay under 2^31 elements");
     const c10::cuda::CUDAGuard guard(y.device());
     const int64_t B = y.size(0), C = y.size(1), S = y.size(2) * y.size(3) * y.size(4);
-    auto out = at::empty({B, C}, y.options());
+    auto out = at::empty({B, C}, gn_weight.options());
     auto stats = at::empty({B, C + 2 * groups}, y.options().dtype(torch::kFloat64));
     if (B > 0)
-        check(hardswish_gn_mean_forward_launch(y.data_ptr<float>(), gn_weight.contiguous().data_ptr<float>(),
-                                               gn_bias.contiguous().data_ptr<float>(), out.data_ptr<float>(),
-                                               stats.data_ptr<double>(), B, C, groups, S, eps,
+        check(hardswish_gn_mean_forward_launch(y.data_ptr(), gn_weight.contiguous().data_ptr(),
+                                               gn_bias.contiguous().data_ptr(), out.data_ptr(), stats.data_ptr<double>(),
+                                               types.first, types.second, B, C, groups, S, eps,
                                                c10::cuda::getCurrentCUDAStream()), "forward launch");
     return {out, stats};
 }
 
-// Its backward: (grad_out, y, GroupNorm weight, stats, groups) -> (dL/dy, dL/dgamma, dL/dbeta).
+// Its backward: (grad_out, y, GroupNorm weight, stats, groups) -> (dL/dy, dL/dgamma, dL/dbeta), each in the
+// dtype of what it is the gradient of.
 std::tuple<Tensor, Tensor, Tensor> hardswish_gn_mean_backward_cuda(const Tensor& grad_out, const Tensor& y,
                                                                    const Tensor& gn_weight, const Tensor& stats,
                                                                    int64_t groups) {
     const c10::cuda::CUDAGuard guard(y.device());
+    TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "conv3d_hardswish_groupnorm_mean: the output's gradient "
+                "must have the output's dtype");
     auto g = grad_out.contiguous();
     const int64_t B = y.size(0), C = y.size(1), S = y.size(2) * y.size(3) * y.size(4);
     auto grad_y = at::empty_like(y);
-    auto grad_gn_weight = at::zeros({C}, y.options());   // B > 0: every entry written by gn_param_grad_kernel
-    auto grad_gn_bias = at::zeros({C}, y.options());
+    auto grad_gn_weight = at::zeros({C}, gn_weight.options());   // B > 0: every entry written by gn_param_grad_kernel
+    auto grad_gn_bias = at::zeros({C}, gn_weight.options());
     if (B > 0) {
         auto param_terms = at::empty({B, 2 * C}, y.options().dtype(torch::kFloat64));
         check(hardswish_gn_mean_backward_launch(
-                  g.data_ptr<float>(), y.data_ptr<float>(), gn_weight.contiguous().data_ptr<float>(),
-                  stats.data_ptr<double>(), grad_y.data_ptr<float>(), param_terms.data_ptr<double>(),
-                  grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), B, C, groups, S,
+                  g.data_ptr(), y.data_ptr(), gn_weight.contiguous().data_ptr(), stats.data_ptr<double>(),
+                  grad_y.data_ptr(), param_terms.data_ptr<double>(), grad_gn_weight.data_ptr(),
+                  grad_gn_bias.data_ptr(), dtype_code(y), dtype_code(gn_weight), B, C, groups, S,
                   c10::cuda::getCurrentCUDAStream()), "backward launch");
     }
     return {grad_y, grad_gn_weight, grad_gn_bias};
@@ -321,11 +438,11 @@ std::tuple<Tensor, Tensor, Tensor> hardswish_gn_mean_backward_cuda(const Tensor&
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x, const Tensor& conv_weight, const OptTensor& conv_bias,
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps) {
-    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32 && x.dim() == 5,
-                "conv3d_hardswish_groupnorm_mean: input must be a 5-D float32 CUDA tensor");
+    TORCH_CHECK(x.is_cuda() && x.dim() == 5, "conv3d_hardswish_groupnorm_mean: input must be a 5-D CUDA tensor");
+    checked_dtypes(x, conv_weight, conv_bias, gn_weight, gn_bias);
     const c10::cuda::CUDAGuard guard(x.device());
     // Exact fp32 whatever allow_tf32 says, and on contiguous input (cuDNN's channels-last path for this
-    // conv is TF32); the user's other cuDNN settings are kept.
+    // conv is TF32); the user's other cuDNN settings are kept. In half precision cuDNN's conv, as PyTorch's.
     const auto& ctx = at::globalContext();
     auto y = at::_convolution(x.contiguous(), conv_weight, conv_bias, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false,
                               {0, 0, 0}, 1, ctx.benchmarkCuDNN(), ctx.deterministicCuDNN(), ctx.userEnabledCuDNN(),
@@ -353,7 +470,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& c
     const auto B = x.sym_size(0), C = conv_weight.sym_size(0);
     std::vector<c10::SymInt> y_shape{B, C};
     for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - conv_weight.sym_size(d) + 1);
-    return {at::empty_symint({B, C}, x.options()), at::empty_symint(y_shape, x.options()),
+    return {at::empty_symint({B, C}, gn_weight.options()), at::empty_symint(y_shape, x.options()),
             at::empty_symint({B, C + 2 * groups}, x.options().dtype(torch::kFloat64))};
 }
 
@@ -361,13 +478,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& conv_weight, const Tensor& y, const Tensor& gn_weight,
         const Tensor& stats, int64_t groups, Mask conv_mask) {
     return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(conv_weight) : Tensor(),
-            conv_mask[2] ? at::empty_symint({conv_weight.sym_size(0)}, x.options()) : Tensor(),
+            conv_mask[2] ? at::empty_symint({conv_weight.sym_size(0)}, conv_weight.options()) : Tensor(),
             at::empty_like(gn_weight), at::empty_like(gn_weight)};
 }
 
 std::tuple<Tensor, Tensor> hardswish_gn_mean_meta(const Tensor& y, const Tensor& gn_weight, const Tensor& gn_bias,
                                                   int64_t groups, double eps) {
-    return {at::empty_symint({y.sym_size(0), y.sym_size(1)}, y.options()),
+    return {at::empty_symint({y.sym_size(0), y.sym_size(1)}, gn_weight.options()),
             at::empty_symint({y.sym_size(0), y.sym_size(1) + 2 * groups}, y.options().dtype(torch::kFloat64))};
 }
 
@@ -428,6 +545,35 @@ Tensor model_autograd(const Tensor& x, const Tensor& conv_weight, const OptTenso
     return Model::apply(x, conv_weight, conv_bias, gn_weight, gn_bias, groups, eps);
 }
 
+static auto& model_op() {
+    static auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow(OP("model"), "").typed<decltype(model_plain)>();
+    return op;
+}
+
+// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
+// differentiable cast, so that gradients reach the float32 parameters.
+static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
+    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
+}
+
+// model's Autocast kernel: as torch.autocast runs the reference, the conv in autocast's dtype (input and
+// conv parameters cast), GroupNorm and the mean in float32 (GroupNorm is on autocast's float32 list).
+Tensor model_autocast(const Tensor& x, const Tensor& conv_weight, const OptTensor& conv_bias, const Tensor& gn_weight,
+                      const Tensor& gn_bias, int64_t groups, double eps) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    const auto low = at::autocast::get_autocast_gpu_dtype();
+#endif
+    return model_op().call(autocast_to(x, low), autocast_to(conv_weight, low), autocast_to(conv_bias, low),
+                           autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("forward(Tensor x, Tensor conv_weight, Tensor? conv_bias, Tensor gn_weight, Tensor gn_bias, int groups, "
           "float eps) -> (Tensor, Tensor, Tensor)");
@@ -456,6 +602,9 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
 IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
     m.impl("model", model_autograd);
 }
+IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
+    m.impl("model", model_autocast);
+}
 """
 
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
@@ -475,6 +624,9 @@ _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
 
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # as the reference takes them (model.to(dtype))
+
+
 class ModelNew(nn.Module):
     def __init__(self, in_channels, out_channels, kernel_size, num_groups=4, bias=True):
         super().__init__()
@@ -484,8 +636,8 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
             raise ValueError(f"input must be a CUDA tensor (or meta), got one on {x.device}")
-        if x.dtype != torch.float32:
-            raise ValueError(f"input must be float32, got {x.dtype}")
+        if x.dtype not in DTYPES:
+            raise ValueError(f"input must be float32, float16 or bfloat16, got {x.dtype}")
         if x.dim() != 5:
             raise ValueError(f"input must be 5-D (B, C, D, H, W), got {x.dim()}-D")
         if x.shape[1] != self.conv.in_channels:

@@ -53,6 +53,7 @@ cuda_source = r"""
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 constexpr int THREADS = 128;   // conv-shaped kernels: a thread per 4 output columns
 constexpr int PW = 4;          // adjacent columns per thread
@@ -66,6 +67,84 @@ struct Dims {
     int quads, in_quads;        // ceil(Wo / PW), ceil(W / PWI)
     long long out_units, in_units;   // per sample: Do * Ho * quads, D * H * in_quads
 };
+
+
+// Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
+// them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
+// output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
+struct Fp16 { unsigned short bits; };
+struct Bf16 { unsigned short bits; };
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(Fp16 v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits)); return f; }
+__device__ __forceinline__ float to_float(Bf16 v) { return __uint_as_float((unsigned)v.bits << 16); }
+template <typename T> __device__ __forceinline__ T from_float(float v) { return v; }
+template <> __device__ __forceinline__ Fp16 from_float<Fp16>(float v) {
+    Fp16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+    return h;
+}
+template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the packed form: a fast ALU op
+    unsigned pair;                                                         // (cvt.rn.bf16.f32 is not)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(0.f), "f"(v));
+    return Bf16{(unsigned short)(pair & 0xffffu)};
+}
+template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
+// One element through the read-only cache, as a float.
+__device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
+template <typename T> __device__ __forceinline__ float load_float(const T* p) {
+    return to_float(T{__ldg(reinterpret_cast<const unsigned short*>(p))});
+}
+// Four consecutive elements (4-element aligned), as floats.
+__device__ __forceinline__ float4 load_float4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+template <typename T> __device__ __forceinline__ float4 load_float4(const T* p) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    return make_float4(to_float(T{(unsigned short)(u.x & 0xffffu)}), to_float(T{(unsigned short)(u.x >> 16)}),
+                       to_float(T{(unsigned short)(u.y & 0xffffu)}), to_float(T{(unsigned short)(u.y >> 16)}));
+}
+// A half value has at most 11 significant bits: exact in TF32, so a product of two needs no split.
+template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
+// y = conv + bias and h = hardswish(y): in half precision each rounded to T as PyTorch rounds them (the conv's
+// output, then the bias added after it, then HardSwish's output).
+template <typename T> __device__ __forceinline__ float conv_output(float conv, float bias) {
+    return is_half<T>() ? round_to<T>(round_to<T>(conv) + bias) : conv + bias;
+}
+
+// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
+template <typename F> cudaError_t with_type(int code, F&& f) {
+    if (code == 1) return f(Fp16());
+    if (code == 2) return f(Bf16());
+    return f(0.f);
+}
+// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
+template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
+    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
+}
+
+// out = in converted (to nearest even): the half-precision backward's inputs to float, its gradients back.
+template <typename S, typename D>
+__global__ void convert_kernel(const S* __restrict__ in, D* __restrict__ out, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = from_float<D>(to_float(in[i]));
+}
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream) {
+    return with_type(in_type, [&](auto s) {
+        return with_type(out_type, [&](auto d) {
+            using S = decltype(s);
+            using D = decltype(d);
+            const int blocks = (int)std::min<long long>((n + 255) / 256, 4096);
+            convert_kernel<S, D><<<blocks, 256, 0, stream>>>(static_cast<const S*>(in), static_cast<D*>(out), n);
+            return cudaGetLastError();
+        });
+    });
+}
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
 __device__ __forceinline__ float hardswish_grad(float v) {   // PyTorch's convention at the joins
@@ -94,8 +173,8 @@ __device__ void block_channel_sums(const float (&v)[CO], double (*red)[CO], doub
 
 // acc[p][j] = conv(x) without bias at (b, co0 + j, od, oh, ow0 + p). Every thread of the block calls it
 // (the weight staging has barriers); w_s holds K^3 x CO floats, one input channel at a time.
-template <int K>
-__device__ void conv_quad(float (&acc)[PW][CO], const float* __restrict__ x, const float* __restrict__ weight,
+template <int K, typename T>
+__device__ void conv_quad(float (&acc)[PW][CO], const T* __restrict__ x, const T* __restrict__ weight,
                           float* w_s, const Dims& d, long long b, int co0, int od, int oh, int ow0) {
 #pragma unroll
     for (int p = 0; p < PW; ++p)
@@ -105,17 +184,17 @@ __device__ void conv_quad(float (&acc)[PW][CO], const float* __restrict__ x, con
         __syncthreads();
         for (int i = threadIdx.x; i < K * K * K * CO; i += blockDim.x) {   // [tap][j], zero past C_out
             const int tap = i / CO, co = co0 + i % CO;
-            w_s[i] = co < d.C_out ? weight[((size_t)co * d.C_in + ci) * K * K * K + tap] : 0.f;
+            w_s[i] = co < d.C_out ? to_float(weight[((size_t)co * d.C_in + ci) * K * K * K + tap]) : 0.f;
         }
         __syncthreads();
-        const float* xc = x + ((size_t)b * d.C_in + ci) * d.D * d.H * d.W;
+        const T* xc = x + ((size_t)b * d.C_in + ci) * d.D * d.H * d.W;
         for (int kd = 0; kd < K; ++kd)
 #pragma unroll
             for (int kh = 0; kh < K; ++kh) {
-                const float* row = xc + ((size_t)(od + kd) * d.H + oh + kh) * d.W;
+                const T* row = xc + ((size_t)(od + kd) * d.H + oh + kh) * d.W;
                 float v[PW + K - 1];
 #pragma unroll
-                for (int i = 0; i < PW + K - 1; ++i) v[i] = __ldg(row + min(ow0 + i, d.W - 1));   // clamped: unused
+                for (int i = 0; i < PW + K - 1; ++i) v[i] = load_float(row + min(ow0 + i, d.W - 1));   // clamped: unused
                 const float4* wr = reinterpret_cast<const float4*>(w_s + (kd * K + kh) * K * CO);
 #pragma unroll
                 for (int kw = 0; kw < K; ++kw)
@@ -147,10 +226,10 @@ __device__ __forceinline__ bool locate_quad(const Dims& d, int blocks_per_sample
 }
 
 // Forward: per block, the sums of h = hardswish(y) and h^2 per channel of its chunk -> partials
-// (B, chunks, blocks_per_sample, 2, CO).
-template <int K>
+// (B, chunks, blocks_per_sample, 2, CO). T: the element type (conv_output, round_to).
+template <int K, typename T>
 __global__ void __launch_bounds__(THREADS) conv_hswish_sums_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
     double* __restrict__ partials, Dims d, int blocks_per_sample)
 {
     __shared__ __align__(16) float w_s[K * K * K * CO];
@@ -166,11 +245,11 @@ __global__ void __launch_bounds__(THREADS) conv_hswish_sums_kernel(
     for (int j = 0; j < CO; ++j) {
         s[j] = 0.f;
         q[j] = 0.f;
-        const float bj = bias != nullptr && co0 + j < d.C_out ? bias[co0 + j] : 0.f;
+        const float bj = bias != nullptr && co0 + j < d.C_out ? to_float(bias[co0 + j]) : 0.f;
 #pragma unroll
         for (int p = 0; p < PW; ++p)
             if (live && ow0 + p < d.Wo && co0 + j < d.C_out) {
-                const float h = hardswish(acc[p][j] + bj);
+                const float h = round_to<T>(hardswish(conv_output<T>(acc[p][j], bj)));
                 s[j] += h;
                 q[j] = fmaf(h, h, q[j]);
             }
@@ -231,20 +310,25 @@ __device__ __forceinline__ void mma_tf32(float* d, const uint32_t (&a)[4], uint3
 // acc += a * (one step's weights: big part at w, small part at w + TC_WORDS), small terms first. Layout of a
 // part: column n, depth k at word (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4 (the tensor cores' 8x4
 // blocks). Only the first 2K column tiles hold weights; wgmma multiplies all 8, mma.sync those.
-template <int K>
+// EXACT (half-precision operands, exact in TF32, small parts zero): the one product big * big.
+template <int K, bool EXACT>
 __device__ __forceinline__ void multiply(float (&acc)[32], const uint32_t (&big)[4], const uint32_t (&small)[4],
                                          const uint32_t* w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    wgmma(acc, small, w);
-    wgmma(acc, big, w + TC_WORDS);
+    if (!EXACT) {
+        wgmma(acc, small, w);
+        wgmma(acc, big, w + TC_WORDS);
+    }
     wgmma(acc, big, w);
 #else
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < 2 * K; ++j) {
         const uint32_t* wj = w + j * 64 + lane;
-        mma_tf32(acc + 4 * j, small, wj[0], wj[32]);
-        mma_tf32(acc + 4 * j, big, wj[TC_WORDS], wj[TC_WORDS + 32]);
+        if (!EXACT) {
+            mma_tf32(acc + 4 * j, small, wj[0], wj[32]);
+            mma_tf32(acc + 4 * j, big, wj[TC_WORDS], wj[TC_WORDS + 32]);
+        }
         mma_tf32(acc + 4 * j, big, wj[0], wj[32]);
     }
 #endif
@@ -257,14 +341,17 @@ __device__ __forceinline__ void multiply(float (&acc)[32], const uint32_t (&big)
 //   forward (GRAD false): h = hardswish(y) and h^2;
 //   backward (GRAD true): dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), written to grad_y, and its sum;
 // the block's sums go to partials (B, chunks, parts, quantities, CO), as conv_hswish_sums_kernel's.
-// vec: W % 4 == 0 and x 16-byte aligned, so a lane's 4 columns are one 16-byte load.
-template <int K, bool GRAD>
+// vec: W % 4 == 0 and x aligned to 4 elements, so a lane's 4 columns are one 16-byte (8-byte) load.
+// T: the element type of the forward (the backward's is float): one product per step for the half types
+// (exact in TF32), y and h rounded as PyTorch rounds them (conv_output).
+template <int K, bool GRAD, typename T = float>
 __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
     const float* __restrict__ coef, float* __restrict__ grad_y, double* __restrict__ partials, Dims d, int parts,
     bool vec)
 {
     constexpr int NQ = GRAD ? 1 : 2;   // quantities summed per channel
+    constexpr bool HALF = is_half<T>();
     __shared__ __align__(128) uint32_t w_s[TC_MAX_STEPS][2][TC_WORDS];   // [step][big, small]
     __shared__ uint2 tap_s[TC_MAX_STEPS][4];   // input offsets of depths step * 8 + t and step * 8 + t + 4
     __shared__ double red[THREADS / 32][NQ][CO];
@@ -278,7 +365,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
         const int n = w / 64 * 8 + w / 4 % 8, k = st * 8 + w / 32 % 2 * 4 + w % 4;
         const int kw = n / CO, co = co0 + n % CO;
         const float v = kw < K && co < d.C_out && k < depth
-                            ? weight[((size_t)co * d.C_in + k / (K * K)) * K * K * K + k % (K * K) * K + kw] : 0.f;
+                            ? to_float(weight[((size_t)co * d.C_in + k / (K * K)) * K * K * K + k % (K * K) * K + kw]) : 0.f;
         const TfSplit s = tf_split(v);
         w_s[st][half][w] = half == 0 ? s.big : s.small;
     }
@@ -290,7 +377,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
     for (int i = threadIdx.x; i < 4 * CO; i += THREADS) {
         const int kind = i / CO, co = co0 + i % CO;
         chan_s[kind][i % CO] = co >= d.C_out ? 0.f
-                               : kind == 0 ? (bias != nullptr ? bias[co] : 0.f)
+                               : kind == 0 ? (bias != nullptr ? to_float(bias[co]) : 0.f)
                                : GRAD ? coef[(b * d.C_out + co) * 3 + kind - 1] : 0.f;
     }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -298,7 +385,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
 #endif
     __syncthreads();
 
-    const float* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W;
+    const T* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W;
     const int rows = d.Do * d.Ho, units = (rows + 3) / 4;
     const int u0 = (int)((long long)part * units / parts), u1 = (int)((long long)(part + 1) * units / parts);
     int od = 0, oh = 0;
@@ -318,16 +405,16 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
         const uint2 o = tap_s[st][t];
         if (vec) {   // columns past W are clamped: only outputs past Wo use them
             const unsigned c = min(4 * g, d.W - 4);
-            const float4 v0 = __ldg(reinterpret_cast<const float4*>(xs + row + o.x + c));
-            const float4 v1 = __ldg(reinterpret_cast<const float4*>(xs + row + o.y + c));
+            const float4 v0 = load_float4(xs + row + o.x + c);
+            const float4 v1 = load_float4(xs + row + o.y + c);
             raw[0][0] = v0.x; raw[0][1] = v0.y; raw[1][0] = v0.z; raw[1][1] = v0.w;
             raw[0][2] = v1.x; raw[0][3] = v1.y; raw[1][2] = v1.z; raw[1][3] = v1.w;
         } else {
 #pragma unroll
             for (int s = 0; s < 4; ++s) {
                 const unsigned c = min(4 * g + s, d.W - 1);
-                raw[s / 2][s % 2] = __ldg(xs + row + o.x + c);
-                raw[s / 2][s % 2 + 2] = __ldg(xs + row + o.y + c);
+                raw[s / 2][s % 2] = load_float(xs + row + o.x + c);
+                raw[s / 2][s % 2 + 2] = load_float(xs + row + o.y + c);
             }
         }
     };
@@ -352,7 +439,9 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const TfSplit v = tf_split(raw[i][e]);
+                    // HALF: big is the value itself, formed by an instruction (the mask clears nothing) so that it
+                    // has registers of its own: the wgmma reads them while the step after next loads into raw.
+                    const TfSplit v = HALF ? TfSplit{__float_as_uint(raw[i][e]) & 0xffffe000u, 0u} : tf_split(raw[i][e]);
                     bg[i][e] = v.big;
                     sm[i][e] = v.small;
                 }
@@ -360,7 +449,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #endif
 #pragma unroll
-            for (int i = 0; i < 2; ++i) multiply<K>(acc[i], bg[i], sm[i], w_s[st][0]);
+            for (int i = 0; i < 2; ++i) multiply<K, HALF>(acc[i], bg[i], sm[i], w_s[st][0]);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
@@ -403,11 +492,12 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
                                  : nullptr;
 #pragma unroll
                 for (int s = 0; s < 4; ++s) {
-                    float v = chan_s[0][j];
+                    float v = HALF ? 0.f : chan_s[0][j];   // half: the bias added to the rounded conv
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw) v += c[kw][s + kw];
+                    if (HALF) v = conv_output<T>(v, chan_s[0][j]);
                     if (counted_u && 4 * g + s < d.Wo && co < d.C_out) {
-                        const float h = hardswish(v);
+                        const float h = round_to<T>(hardswish(v));
                         if (GRAD) {
                             const float dy = fmaf(chan_s[2][j], h - chan_s[3][j], chan_s[1][j]) * hardswish_grad(v);
                             gy[4 * g + s] = dy;
@@ -452,8 +542,9 @@ static int tc_parts(const Dims& d) {
 
 // Per sample: the partials added in order; out[b, c] = gamma_c (m_c - mu_g) rstd_g + beta_c; stats
 // (B, C + 2G): m_c (mean of h), mu_g, rstd_g.
-__global__ void gn_mean_finalize_kernel(const double* __restrict__ partials, const float* __restrict__ gn_weight,
-                                        const float* __restrict__ gn_bias, float* __restrict__ out,
+template <typename TO>
+__global__ void gn_mean_finalize_kernel(const double* __restrict__ partials, const TO* __restrict__ gn_weight,
+                                        const TO* __restrict__ gn_bias, TO* __restrict__ out,
                                         double* __restrict__ stats, Dims d, int G, int blocks_per_sample, double eps)
 {
     extern __shared__ double sums[];   // [0, C): sum of h, [C, 2C): sum of h^2
@@ -474,7 +565,12 @@ __global__ void gn_mean_finalize_kernel(const double* __restrict__ partials, con
         double s = 0.0, q = 0.0;
         for (int j = g * cpg; j < (g + 1) * cpg; ++j) { s += sums[j]; q += sums[C + j]; }
         const double mu = s / n, rstd = 1.0 / sqrt(fmax(q / n - mu * mu, 0.0) + eps), m = sums[c] / S;
-        out[b * C + c] = (float)(gn_weight[c] * (m - mu) * rstd + gn_bias[c]);
+        if (std::is_same<TO, float>::value) {
+            out[b * C + c] = from_float<TO>((float)(to_float(gn_weight[c]) * (m - mu) * rstd + to_float(gn_bias[c])));
+        } else {   // the mean of GroupNorm's a h + b (its rounding per element averages out over the mean)
+            const float2 ab = half_gn_affine<TO>(mu, rstd, to_float(gn_weight[c]), to_float(gn_bias[c]));
+            out[b * C + c] = from_float<TO>((float)(ab.x * m + ab.y));
+        }
         st[c] = m;
         if (c % cpg == 0) { st[C + g] = mu; st[C + G + g] = rstd; }
     }
@@ -1098,32 +1194,45 @@ static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + TH
 
 // Blocks per (sample, channel chunk) of the forward and of dL/dy: each writes one set of partial sums.
 static int sum_blocks(const Dims& d, int K) { return tc_forward(d, K) ? tc_parts(d) : out_blocks_per_sample(d); }
-// Rows of x as 16-byte loads: W a multiple of 4 and x 16-byte aligned.
-static bool aligned_rows(const float* x, int W) { return W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0; }
+// Rows of x as 16-byte (half: 8-byte) loads: W a multiple of 4 and x aligned to 4 elements.
+template <typename T>
+static bool aligned_rows(const T* x, int W) { return W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(T)) == 0; }
 
 long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
     return (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * 2 * CO;
 }
 
-cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                           const float* gn_bias, double* partials, float* out, double* stats, int B, int C_in,
-                           int C_out, int G, int D, int H, int W, int K, double eps, cudaStream_t stream) {
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
-    const int bps = sum_blocks(d, K);
-    const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
-    if (tc && K == 3)
-        conv_rows_tc_kernel<3, false><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials, d, bps, vec);
-    else if (tc)
-        conv_rows_tc_kernel<4, false><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials, d, bps, vec);
-    else if (K == 3) conv_hswish_sums_kernel<3><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
-    else conv_hswish_sums_kernel<4><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    gn_mean_finalize_kernel<<<B, 128, 2 * C_out * sizeof(double), stream>>>(partials, gn_weight, gn_bias, out, stats,
-                                                                            d, G, bps, eps);
-    return cudaGetLastError();
+// Dtype codes: see with_types; x and the conv's parameters in the conv's type, the rest in the GroupNorm's.
+cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* bias_in, const void* gn_weight,
+                           const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
+                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int K, double eps,
+                           cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        const T* x = static_cast<const T*>(x_in);
+        const T* weight = static_cast<const T*>(weight_in);
+        const T* bias = static_cast<const T*>(bias_in);
+        const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
+        const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
+        const int bps = sum_blocks(d, K);
+        const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
+        if (tc && K == 3)
+            conv_rows_tc_kernel<3, false, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials,
+                                                                           d, bps, vec);
+        else if (tc)
+            conv_rows_tc_kernel<4, false, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials,
+                                                                           d, bps, vec);
+        else if (K == 3) conv_hswish_sums_kernel<3, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
+        else conv_hswish_sums_kernel<4, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+        gn_mean_finalize_kernel<TO><<<B, 128, 2 * C_out * sizeof(double), stream>>>(
+            partials, static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias), static_cast<TO*>(out), stats,
+            d, G, bps, eps);
+        return cudaGetLastError();
+    });
 }
 
 // Workspace (doubles): coef (B, C, 3) floats rounded up to doubles, param terms (B, 2C), bias partials,
@@ -1217,13 +1326,17 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
 
 cpp_source = r"""
 #include <torch/extension.h>
+#include <torch/version.h>
+#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K);
-cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                           const float* gn_bias, double* partials, float* out, double* stats, int B, int C_in,
-                           int C_out, int G, int D, int H, int W, int K, double eps, cudaStream_t stream);
+cudaError_t forward_launch(const void* x, const void* weight, const void* bias, const void* gn_weight,
+                           const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
+                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int K, double eps,
+                           cudaStream_t stream);
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K, int sms);
 int grad_y_tail();
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
@@ -1247,6 +1360,30 @@ static void check(cudaError_t err, const char* what) {
                 cudaGetErrorString(err));
 }
 
+// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
+static int dtype_code(const Tensor& t) {
+    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
+}
+static bool takes_dtype(const Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// t as a contiguous tensor of `dtype`: itself if it is one, else converted by our kernel (to nearest even):
+// the half-precision backward's inputs to float (exact), its gradients back.
+static Tensor converted(const Tensor& t, at::ScalarType dtype) {
+    if (!t.defined()) return t;
+    auto src = t.contiguous();
+    if (src.scalar_type() == dtype) return src;
+    auto dst = at::empty(src.sizes(), src.options().dtype(dtype));
+    if (src.numel() > 0)
+        check(convert_launch(src.data_ptr(), dtype_code(src), dst.data_ptr(), dtype_code(dst), src.numel(),
+                             c10::cuda::getCurrentCUDAStream()), "conversion");
+    return dst;
+}
+static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(converted(*t, dtype)) : t;
+}
+
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it calls:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, C), stats (B, C + 2G) float64);
@@ -1254,8 +1391,21 @@ static void check(cudaError_t err, const char* what) {
 //     input_grad; else an empty tensor), weight, bias (empty if None), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight_in, const OptTensor& bias,
                                         const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
-    TORCH_CHECK(input.is_cuda() && input.scalar_type() == torch::kFloat32 && input.dim() == 5,
-                "conv3d_hardswish_groupnorm_mean_all_custom: input must be a 5-D float32 CUDA tensor");
+    TORCH_CHECK(input.is_cuda() && input.dim() == 5, "conv3d_hardswish_groupnorm_mean_all_custom: input must be a "
+                "5-D CUDA tensor");
+    // Dtypes as the reference takes them: the conv's input and parameters of one floating dtype, the
+    // GroupNorm's parameters the same or float32 (torch.autocast's GroupNorm).
+    TORCH_CHECK_VALUE(takes_dtype(input), "conv3d_hardswish_groupnorm_mean_all_custom: input must be float32, "
+                      "float16 or bfloat16, got ", c10::toString(input.scalar_type()));
+    TORCH_CHECK_VALUE(weight_in.scalar_type() == input.scalar_type() &&
+                      (!bias.has_value() || bias->scalar_type() == input.scalar_type()),
+                      "conv3d_hardswish_groupnorm_mean_all_custom: input is ", c10::toString(input.scalar_type()),
+                      " but the conv's parameters are ", c10::toString(weight_in.scalar_type()), ": convert one to "
+                      "the other (model.to(dtype)) or run under torch.autocast");
+    TORCH_CHECK_VALUE(gn_weight.scalar_type() == gn_bias.scalar_type() &&
+                      (gn_weight.scalar_type() == input.scalar_type() || gn_weight.scalar_type() == at::kFloat),
+                      "conv3d_hardswish_groupnorm_mean_all_custom: the GroupNorm's parameters must be float32 or "
+                      "the input's dtype");
     TORCH_CHECK(input.size(1) == weight_in.size(1) && input.size(2) >= weight_in.size(2) &&
                 input.size(3) >= weight_in.size(3) && input.size(4) >= weight_in.size(4),
                 "conv3d_hardswish_groupnorm_mean_all_custom: input channels or size do not fit the weight");
@@ -1264,24 +1414,28 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const int64_t B = x.size(0), C = weight.size(0), K = weight.size(2);
     TORCH_CHECK((K == 3 || K == 4) && weight.size(3) == K && weight.size(4) == K,
                 "conv3d_hardswish_groupnorm_mean_all_custom: the kernels are built for cubic kernels of size 3 and 4");
-    auto out = at::empty({B, C}, x.options());
+    auto out = at::empty({B, C}, gn_weight.options());
     auto stats = at::empty({B, C + 2 * groups}, x.options().dtype(torch::kFloat64));
     if (B == 0) return {out, stats};
     auto partials = at::empty({forward_workspace_doubles(B, x.size(1), C, x.size(2), x.size(3), x.size(4), K)},
                               x.options().dtype(torch::kFloat64));
-    check(forward_launch(x.data_ptr<float>(), weight.data_ptr<float>(),
-                         bias.has_value() ? bias->data_ptr<float>() : nullptr, gn_weight.contiguous().data_ptr<float>(),
-                         gn_bias.contiguous().data_ptr<float>(), partials.data_ptr<double>(), out.data_ptr<float>(),
-                         stats.data_ptr<double>(), B, x.size(1), C, groups, x.size(2), x.size(3), x.size(4), K, eps,
-                         c10::cuda::getCurrentCUDAStream()), "forward launch");
+    check(forward_launch(x.data_ptr(), weight.data_ptr(), bias.has_value() ? bias->contiguous().data_ptr() : nullptr,
+                         gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(), partials.data_ptr<double>(),
+                         out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, x.size(1), C,
+                         groups, x.size(2), x.size(3), x.size(4), K, eps, c10::cuda::getCurrentCUDAStream()),
+          "forward launch");
     return {out, stats};
 }
 
+// In half precision the backward runs in float32 on float copies of its inputs (exact), and each gradient is
+// rounded to its tensor's dtype.
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
-        const Tensor& grad_out, const Tensor& input, const Tensor& weight_in, const OptTensor& bias,
-        const Tensor& gn_weight, const Tensor& stats, int64_t groups, bool input_grad) {
+        const Tensor& grad_out_in, const Tensor& input, const Tensor& weight_in, const OptTensor& bias_in,
+        const Tensor& gn_weight_in, const Tensor& stats, int64_t groups, bool input_grad) {
     const c10::cuda::CUDAGuard guard(input.device());
-    auto x = input.contiguous(), weight = weight_in.contiguous();
+    auto x = converted(input, at::kFloat), weight = converted(weight_in, at::kFloat);
+    const auto bias = converted(bias_in, at::kFloat);
+    const auto gn_weight = converted(gn_weight_in, at::kFloat), grad_out = converted(grad_out_in, at::kFloat);
     const int64_t B = x.size(0), C_in = x.size(1), C = weight.size(0), K = weight.size(2);
     const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
     auto grad_x = input_grad ? at::empty_like(x) : at::empty({0}, x.options());   // every entry written below
@@ -1290,7 +1444,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto grad_gn_weight = at::empty({C}, x.options()), grad_gn_bias = at::empty({C}, x.options());
     if (B == 0) {
         for (auto* t : {&grad_weight, &grad_bias, &grad_gn_weight, &grad_gn_bias}) t->zero_();
-        return {grad_x, grad_weight, grad_bias, grad_gn_weight, grad_gn_bias};
+        return {converted(grad_x, input.scalar_type()), converted(grad_weight, weight_in.scalar_type()),
+                converted(grad_bias, weight_in.scalar_type()), converted(grad_gn_weight, gn_weight_in.scalar_type()),
+                converted(grad_gn_bias, gn_weight_in.scalar_type())};
     }
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
@@ -1304,13 +1460,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                           bias.has_value() ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
                           grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, K, sms,
                           c10::cuda::getCurrentCUDAStream()), "backward launch");
-    return {grad_x, grad_weight, grad_bias, grad_gn_weight, grad_gn_bias};
+    return {converted(grad_x, input.scalar_type()), converted(grad_weight, weight_in.scalar_type()),
+            converted(grad_bias, weight_in.scalar_type()), converted(grad_gn_weight, gn_weight_in.scalar_type()),
+            converted(grad_gn_bias, gn_weight_in.scalar_type())};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
 std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                                         const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
-    return {at::empty_symint({x.sym_size(0), weight.sym_size(0)}, x.options()),
+    return {at::empty_symint({x.sym_size(0), weight.sym_size(0)}, gn_weight.options()),
             at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64))};
 }
 
@@ -1318,8 +1476,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
         const Tensor& gn_weight, const Tensor& stats, int64_t groups, bool input_grad) {
     return {input_grad ? at::empty_like(x) : at::empty({0}, x.options()), at::empty_like(weight),
-            bias.has_value() ? at::empty_like(gn_weight) : at::empty({0}, x.options()), at::empty_like(gn_weight),
-            at::empty_like(gn_weight)};
+            bias.has_value() ? at::empty_symint({weight.sym_size(0)}, weight.options()) : at::empty({0}, weight.options()),
+            at::empty_like(gn_weight), at::empty_like(gn_weight)};
 }
 
 static auto& forward_op() {
@@ -1373,6 +1531,35 @@ Tensor model_autograd(const Tensor& x, const Tensor& weight, const OptTensor& bi
     return Model::apply(x, weight, bias, gn_weight, gn_bias, groups, eps);
 }
 
+static auto& model_op() {
+    static auto op = c10::Dispatcher::singleton().findSchemaOrThrow(OP("model"), "").typed<decltype(model_plain)>();
+    return op;
+}
+
+// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
+// differentiable cast, so that gradients reach the float32 parameters.
+static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
+    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
+}
+
+// model's Autocast kernel: as torch.autocast runs the reference, the conv in autocast's dtype (input and
+// conv parameters cast) and HardSwish in it too (it follows its input), GroupNorm and the mean in float32
+// (GroupNorm is on autocast's float32 list).
+Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
+                      const Tensor& gn_bias, int64_t groups, double eps) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    const auto low = at::autocast::get_autocast_gpu_dtype();
+#endif
+    return model_op().call(autocast_to(x, low), autocast_to(weight, low), autocast_to(bias, low),
+                           autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> (Tensor, Tensor)");
@@ -1393,6 +1580,9 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
     m.impl("model", model_autograd);
+}
+IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
+    m.impl("model", model_autocast);
 }
 """
 
@@ -1423,6 +1613,7 @@ _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
 KERNEL_SIZES = (3, 4)   # the CUDA kernels are instantiated for these
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # as the reference takes them (model.to(dtype))
 
 
 class ModelNew(nn.Module):
@@ -1438,8 +1629,8 @@ class ModelNew(nn.Module):
     def forward(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
             raise ValueError(f"input must be a CUDA tensor (or meta), got one on {x.device}")
-        if x.dtype != torch.float32:
-            raise ValueError(f"input must be float32, got {x.dtype}")
+        if x.dtype not in DTYPES:
+            raise ValueError(f"input must be float32, float16 or bfloat16, got {x.dtype}")
         if x.dim() != 5:
             raise ValueError(f"input must be 5-D (B, C, D, H, W), got {x.dim()}-D")
         if x.shape[1] != self.conv.in_channels:

@@ -63,6 +63,7 @@ from torch.utils.cpp_extension import get_default_build_root, load_inline
 
 cuda_source = r"""
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <type_traits>
@@ -84,6 +85,75 @@ constexpr int TILE_W = 36;      // row pitch of a staged tile: columns 0 .. 32 a
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr double LN2 = 0.69314718055994531;
 
+// Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
+// them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
+// output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
+struct Fp16 { unsigned short bits; };
+struct Bf16 { unsigned short bits; };
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(Fp16 v) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits)); return f; }
+__device__ __forceinline__ float to_float(Bf16 v) { return __uint_as_float((unsigned)v.bits << 16); }
+template <typename T> __device__ __forceinline__ T from_float(float v) { return v; }
+template <> __device__ __forceinline__ Fp16 from_float<Fp16>(float v) {
+    Fp16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+    return h;
+}
+template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the packed form: a fast ALU op
+    unsigned pair;                                                         // (cvt.rn.bf16.f32 is not)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(0.f), "f"(v));
+    return Bf16{(unsigned short)(pair & 0xffffu)};
+}
+template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
+template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
+
+// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
+template <typename F> cudaError_t with_type(int code, F&& f) {
+    if (code == 1) return f(Fp16());
+    if (code == 2) return f(Bf16());
+    return f(0.f);
+}
+// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
+template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
+    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
+}
+
+// Streaming (evict-first) loads and stores of one element, as a float.
+__device__ __forceinline__ float load_streaming(const float* p) { return __ldcs(p); }
+template <typename T> __device__ __forceinline__ float load_streaming(const T* p) {
+    return to_float(T{__ldcs(reinterpret_cast<const unsigned short*>(p))});
+}
+__device__ __forceinline__ void store_streaming(float* p, float v) { __stcs(p, v); }
+template <typename T> __device__ __forceinline__ void store_streaming(T* p, float v) {
+    __stcs(reinterpret_cast<unsigned short*>(p), from_float<T>(v).bits);
+}
+
+// out = in converted (to nearest even): the half-precision path's inputs to float, its gradients back.
+template <typename S, typename D>
+__global__ void convert_kernel(const S* __restrict__ in, D* __restrict__ out, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = from_float<D>(to_float(in[i]));
+}
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream) {
+    return with_type(in_type, [&](auto s) {
+        return with_type(out_type, [&](auto d) {
+            using S = decltype(s);
+            using D = decltype(d);
+            const int blocks = (int)std::min<long long>((n + 255) / 256, 4096);
+            convert_kernel<S, D><<<blocks, 256, 0, stream>>>(static_cast<const S*>(in), static_cast<D*>(out), n);
+            return cudaGetLastError();
+        });
+    });
+}
+
 struct Geometry {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int h_tiles, w_tiles, tiles;   // tiles per sample: (m_d, TILE_H - 1 rows, 32 columns)
@@ -101,12 +171,12 @@ struct Params {
     const float* gn_weight;  // (C_out)
     const float* gn_bias;    // (C_out)
     double* partials;        // (B, C_out, tiles, 2): each phase-1 block's sum and sum of squares per channel
-    float* norm;             // (B, C_out, 2): per channel 1 / (-ln(2) scale) and shift
+    float* norm;             // (B, C_out, 2): per channel 1 / (-ln(2) scale) and shift (half: scale, shift)
     double* stats;           // (B, groups, 2): per group the mean and 1/std of the Swish output (for the backward)
     int* counters;           // zero at the launch, and left zero by it: [0] tickets, [1] blocks finished
     int* done;               // (B): sample b's phase-1 items done; zero at the launch, and left zero
     int* ready;              // (B): sample b's norm written; zero at the launch, and left zero
-    float* out;              // (B, C_out, Do, Ho, Wo)
+    void* out;               // (B, C_out, Do, Ho, Wo), the GroupNorm's element type
     int B, groups;
     bool vec;                // W % 4 == 0 and x 16-byte aligned: the input is staged in 16-byte copies
     double eps;
@@ -127,7 +197,8 @@ struct Smem {
     InputTile in[2];                         // the current block's tile and the next one's, loading
     float4 w[CI_CHUNK][TAPS][CHUNKS];        // weights times -log2(e), a float4 over 4 output channels
     float rows[WARPS][2 * ROWS][64];         // phase 2: a warp's output rows, for coalesced stores
-    float4 bias[CHUNKS];                     // times -log2(e)
+    float4 bias[CHUNKS];                     // times -log2(e); half: zero (the conv alone, bias_r added after)
+    float4 bias_r[CHUNKS];                   // half: the bias, added to the rounded conv
     float4 inv[2][CHUNKS], shift[2][CHUNKS]; // phase 2: the normalisation (Params::norm), [buf] as `in`
     double red[CO_GROUP][2][WARPS];          // phase 1: per channel and warp, sum and sum of squares
     int ticket[2], last;
@@ -148,6 +219,15 @@ __device__ __forceinline__ float rcp_approx(float v) {
     float r;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
     return r;
+}
+
+// Half precision: y = conv + bias and Swish = y sigmoid(y) rounded as PyTorch rounds them in T: the conv's
+// output, the bias added, the sigmoid, the product. The sigmoid by ex2 and rcp (PyTorch: expf and a division):
+// measured the same outputs outside the half tolerance as with expf and a division, in half the time.
+template <typename T>
+__device__ __forceinline__ float swish_rounded(float conv, float bias) {
+    const float y = round_to<T>(round_to<T>(conv) + bias);
+    return round_to<T>(round_to<T>(rcp_approx(1.f + exp2_approx(fminf(-LOG2E * y, 63.f)))) * y);
 }
 
 // *dst = ok ? *src : 0, asynchronously where the GPU can (sm_80+): the loads of a whole tile are in
@@ -420,8 +500,10 @@ __device__ __forceinline__ void convolve_staged(float (&acc)[2][2][ROWS][CO_TILE
 // of the group's channels in a fixed order (each lane a fixed stride, then a fixed shuffle tree; double),
 // then per channel folds mean, 1/std and the affine parameters into one scale and shift. It stores
 // the reciprocal of the scale times -ln(2) (the scaled Swish's factor), at most FLT_MAX in size, so
-// that phase 2 divides once (a zero scale gives a zero quotient). Partials come from other blocks: read
-// past L1 (__ldcg).
+// that phase 2 divides once (a zero scale gives a zero quotient); half precision: the scale itself, both as
+// PyTorch's GroupNorm forms them where it runs in TO (half_gn_affine). Partials come from other blocks:
+// read past L1 (__ldcg).
+template <bool HALF, typename TO>
 __device__ void finalize_sample(const Params& p, int b)
 {
     const Geometry& g = p.g;
@@ -447,8 +529,11 @@ __device__ void finalize_sample(const Params& p, int b)
         for (int c = grp * cpg + lane; c < (grp + 1) * cpg; c += 32) {
             const double scale = p.gn_weight[c] * rstd;
             const double inv = copysign(fmin(1.0 / fabs(scale * LN2), (double)FLT_MAX), -scale);
-            p.norm[((size_t)b * g.C_out + c) * 2] = (float)inv;
-            p.norm[((size_t)b * g.C_out + c) * 2 + 1] = (float)(p.gn_bias[c] - mean * scale);
+            float2 ab = make_float2((float)inv, (float)(p.gn_bias[c] - mean * scale));
+            if (HALF && is_half<TO>()) ab = half_gn_affine<TO>(mean, rstd, p.gn_weight[c], p.gn_bias[c]);
+            else if (HALF) ab.x = (float)scale;   // GroupNorm in float32 (autocast)
+            p.norm[((size_t)b * g.C_out + c) * 2] = ab.x;
+            p.norm[((size_t)b * g.C_out + c) * 2 + 1] = ab.y;
         }
     }
 }
@@ -480,9 +565,13 @@ __device__ __forceinline__ void wait_for_flag(const int* flag)
 // The staged weights and the bias carry a factor -log2(e), so an accumulator holds a = -log2(e) v and
 // Swish is v sigmoid(v) = -ln(2) a / (1 + 2^a): no multiply before the exponential. The sums are
 // scaled back in double, and phase 2's normalisation carries the -ln(2) (finalize_sample).
-template <bool WRITE, bool TF32>
+// Half precision (T): the accumulator holds the conv alone, and each value is rounded where PyTorch rounds
+// it: the conv's output, plus the bias, the sigmoid, the product (Swish), then (in TO) the GroupNorm's
+// output and the HardSwish's.
+template <bool WRITE, bool TF32, typename T, typename TO>
 __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item& it, int buf)
 {
+    constexpr bool HALF = is_half<T>();
     const Geometry& g = p.g;
     const int b = it.b, md = it.md, w0 = it.w0, cg0 = it.cg0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -512,7 +601,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
                     } else {
                         stage_input(s.in[buf], p.x, cc * CI_CHUNK, it, g, p.vec);
                         copy_async_commit();
-                        stage_weights<false>(s, p.weight, cc * CI_CHUNK, cg0, g);
+                        stage_weights<HALF>(s, p.weight, cc * CI_CHUNK, cg0, g);   // half: unscaled
                         copy_async_wait<true>();
                     }
                     __syncthreads();
@@ -522,6 +611,25 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
                 else convolve_staged<1>(acc, s, in, n_ci, cc == 0, k);
             }
 
+            if (!WRITE && HALF) {   // Swish as PyTorch computes it (swish_rounded); outside the output: not added
+                const float4 b4 = s.bias_r[k];
+                const float bq[CO_TILE] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+                for (int bb = 0; bb < 2; ++bb)
+#pragma unroll
+                for (int c = 0; c < 2; ++c)
+#pragma unroll
+                for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+                for (int q = 0; q < CO_TILE; ++q) {
+                    const float p = swish_rounded<T>(acc[bb][c][r][q], bq[q]);
+                    if (col_ok[c] && 2 * r + bb < n_out_rows) {
+                        tot[q] += p;
+                        tot_sq[q] = fmaf(p, p, tot_sq[q]);
+                    }
+                }
+                continue;
+            }
             if (!WRITE) {
                 // -log2(e) Swish, added to the sums. Two channels share one reciprocal: with d = 1 + 2^a,
                 // r = 1 / (d0 d1) gives 1 / d0 = r d1 and 1 / d1 = r d0 (MUFU issue is what the
@@ -560,8 +668,11 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
             // Swish and the normalisation in one quotient: y = scale v sigmoid(v) + shift
             // = a / (inv (1 + 2^a)) + shift, with inv = 1 / (-ln(2) scale) (finalize_sample). For v < -88,
             // 2^a = inf and y = shift, the limit. Then hardswish(y) = y clamp(y / 6 + 1 / 2, 0, 1), in place.
-            const float4 inv4 = s.inv[buf][k], sh4 = s.shift[buf][k];
+            // Half precision: each step rounded as in phase 1, then z = scale Swish + shift and HardSwish (as
+            // PyTorch writes it) each rounded to TO (s.inv holds the scale, finalize_sample).
+            const float4 inv4 = s.inv[buf][k], sh4 = s.shift[buf][k], b4 = s.bias_r[k];
             const float inv[CO_TILE] = {inv4.x, inv4.y, inv4.z, inv4.w}, sh[CO_TILE] = {sh4.x, sh4.y, sh4.z, sh4.w};
+            const float bq[CO_TILE] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll
             for (int bb = 0; bb < 2; ++bb)
 #pragma unroll
@@ -571,23 +682,28 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
 #pragma unroll
             for (int q = 0; q < CO_TILE; ++q) {
                 float& a = acc[bb][c][r][q];
-                const float y = fmaf(a, rcp_approx(fmaf(exp2_approx(a), inv[q], inv[q])), sh[q]);
-                a = y * __saturatef(fmaf(y, 1.f / 6.f, 0.5f));
+                if (HALF) {
+                    const float z = round_to<TO>(fmaf(swish_rounded<T>(a, bq[q]), inv[q], sh[q]));
+                    a = round_to<TO>(z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f));
+                } else {
+                    const float y = fmaf(a, rcp_approx(fmaf(exp2_approx(a), inv[q], inv[q])), sh[q]);
+                    a = y * __saturatef(fmaf(y, 1.f / 6.f, 0.5f));
+                }
             }
             // Per channel, the warp's 2 ROWS x 64 values go through shared memory so that each store
             // writes 32 consecutive floats (rows start at any alignment: the output width is odd).
             // MASKED: some of the warp's rows lie outside the output (the last input row's second output
             // row, rows past the input) and are not stored; uniform across the warp.
-            float* dst_q = p.out + ((size_t)b * g.C_out + co0) * vol
-                         + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane;
+            TO* dst_q = static_cast<TO*>(p.out) + ((size_t)b * g.C_out + co0) * vol
+                      + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane;
             const auto store = [&](auto masked) {
                 constexpr bool MASKED = decltype(masked)::value;
 #pragma unroll
                 for (int j = 0; j < 2 * ROWS; ++j) {
                     const bool row_ok = !MASKED || j < n_out_rows;
-                    float* dst = dst_q + j * g.Wo;
-                    if (row_ok && col_lo) dst[0] = row_rd[j * 64];
-                    if (row_ok && col_hi) dst[32] = row_rd[j * 64 + 32];
+                    TO* dst = dst_q + j * g.Wo;
+                    if (row_ok && col_lo) dst[0] = from_float<TO>(row_rd[j * 64]);
+                    if (row_ok && col_hi) dst[32] = from_float<TO>(row_rd[j * 64 + 32]);
                 }
             };
 #pragma unroll
@@ -628,7 +744,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
             double v = 0.0;
 #pragma unroll
             for (int w = 0; w < WARPS; ++w) v += s.red[c][i][w];
-            p.partials[(((size_t)b * g.C_out + cg0 + c) * g.tiles + it.tile) * 2 + i] = v * (i == 0 ? -LN2 : LN2 * LN2);
+            p.partials[(((size_t)b * g.C_out + cg0 + c) * g.tiles + it.tile) * 2 + i] = HALF ? v : v * (i == 0 ? -LN2 : LN2 * LN2);
         }
         __threadfence();   // the partial is visible before the count below says so
     }
@@ -637,7 +753,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
     __syncthreads();
     if (!s.last) return;
     __threadfence();   // every partial of the sample is visible
-    finalize_sample(p, b);
+    finalize_sample<HALF, TO>(p, b);
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) atomicExch(p.ready + b, 1);
@@ -682,9 +798,12 @@ __device__ __forceinline__ void load_norm(Smem& s, const Params& p, const Item& 
 // A block's next ticket is drawn, and its next item's statistics waited for, as it finishes the item
 // before, so that these round trips hide behind the warps still working and no barrier waits for them.
 // TF32 (torch.backends.cudnn.allow_tf32): the conv's operands rounded to TF32, to nearest even, as staged.
-template <bool TF32>
+// T, TO: half precision (T: the conv's element type, TO: the GroupNorm's; convt_block), the conv's inputs
+// given as floats: unscaled weights and bias, no TF32 rounding (a half value is exact in TF32).
+template <bool TF32, typename T, typename TO>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(const Params p)
 {
+    constexpr bool HALF = is_half<T>();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Smem& s = *reinterpret_cast<Smem*>(smem_raw);
     const Geometry& g = p.g;
@@ -707,9 +826,11 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         if (it.cg0 != staged_cg) {   // the channel group's bias and, with prefetch, its weights
             if (threadIdx.x < CO_GROUP) {
                 const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
-                reinterpret_cast<float*>(s.bias)[threadIdx.x] = p.bias != nullptr ? p.bias[co] * -LOG2E : 0.f;
+                const float bias = p.bias != nullptr ? p.bias[co] : 0.f;
+                reinterpret_cast<float*>(s.bias)[threadIdx.x] = HALF ? 0.f : bias * -LOG2E;
+                reinterpret_cast<float*>(s.bias_r)[threadIdx.x] = bias;
             }
-            if (prefetch) stage_weights<TF32>(s, p.weight, 0, it.cg0, g);
+            if (prefetch) stage_weights<TF32 || HALF>(s, p.weight, 0, it.cg0, g);
             if (TF32 && prefetch) round_staged_weights(s, min(CI_CHUNK, g.C_in));
             staged_cg = it.cg0;
         }
@@ -723,8 +844,8 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         copy_async_commit();
         copy_async_wait<false>();   // this item's tile (all but the group just committed)
         __syncthreads();
-        if (it.write) convt_block<true, TF32>(s, p, it, buf);
-        else convt_block<false, TF32>(s, p, it, buf);
+        if (it.write) convt_block<true, TF32, T, TO>(s, p, it, buf);
+        else convt_block<false, TF32, T, TO>(s, p, it, buf);
         // The ticket after next, drawn by warp 1 as it finishes this item (the atomic's round trip hides
         // behind the warps still working) and published by the barrier: no barrier waits for it.
         if (threadIdx.x == 32 && t_next < total) {
@@ -779,21 +900,20 @@ long long convt_items(long long B, int C_in, int C_out, int D, int H, int W) {
     return (1 + SPLIT) * B * make_geometry(C_in, C_out, D, H, W).items;
 }
 
-// Blocks resident at once on the current device (the kernel's shared-memory opt-in done once per device).
+// Blocks of convt_swish_gn_kernel<TF32, T, TO> resident at once on the current device (its shared-memory
+// opt-in done once per device and instantiation).
+template <bool TF32, typename T, typename TO>
 static cudaError_t resident_blocks(int* resident) {
     static int cache[64] = {};
+    const auto kernel = convt_swish_gn_kernel<TF32, T, TO>;
     int dev;
     cudaError_t err;
     if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
     if (dev < 64 && cache[dev] > 0) { *resident = cache[dev]; return cudaSuccess; }
     const int smem = (int)sizeof(Smem);
     int per_sm = 0, sms = 0;
-    if ((err = cudaFuncSetAttribute(convt_swish_gn_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    smem)) != cudaSuccess ||
-        (err = cudaFuncSetAttribute(convt_swish_gn_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    smem)) != cudaSuccess ||
-        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, convt_swish_gn_kernel<false>, THREADS, smem))
-            != cudaSuccess ||
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess ||
+        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, smem)) != cudaSuccess ||
         (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
         return err;
     *resident = max(1, per_sm * sms);
@@ -801,12 +921,25 @@ static cudaError_t resident_blocks(int* resident) {
     return cudaSuccess;
 }
 
+template <bool TF32, typename T, typename TO>
+static cudaError_t launch_convt(Params& p, int B, cudaStream_t stream) {
+    int resident;
+    cudaError_t err;
+    if ((err = resident_blocks<TF32, T, TO>(&resident)) != cudaSuccess) return err;
+    const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
+    schedule(p.g, B, blocks);
+    convt_swish_gn_kernel<TF32, T, TO><<<blocks, THREADS, sizeof(Smem), stream>>>(p);
+    return cudaGetLastError();
+}
+
 // Caller: convt_items < 2^30 (the ticket counter overshoots by the grid size); `data` of convt_data_bytes;
 // counters (2 ints), done and ready (B ints each) zero, and only this stream using them (the launch leaves them zero).
+// The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types) of the
+// model's conv and GroupNorm; `out` in the GroupNorm's.
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, int* counters, int* done, int* ready, float* out, double* stats, int B, int C_in, int C_out,
-    int groups, int D, int H, int W, double eps, bool tf32, cudaStream_t stream)
+    void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type, int norm_type, int B,
+    int C_in, int C_out, int groups, int D, int H, int W, double eps, bool tf32, cudaStream_t stream)
 {
     Params p;
     p.g = make_geometry(C_in, C_out, D, H, W);
@@ -817,13 +950,10 @@ cudaError_t convt_swish_gn_hardswish_launch(
     p.counters = counters; p.done = done; p.ready = ready;
     p.B = B; p.groups = groups; p.eps = eps;
     p.vec = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    cudaError_t err;
-    int resident;
-    if ((err = resident_blocks(&resident)) != cudaSuccess) return err;
-    const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
-    schedule(p.g, B, blocks);
-    (tf32 ? convt_swish_gn_kernel<true> : convt_swish_gn_kernel<false>)<<<blocks, THREADS, sizeof(Smem), stream>>>(p);
-    return cudaGetLastError();
+    if (conv_type == 0) return tf32 ? launch_convt<true, float, float>(p, B, stream) : launch_convt<false, float, float>(p, B, stream);
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        return launch_convt<false, decltype(t), decltype(to)>(p, B, stream);
+    });
 }
 
 // Backward. With y the conv output, a = Swish(y), n = (a - mu_g) rstd_g, z = gamma_c n + beta_c, out = HardSwish(z)
@@ -865,15 +995,17 @@ __device__ __forceinline__ float conv_at(const float* __restrict__ x, const floa
     return acc + (bias ? __ldg(bias + c) : 0.f);
 }
 
-template <bool WRITE>
+// T: dL/dy's element type (the conv's, for PyTorch's convolution backward); TO: the output gradient's.
+// In half precision the chain's gradient is computed in float from float copies of the inputs.
+template <bool WRITE, typename T, typename TO>
 __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
     const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
     const double* __restrict__ stats,     // (B, groups, 2): mean, 1/std
-    const float* __restrict__ grad_out,   // (B, C_out, Do, Ho, Wo)
+    const TO* __restrict__ grad_out,      // (B, C_out, Do, Ho, Wo)
     double* __restrict__ partials,        // !WRITE: (B, C_out, chunks, 2) written: sum dz, sum dz n
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
-    float* __restrict__ grad_y,           // WRITE: (B, C_out, Do, Ho, Wo)
+    T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo)
     int C_in, int C_out, int groups, int D, int H, int W, bool tf32)
 {
     const int chunk = blockIdx.x, c = blockIdx.y, b = blockIdx.z, cpg = C_out / groups, grp = c / cpg;
@@ -899,10 +1031,10 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
         const float sig = 1.f / (1.f + expf(-y));
         const float n = (y * sig - mu) * rstd;
         const float z = fmaf(gamma, n, beta);
-        const float dz = __ldcs(grad_out + row + pos) * (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
+        const float dz = load_streaming(grad_out + row + pos) * (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
         if (WRITE) {
             const float da = rstd * (gamma * dz - p_n - n * q_n);
-            __stcs(grad_y + row + pos, da * sig * (1.f + y * (1.f - sig)));
+            store_streaming(grad_y + row + pos, da * sig * (1.f + y * (1.f - sig)));
         } else {
             s_dz += dz;
             s_dzn = fmaf(dz, n, s_dzn);
@@ -940,14 +1072,15 @@ __global__ void chain_sums_kernel(const double* __restrict__ partials, double* _
     sums[(size_t)i * 2 + 1] = s1;
 }
 
-__global__ void gn_param_grad_kernel(const double* __restrict__ sums, float* __restrict__ grad_gn_weight,
-                                     float* __restrict__ grad_gn_bias, int B, int C_out) {
+template <typename TO>
+__global__ void gn_param_grad_kernel(const double* __restrict__ sums, TO* __restrict__ grad_gn_weight,
+                                     TO* __restrict__ grad_gn_bias, int B, int C_out) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;   // (c, kind): kind 1 is dL/dgamma (sum dz n)
     if (i >= 2 * C_out) return;
     const int c = i / 2, kind = i % 2;
     double v = 0.0;
     for (int b = 0; b < B; ++b) v += sums[((size_t)b * C_out + c) * 2 + kind];
-    (kind ? grad_gn_weight : grad_gn_bias)[c] = (float)v;
+    (kind ? grad_gn_weight : grad_gn_bias)[c] = from_float<TO>((float)v);
 }
 
 long long chain_backward_workspace(long long B, int C_out, int D, int H, int W) {   // doubles
@@ -955,35 +1088,43 @@ long long chain_backward_workspace(long long B, int C_out, int D, int H, int W) 
     return B * C_out * ((S + BWD_CHUNK - 1) / BWD_CHUNK) * 2 + B * C_out * 2;
 }
 
-// dL/dy (B, C_out, Do, Ho, Wo) and the GroupNorm parameters' gradients; `work` of chain_backward_workspace.
+// dL/dy (B, C_out, Do, Ho, Wo) in the conv's type and the GroupNorm parameters' gradients in the GroupNorm's
+// (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace.
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                  const float* gn_bias, const double* stats, const float* grad_out, double* work,
-                                  float* grad_y, float* grad_gn_weight, float* grad_gn_bias, int B, int C_in,
-                                  int C_out, int groups, int D, int H, int W, bool tf32, cudaStream_t stream) {
-    const long long S = (2LL * D - 1) * (2 * H - 1) * (2 * W - 1);
-    const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
-    double* partials = work;
-    double* sums = work + (size_t)B * C_out * chunks * 2;
-    const dim3 grid(chunks, C_out, B);
-    chain_backward_kernel<false><<<grid, BWD_THREADS, 0, stream>>>(x, weight, bias, gn_weight, gn_bias, stats, grad_out,
-                                                                   partials, sums, grad_y, C_in, C_out, groups, D, H,
-                                                                   W, tf32);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    chain_sums_kernel<<<(B * C_out + 255) / 256, 256, 0, stream>>>(partials, sums, B * C_out, chunks);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    gn_param_grad_kernel<<<(2 * C_out + 255) / 256, 256, 0, stream>>>(sums, grad_gn_weight, grad_gn_bias, B, C_out);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    chain_backward_kernel<true><<<grid, BWD_THREADS, 0, stream>>>(x, weight, bias, gn_weight, gn_bias, stats, grad_out,
-                                                                  partials, sums, grad_y, C_in, C_out, groups, D, H,
-                                                                  W, tf32);
-    return cudaGetLastError();
+                                  const float* gn_bias, const double* stats, const void* grad_out, double* work,
+                                  void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
+                                  int B, int C_in, int C_out, int groups, int D, int H, int W, bool tf32,
+                                  cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        const long long S = (2LL * D - 1) * (2 * H - 1) * (2 * W - 1);
+        const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
+        double* partials = work;
+        double* sums = work + (size_t)B * C_out * chunks * 2;
+        const dim3 grid(chunks, C_out, B);
+        const TO* g = static_cast<const TO*>(grad_out);
+        T* gy = static_cast<T*>(grad_y);
+        chain_backward_kernel<false, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
+            x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, C_in, C_out, groups, D, H, W, tf32);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+        chain_sums_kernel<<<(B * C_out + 255) / 256, 256, 0, stream>>>(partials, sums, B * C_out, chunks);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        gn_param_grad_kernel<TO><<<(2 * C_out + 255) / 256, 256, 0, stream>>>(
+            sums, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), B, C_out);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        chain_backward_kernel<true, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
+            x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, C_in, C_out, groups, D, H, W, tf32);
+        return cudaGetLastError();
+    });
 }
 """
 
 cpp_source = r"""
 #include <torch/extension.h>
 #include <torch/version.h>
+#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <map>
@@ -994,13 +1135,15 @@ long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, int* counters, int* done, int* ready, float* out, double* stats, int B, int C_in, int C_out,
-    int groups, int D, int H, int W, double eps, bool tf32, cudaStream_t stream);
+    void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type, int norm_type, int B,
+    int C_in, int C_out, int groups, int D, int H, int W, double eps, bool tf32, cudaStream_t stream);
 long long chain_backward_workspace(long long B, int C_out, int D, int H, int W);
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                  const float* gn_bias, const double* stats, const float* grad_out, double* work,
-                                  float* grad_y, float* grad_gn_weight, float* grad_gn_bias, int B, int C_in,
-                                  int C_out, int groups, int D, int H, int W, bool tf32, cudaStream_t stream);
+                                  const float* gn_bias, const double* stats, const void* grad_out, double* work,
+                                  void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
+                                  int B, int C_in, int C_out, int groups, int D, int H, int W, bool tf32,
+                                  cudaStream_t stream);
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
 #define OPS_STR_(s) #s
@@ -1022,6 +1165,45 @@ static bool allow_tf32_conv() {
 #else
     return at::globalContext().allowTF32CuDNN();
 #endif
+}
+
+// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
+static int dtype_code(const Tensor& t) {
+    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
+}
+static bool takes_dtype(const Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// t as a contiguous float32 tensor: itself if it is one, else converted by our kernel (the half-precision
+// path's inputs, exact in float).
+static Tensor as_float(const Tensor& t) {
+    auto src = t.contiguous();
+    if (src.scalar_type() == at::kFloat) return src;
+    auto dst = at::empty(src.sizes(), src.options().dtype(at::kFloat));
+    if (src.numel() > 0) {
+        const cudaError_t err = convert_launch(src.data_ptr(), dtype_code(src), dst.data_ptr(), 0, src.numel(),
+                                               c10::cuda::getCurrentCUDAStream());
+        TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: conversion failed: ", cudaGetErrorString(err));
+    }
+    return dst;
+}
+static OptTensor as_float(const OptTensor& t) { return t.has_value() && t->defined() ? OptTensor(as_float(*t)) : t; }
+
+// Dtypes as the reference takes them: the conv's input and parameters of one floating dtype (float32,
+// float16 or bfloat16), the GroupNorm's parameters the same or float32 (torch.autocast's GroupNorm).
+static void check_dtypes(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
+                         const Tensor& gn_bias) {
+    TORCH_CHECK_VALUE(takes_dtype(x), "convt_swish_gn_hardswish: input must be float32, float16 or bfloat16, got ",
+                      c10::toString(x.scalar_type()));
+    TORCH_CHECK_VALUE(weight.scalar_type() == x.scalar_type() &&
+                      (!bias.has_value() || bias->scalar_type() == x.scalar_type()),
+                      "convt_swish_gn_hardswish: input is ", c10::toString(x.scalar_type()), " but the conv's "
+                      "parameters are ", c10::toString(weight.scalar_type()), ": convert one to the other "
+                      "(model.to(dtype)) or run under torch.autocast");
+    TORCH_CHECK_VALUE(gn_weight.scalar_type() == gn_bias.scalar_type() &&
+                      (gn_weight.scalar_type() == x.scalar_type() || gn_weight.scalar_type() == at::kFloat),
+                      "convt_swish_gn_hardswish: the GroupNorm's parameters must be float32 or the input's dtype");
 }
 
 // The kernel's workspace: zeroed once, kept between calls, one per (device, stream). Launches on one stream
@@ -1073,8 +1255,8 @@ static Workspace workspace_for(const torch::Tensor& like, cudaStream_t stream, i
 // Shapes and devices are checked by ModelNew; these checks guard direct calls.
 std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const OptTensor& bias,
                                         const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
-    TORCH_CHECK(input.is_cuda() && input.scalar_type() == torch::kFloat32 && input.dim() == 5,
-                "convt_swish_gn_hardswish: input must be a 5-D float32 CUDA tensor");
+    TORCH_CHECK(input.is_cuda() && input.dim() == 5, "convt_swish_gn_hardswish: input must be a 5-D CUDA tensor");
+    check_dtypes(input, weight, bias, gn_weight, gn_bias);
     TORCH_CHECK(input.size(1) == weight.size(0), "convt_swish_gn_hardswish: input channels do not match the weight");
     TORCH_CHECK(weight.device() == input.device() && gn_weight.device() == input.device() &&
                 gn_bias.device() == input.device() && (!bias.has_value() || bias->device() == input.device()),
@@ -1085,7 +1267,7 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(1);
     const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
     // at::empty: torch::empty's autograd wrapping cost some 3 us of host time per call (0.996 and 0.995)
-    auto out = at::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, x.options());
+    auto out = at::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, gn_weight.options());
     auto stats = at::empty({B, groups, 2}, x.options().dtype(torch::kFloat64));
     if (out.numel() == 0) return {out, stats};
     TORCH_CHECK((2 * D - 1) * (2 * H - 1) * (2 * W - 1) < (int64_t(1) << 31), "convt_swish_gn_hardswish: one "
@@ -1094,11 +1276,14 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
                 "input needs 2^30 or more work items; split the batch");
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const Workspace ws = workspace_for(x, stream, B, convt_data_bytes(B, C_in, C_out, D, H, W));
-    const float* bias_ptr = bias.has_value() ? bias->data_ptr<float>() : nullptr;
+    // Half precision: the inputs as floats (exact), the roundings in the kernel.
+    const auto xf = as_float(x), wf = as_float(w), gwf = as_float(gn_weight), gbf = as_float(gn_bias);
+    const auto bf = as_float(bias);
     const cudaError_t err = convt_swish_gn_hardswish_launch(
-        x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr, gn_weight.data_ptr<float>(), gn_bias.data_ptr<float>(),
-        ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr<float>(), stats.data_ptr<double>(), B, C_in,
-        C_out, groups, D, H, W, eps, allow_tf32_conv(), stream);
+        xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
+        gwf.data_ptr<float>(), gbf.data_ptr<float>(), ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr(),
+        stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, eps,
+        x.scalar_type() == at::kFloat && allow_tf32_conv(), stream);
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
     return {out, stats};
 }
@@ -1114,16 +1299,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(1), groups = stats.size(1);
     const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
     const bool tf32 = allow_tf32_conv();
+    // dL/dy in the conv's dtype, for PyTorch's convolution backward; the GroupNorm's gradients in its own.
     auto grad_y = at::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, x.options());
-    auto grad_gn_weight = at::zeros({C_out}, x.options());
-    auto grad_gn_bias = at::zeros({C_out}, x.options());
+    auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
+    auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
+    TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "convt_swish_gn_hardswish: the output's gradient "
+                "must have the output's dtype");
     if (grad_y.numel() > 0) {
         auto work = at::empty({chain_backward_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
+        const auto xf = as_float(x), wf = as_float(w), gwf = as_float(gn_weight), gbf = as_float(gn_bias);
+        const auto bf = as_float(bias);
         const cudaError_t err = chain_backward_launch(
-            x.data_ptr<float>(), w.data_ptr<float>(), bias.has_value() ? bias->data_ptr<float>() : nullptr,
-            gn_weight.contiguous().data_ptr<float>(), gn_bias.contiguous().data_ptr<float>(), stats.data_ptr<double>(),
-            grad_out.contiguous().data_ptr<float>(), work.data_ptr<double>(), grad_y.data_ptr<float>(),
-            grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), B, C_in, C_out, groups, D, H, W, tf32,
+            xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
+            gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(), grad_out.contiguous().data_ptr(),
+            work.data_ptr<double>(), grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
+            dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, x.scalar_type() == at::kFloat && tf32,
             c10::cuda::getCurrentCUDAStream());
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
     }
@@ -1138,7 +1328,7 @@ std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, c
                                         const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
     std::vector<c10::SymInt> shape{x.sym_size(0), weight.sym_size(1)};
     for (int d = 2; d < 5; ++d) shape.push_back(2 * x.sym_size(d) - 1);
-    return {at::empty_symint(shape, x.options()),
+    return {at::empty_symint(shape, gn_weight.options()),
             at::empty_symint({x.sym_size(0), groups, 2}, x.options().dtype(torch::kFloat64))};
 }
 
@@ -1146,7 +1336,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
         const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, Mask conv_mask) {
     return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(weight) : Tensor(),
-            conv_mask[2] ? at::empty_like(gn_weight) : Tensor(), at::empty_like(gn_weight), at::empty_like(gn_weight)};
+            conv_mask[2] ? at::empty_symint({weight.sym_size(1)}, weight.options()) : Tensor(), at::empty_like(gn_weight),
+            at::empty_like(gn_weight)};
 }
 
 static auto& forward_op() {
@@ -1198,6 +1389,35 @@ Tensor model_autograd(const Tensor& x, const Tensor& weight, const OptTensor& bi
     return Model::apply(x, weight, bias, gn_weight, gn_bias, groups, eps);
 }
 
+static auto& model_op() {
+    static auto op = c10::Dispatcher::singleton().findSchemaOrThrow(OP("model"), "").typed<decltype(model_plain)>();
+    return op;
+}
+
+// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
+// differentiable cast, so that gradients reach the float32 parameters.
+static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
+    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
+}
+
+// model's Autocast kernel: as torch.autocast runs the reference, the transposed conv in autocast's dtype
+// (input and conv parameters cast) and Swish in it too (sigmoid and the product follow their input's dtype),
+// GroupNorm and HardSwish in float32 (GroupNorm is on autocast's float32 list).
+Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
+                      const Tensor& gn_bias, int64_t groups, double eps) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    const auto low = at::autocast::get_autocast_gpu_dtype();
+#endif
+    return model_op().call(autocast_to(x, low), autocast_to(weight, low), autocast_to(bias, low),
+                           autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> (Tensor, Tensor)");
@@ -1219,6 +1439,9 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
 IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
     m.impl("model", model_autograd);
 }
+IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
+    m.impl("model", model_autocast);
+}
 """
 
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
@@ -1239,6 +1462,7 @@ _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
 SUPPORTED = {"kernel_size": 3, "stride": 2, "padding": 1}   # the parity split in the kernel
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)      # as the reference takes them (model.to(dtype))
 
 
 class ModelNew(nn.Module):
@@ -1256,7 +1480,7 @@ class ModelNew(nn.Module):
         # The host's time per call shows in the timing: one test on the common path (_refuse says what is
         # wrong), and the submodules and parameters read from their dicts, where nn.Module's __getattr__ finds them.
         ct, gn = self._modules["conv_transpose"], self._modules["group_norm"]
-        if not ((x.is_cuda or x.is_meta) and x.dtype == torch.float32 and x.dim() == 5 and x.shape[1] == ct.in_channels
+        if not ((x.is_cuda or x.is_meta) and x.dtype in DTYPES and x.dim() == 5 and x.shape[1] == ct.in_channels
                 and x.numel()):
             self._refuse(x)   # returns only for an empty batch
         cp, gp = ct._parameters, gn._parameters
@@ -1265,8 +1489,8 @@ class ModelNew(nn.Module):
     def _refuse(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
             raise ValueError(f"input must be a CUDA tensor (or meta), got one on {x.device}")
-        if x.dtype != torch.float32:
-            raise ValueError(f"input must be float32, got {x.dtype}")
+        if x.dtype not in DTYPES:
+            raise ValueError(f"input must be float32, float16 or bfloat16, got {x.dtype}")
         if x.dim() != 5:
             raise ValueError(f"input must be 5-D (B, C, D, H, W), got {x.dim()}-D")
         if x.shape[1] != self.conv_transpose.in_channels:
