@@ -6,7 +6,8 @@ rounds its output once; the variants round at exactly those points.
     python tools/half_rounding.py [--batch N] [--dtype bf16 ...]
 
 For each problem and dtype it prints every op's share of bit-identical outputs, the conv's bias both ways
-(PyTorch adds it after cuDNN's conv: two roundings, or in one), the whole model against the composition of its
+(PyTorch adds it after cuDNN's conv: two roundings, or in one), GroupNorm both ways (its mean and 1/std kept
+exact, or rounded to the dtype as native_group_norm stores them), the whole model against the composition of its
 ops, and end to end: the model in float64 rounded once at its output, and with every op's rounding, each
 against the reference (share bit-identical, outputs outside KernelBench's half check, worst |diff| over its
 tolerance). Benchmark configurations with KernelBench's default GroupNorm parameters.
@@ -29,6 +30,22 @@ from common.problems import PROBLEMS  # noqa: E402
 def group_norm(m, v):
     gn = m.group_norm
     return F.group_norm(v, gn.num_groups, gn.weight, gn.bias, gn.eps)
+
+
+def group_norm_rounded_stats(m, v, dtype):
+    """GroupNorm as PyTorch's half-precision kernel forms it: the group's mean and 1/std (from float64 here)
+    rounded to the dtype, a = rstd gamma and b = -a mean + beta in float32, y = a x + b in float32 (then the
+    caller rounds y)."""
+    gn = m.group_norm
+    groups = v.double().reshape(v.shape[0], gn.num_groups, -1)
+    mean = groups.mean(dim=2)
+    rstd = (groups.var(dim=2, unbiased=False) + gn.eps).rsqrt()
+    mean, rstd = mean.to(dtype).float(), rstd.to(dtype).float()
+    per_channel = lambda t: t.repeat_interleave(v.shape[1] // gn.num_groups, dim=1)
+    a = per_channel(rstd) * gn.weight.float()
+    b = -a * per_channel(mean) + gn.bias.float()
+    shape = (v.shape[0], v.shape[1]) + (1,) * (v.dim() - 2)
+    return a.reshape(shape) * v.float() + b.reshape(shape)
 
 
 def conv(m, x, with_bias):
@@ -93,6 +110,8 @@ def measure(name, dtype, batch, device="cuda"):
             else:
                 nxt, exact = op(m, v), op(m64, v.double())
             stage(label, nxt, exact)
+            if label == "group_norm":
+                stage("group_norm, its mean and 1/std rounded to the dtype", nxt, group_norm_rounded_stats(m, v, dtype))
             v = nxt
         rows.append(("model = its ops composed", (m(x) == v).double().mean().item()))
         expected = m(x).double()

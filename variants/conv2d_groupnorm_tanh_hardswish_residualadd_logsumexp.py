@@ -37,24 +37,25 @@ Backward (autograd), with u = g * softmax_c(x_res) and vn = u * hardswish'(t) * 
   into three input rows of partial sums held in registers. Every sum is in a fixed order: deterministic.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model, with CUDA, Meta
 and Autograd kernels, and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
-Saved for backward: the input, the parameters, the (B, 1, H', W') output, the per-channel scale and
-shift (B, C, 2) and the per-group mean and 1/std (B, G, 2); the backward's one large buffer is
-dL/dx_conv (534 MB at the benchmark size), where eager keeps the 520 MB conv output and more.
+Saved for backward: the input, the parameters, the output, the per-channel scale and shift and the group
+statistics; the one large buffer is dL/dx_conv (534 MB), where eager keeps the 520 MB conv output and more.
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add
 per conv = 0.28 ms at 67 TFLOP/s (the floor run_all.py reports; the 67 MB input is 0.02 ms of
 bandwidth). Phase 1's GEMMs are 7.5 M mma.sync (7.7 G multiply-adds with the edges: ~0.04 ms, the
 tensor pipe's busy time measured for them); phase 2 on the tensor cores 3 x 18.7 GFLOP of TF32 (0.11
 ms at ~495 TFLOP/s) plus three MUFU operations per conv output (0.10 ms). Measured on an H100
-(torch.profiler): gram_kernel 0.128 ms (ncu one change earlier: 950 instructions per warp and row, 114
-of them products, issue 50% busy), gram_stats_kernel 0.026, phase 2 0.28 (ncu: issue 47% busy, MUFU
-42%, 943 instructions per warp and unit, half of them the epilogue); run_all.py 0.49 ms (about 0.06 of
-it host time before the first kernel). Backward, per kernel: BSUMS 0.44 ms, GRAD 0.50, weight gradient
-0.29 (ncu), input gradient 0.45, the small ones 0.04 (each gradient GEMM 9.4 G multiply-adds: ~0.19
-ms at mma.sync's split-TF32 rate, 0.11 at wgmma's; each reads the 534 MB of dL/dx_conv, 0.18 ms of
-bandwidth); forward + backward 2.37 ms. History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
+(torch.profiler): gram_kernel 0.128 ms, gram_stats_kernel 0.026, phase 2 0.28 (issue 47% busy, MUFU 42%);
+run_all.py 0.50 ms. Backward: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.29, input gradient 0.45;
+forward + backward 2.39 ms. Profiles and history: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
+Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: phase 1 on a float copy of the input
+(exact); phase 2 one TF32 product per step (half values are exact in TF32), then each op rounded as PyTorch
+runs it (tools/half_rounding.py): the conv, plus the bias, GroupNorm with its mean and 1/std rounded to the dtype
+(half_norm_kernel), tanh, HardSwish, the residual sum, logsumexp's max, x - max, exp, sum, log and + max; under
+autocast all after GroupNorm is float32. Backward in float32 on float copies (the output recomputed unrounded),
+gradients rounded to their dtype. Measured: bf16 0.583, fp16 0.557 against fp32 0.499 ms (slower: open).
 
 Run: python variants/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.py
 """

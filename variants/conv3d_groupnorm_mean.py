@@ -28,6 +28,13 @@ Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): 
 Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 TF32: cuDNN runs this Conv3d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
+Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the same kernels over the element type.
+Half values are exact in TF32, so a step is one product instead of three; each conv output is rounded as PyTorch
+rounds it (cuDNN's output, then the bias added), and the output comes from GroupNorm's a m_c + b with its mean
+and 1/std rounded to the dtype, as PyTorch's half GroupNorm stores them (tools/half_rounding.py measured each
+point); GroupNorm's per-element rounding before the mean averages out and is not modelled. Under autocast
+GroupNorm and the mean run in float32. The backward's dL/dy is in the conv's dtype, for PyTorch's convolution
+backward. Measured: bf16 0.219 ms, fp16 0.193 ms against fp32 0.181 ms in the same runs (half is slower: open).
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add =
 0.147 ms at the 67 TFLOP/s FP32 rate (the floor run_all.py reports); the 38 MB input is 0.01 ms of

@@ -20,11 +20,17 @@ Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): 
 Autograd kernels), the forward and backward it calls, and the two fused kernels alone (run_all's
 stages); torch.compile(fullgraph=True) traces it, and Inductor cannot change the conv's precision.
 
+Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: cuDNN's conv in the dtype, as PyTorch's;
+the kernels are templated over the element type: h = hardswish(y) rounded to it as PyTorch rounds it, and the
+output from GroupNorm's a m_c + b with its mean and 1/std rounded to the dtype first, as PyTorch's half GroupNorm
+stores them (tools/half_rounding.py measures each rounding point); under autocast GroupNorm runs in float32 (its
+autocast policy) and so does the output. The backward's dL/dy is in the conv's dtype, for cuDNN's backward.
+
 Floor at the benchmark size (B=1024, 16 channels of 13x29x29): the fused forward reads y, 716 MB
 (0.17 ms at 4.2 TB/s); the backward reads y and writes dL/dy, 1.43 GB (0.34 ms). The model's time is
 cuDNN's fp32 conv: 10.8 ms of which the fused kernel is 0.26 to 0.28 ms (1.05x to 1.14x its floor at an
-H100's copy bandwidth); forward + backward 138 ms, nearly all cuDNN's conv weight gradient (README's
-table; history in docs/conv3d_hardswish_groupnorm_mean.md).
+H100's copy bandwidth); forward + backward 138 ms, nearly all cuDNN's conv weight gradient. bf16 10.72 ms and
+fp16 4.66 ms (cuDNN's conv in each). README's tables; history in docs/conv3d_hardswish_groupnorm_mean.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean.py
 """

@@ -21,8 +21,13 @@ Where an input row fits 32 columns and C_in K^2 <= 64 (the benchmark):
 Elsewhere plain-FP32 kernels do the same (conv_hswish_sums_kernel, grad_y_kernel, grad_input_kernel,
 grad_weight_smem_kernel or grad_weight_kernel); the tests cover both paths. Every final sum is in a fixed
 order: deterministic, no atomics.
-Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta and
-Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
+Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta, Autograd
+and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
+Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the forward kernels over the element
+type, half loads and one TF32 product per step (half values are exact in TF32), y rounded after the conv and
+after the bias, h after HardSwish, and GroupNorm's mean and 1/std rounded to the dtype as PyTorch's half
+GroupNorm stores them (tools/half_rounding.py); under autocast GroupNorm runs in float32. The backward runs in
+float32 on float copies of its inputs and rounds each gradient to its tensor's dtype.
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4 -> 13x29x29): 34.4 G multiply-adds
 per conv: 1.03 ms at the 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32 at the tensor cores' dense
@@ -30,7 +35,8 @@ rate; the backward's two gradients are twice that. On an H100 (torch.profiler, n
 (2.3x its split-TF32 floor; tensor pipe 48% busy, 3 warps a scheduler waiting on gathered loads and
 on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.0 ms (mma.sync;
 with a row a warp the tensor pipe was 25% busy: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
-loads and 16 splits fed only 12 products), weight gradient 1.54 ms. History and what was tried:
+loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (run_all.py, H100): bf16 1.007 ms, fp16 1.041 ms, fp32 1.169 ms in the
+same runs. History and what was tried:
 docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py

@@ -31,6 +31,13 @@ gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyT
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta and
 Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
+Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the input and parameters converted to
+float (exact), the same kernel with a half epilogue: unscaled weights, then each value rounded where PyTorch
+rounds it (tools/half_rounding.py): the conv, plus the bias, the sigmoid (ex2, rcp), the product, GroupNorm as
+PyTorch's half kernel forms it (mean and 1/std rounded to the dtype, a x + b in float) and HardSwish; under
+autocast GroupNorm and HardSwish run in float32. The output is written in its dtype. Left: in bf16 PyTorch rounds
+a float Welford mean to bf16 where ours is exact; about one group in 250 lands on the other bf16 neighbour, and
+its outputs shift by a unit (KernelBench's bf16 check: 4 of 5 trials). Backward: dL/dy in the conv's dtype.
 TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows
 torch.backends.cudnn.allow_tf32, read at every call: on, the input and weights are rounded to TF32
 (round to nearest even, as cuDNN does; products exact, sums in fp32) as they are staged; off, exact
@@ -43,7 +50,8 @@ per clock per SM) and a thread issues about 23 instructions per output and phase
 per clock per scheduler): the kernel is bound by issue and latency (MUFU 43%, FMA 40% busy by ncu), not
 by the write. Last full run (README, PyTorch's default flags, so with the TF32 rounding, which costs
 about 4%): 0.708 ms on an H100, 2.03x the floor, 11.1x eager, 6.7x torch.compile; the same kernel has
-measured 0.62 to 0.77 ms across H100s. Tried and measured: docs/convtranspose3d_swish_groupnorm_hardswish.md.
+measured 0.62 to 0.77 ms across H100s; bf16 1.099 and fp16 1.043 ms against fp32 0.674 ms in the same runs
+(half is slower: open). Tried and measured: docs/convtranspose3d_swish_groupnorm_hardswish.md.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
