@@ -159,7 +159,9 @@ PROBLEMS = {p.name: p for p in (
             # more samples than the conv kernel has blocks: blocks span several samples
             Case("many_samples", (3, 24, 3, 8), (1500, 3, 3, 3, 3)),
         )),
-        other_configs=((4, 16, 3, 4), (2, 40, 3, 5), (3, 24, 5, 8), (12, 24, 3, 8), (20, 8, 3, 4)),
+        # 7 and 8 input channels: the conv kernel's static and dynamic shared memory together pass 48 KB
+        other_configs=((4, 16, 3, 4), (2, 40, 3, 5), (3, 24, 5, 8), (7, 16, 3, 4), (8, 24, 3, 8), (12, 24, 3, 8),
+                       (20, 8, 3, 4)),
         has_backward=True,
     ),
     Problem(

@@ -623,7 +623,9 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
         const int smem = (int)(depth_steps(C_in) * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
         const auto kernel = wide_rows(W) ? conv_gn_stats_kernel<true, T> : conv_gn_stats_kernel<false, T>;
         cudaError_t err;
-        if (smem > 48 * 1024 &&   // more than the default needs opting in (C_in of 9 or more)
+        // The dynamic part and the kernel's static lane_sums together: past 48 KB a block must opt in (C_in of 7
+        // or more; counting the dynamic part alone missed C_in 7 and 8, whose launch then failed).
+        if (smem + (int)sizeof(double) * WARPS * LANE_STATS * 32 > 48 * 1024 &&
             (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
             return err;
         const int ups = units_per_sample(D, H, W);
