@@ -92,7 +92,8 @@ def main():
 
     gpu = torch.cuda.get_device_name()
     results = []
-    for dtype in args.dtype or ["fp32"]:
+    dtypes = args.dtype or ["fp32"]
+    for dtype in dtypes:
         for name, (namespace, times) in built.items():
             result = evaluate(name, namespace["ModelNew"], reps=args.reps, with_compile=not args.no_compile,
                               stages=namespace.get("benchmark_stages"), dtype=dtype)
@@ -103,7 +104,7 @@ def main():
 
     header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, copy bandwidth "
               f"{results[0]['bandwidth_gbs']:.0f} GB/s, commit {git_commit()[:12]}, {time.strftime('%Y-%m-%d')}")
-    tables = "\n\n".join(format_tables([r for r in results if r["dtype"] == d]) for d in args.dtype or ["fp32"])
+    tables = "\n\n".join(format_tables([r for r in results if r["dtype"] == d]) for d in dtypes)
     print(f"\n{header}\n{tables}")
     if args.json:
         meta = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": git_commit(),
