@@ -35,10 +35,9 @@ Backward (autograd), with u = g * softmax_c(x_res) and vn = u * hardswish'(t) * 
   blocks), block totals added in order; grad_input_kernel (wgmma on Hopper, mma.sync elsewhere) per
   dL/dx_conv row (rows = output columns, columns = the 72 taps (ci, kh, kw), depth = channels) folded
   into three input rows of partial sums held in registers. Every sum is in a fixed order: deterministic.
-Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model, with CUDA, Meta
-and Autograd kernels, and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
-Saved for backward: the input, the parameters, the output, the per-channel scale and shift and the group
-statistics; the one large buffer is dL/dx_conv (534 MB), where eager keeps the 520 MB conv output and more.
+Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model, with CUDA, Meta,
+Autograd and AutocastCUDA kernels, and the forward and backward it calls; torch.compile traces it. The
+backward's one large buffer is dL/dx_conv (534 MB), where eager keeps the 520 MB conv output and more.
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add
 per conv = 0.28 ms at 67 TFLOP/s (the floor run_all.py reports; the 67 MB input is 0.02 ms of
@@ -1938,17 +1937,20 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
         const Tensor& gn_weight_in, const Tensor& norm, const Tensor& group_stats, const Tensor& out_in,
         Mask conv_mask) {
-    check_input(x_in.contiguous(), weight_in, bias_in, gn_weight_in);
-    const c10::cuda::CUDAGuard guard(x_in.device());
-    auto x = converted(x_in, at::kFloat), weight = converted(weight_in, at::kFloat);
-    auto bias = converted(bias_in, at::kFloat), gn_weight = converted(gn_weight_in, at::kFloat);
-    auto out = converted(out_in, at::kFloat);
+    const bool half = x_in.scalar_type() != at::kFloat;
+    auto x = x_in.contiguous();
+    check_input(x, weight_in, bias_in, gn_weight_in);
+    const c10::cuda::CUDAGuard guard(x.device());
+    x = converted(x, at::kFloat);
+    auto weight = converted(weight_in, at::kFloat), bias = converted(bias_in, at::kFloat);
+    auto gn_weight = converted(gn_weight_in, at::kFloat);
+    auto out = half ? Tensor() : out_in.contiguous();   // half: recomputed below, unrounded
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     check_smem(C_in);
     const int64_t groups = group_stats.size(1), Ho = H - 2, Wo = W - 2;
     auto g = converted(grad_out, at::kFloat);
     const bool any = B * Ho * Wo > 0;   // else every gradient is zero (or empty)
-    if (any && x_in.scalar_type() != at::kFloat) {
+    if (any && half) {
         out = at::empty({B, 1, Ho, Wo}, x.options());
         check(logsumexp_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
                                norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, H, W,
