@@ -24,8 +24,8 @@ So:
     conv_grad_y_kernel recomputes y in plain FP32 (81 multiply-adds per value, cheaper than keeping
     y) and writes dL/dy; PyTorch's convolution backward gives the conv's gradients (deterministic
     only with torch.backends.cudnn.deterministic, as in PyTorch).
-Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta and
-Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
+Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
+Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 TF32: cuDNN runs this Conv3d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the same kernels over the element type.

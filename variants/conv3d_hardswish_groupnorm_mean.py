@@ -16,8 +16,8 @@ size anyway, so the file is exact under both settings, as PyTorch is. Everything
     over the batch in a fixed order by a small kernel; then PyTorch's convolution backward gives the
     conv's gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyTorch).
 Saved for backward: x, y (eager keeps both) and per-sample statistics (B, C + 2G) doubles.
-Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta and
-Autograd kernels), the forward and backward it calls, and the two fused kernels alone (run_all's
+Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
+Autograd and AutocastCUDA kernels), the forward and backward it calls, and the two fused kernels alone (run_all's
 stages); torch.compile(fullgraph=True) traces it, and Inductor cannot change the conv's precision.
 
 Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: cuDNN's conv in the dtype, as PyTorch's;

@@ -28,8 +28,8 @@ Backward (chain_backward_kernel, two sweeps): the first gathers per (sample, cha
 y from the input (about ten multiply-adds per value: cheaper than keeping the 1 GB y and reading it
 twice) with the forward's saved group statistics. PyTorch's convolution backward gives the conv's
 gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyTorch).
-Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta and
-Autograd kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
+Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
+Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
 Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the input and parameters converted to
 float (exact), the same kernel with a half epilogue: unscaled weights, then each value rounded where PyTorch
