@@ -31,13 +31,13 @@ gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyT
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
 Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
-Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the input and parameters converted to
-float (exact), the same kernel with a half epilogue: unscaled weights, then each value rounded where PyTorch
-rounds it (tools/half_rounding.py): the conv, plus the bias, the sigmoid (ex2, rcp), the product, GroupNorm as
-PyTorch's half kernel forms it (mean and 1/std rounded to the dtype, a x + b in float) and HardSwish; under
-autocast GroupNorm and HardSwish run in float32. The output is written in its dtype. Left: in bf16 PyTorch rounds
-a float Welford mean to bf16 where ours is exact; about one group in 250 lands on the other bf16 neighbour, and
-its outputs shift by a unit (KernelBench's bf16 check: 4 of 5 trials). Backward: dL/dy in the conv's dtype.
+Half precision (float16, bfloat16: model.to(dtype)): input and parameters converted to float (exact); the same
+kernel with unscaled weights, every item writing (RAW) Swish rounded where PyTorch rounds (tools/half_rounding.py:
+the conv, plus the bias, the sigmoid, the product) in the dtype; then group_norm_hardswish_kernel per (sample,
+group): the statistics in PyTorch's own order (its Welford kernel's), so mean and 1/std round to the same value
+in the dtype (an exact mean put one group in 250 on the other bf16 neighbour, failing KernelBench's bf16 check),
+and a x + b, HardSwish in place, each rounded. Autocast: the two-phase kernel with Swish rounded in its dtype,
+GroupNorm and HardSwish in float32. Backward: dL/dy in the conv's dtype.
 TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows
 torch.backends.cudnn.allow_tf32, read at every call: on, the input and weights are rounded to TF32
 (round to nearest even, as cuDNN does; products exact, sums in fp32) as they are staged; off, exact
@@ -50,8 +50,9 @@ per clock per SM) and a thread issues about 23 instructions per output and phase
 per clock per scheduler): the kernel is bound by issue and latency (MUFU 43%, FMA 40% busy by ncu), not
 by the write. Last full run (README, PyTorch's default flags, so with the TF32 rounding, which costs
 about 4%): 0.708 ms on an H100, 2.03x the floor, 11.1x eager, 6.7x torch.compile; the same kernel has
-measured 0.62 to 0.77 ms across H100s; bf16 1.099 and fp16 1.043 ms against fp32 0.674 ms in the same runs
-(half is slower: open). Tried and measured: docs/convtranspose3d_swish_groupnorm_hardswish.md.
+measured 0.62 to 0.77 ms across H100s. Half: 1.2 ms (RAW 0.42, GroupNorm 0.68: 1.5 GB at 63% of DRAM peak),
+slower than fp32 (0.67): PyTorch's order needs the Swish output stored and read twice (floor 2 GB, 0.68 ms).
+Tried and measured: docs/convtranspose3d_swish_groupnorm_hardswish.md.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
@@ -114,13 +115,6 @@ template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the
 }
 template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
 
-// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
-// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
-template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
-    const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
-}
 template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
 
 // f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
@@ -508,9 +502,8 @@ __device__ __forceinline__ void convolve_staged(float (&acc)[2][2][ROWS][CO_TILE
 // of the group's channels in a fixed order (each lane a fixed stride, then a fixed shuffle tree; double),
 // then per channel folds mean, 1/std and the affine parameters into one scale and shift. It stores
 // the reciprocal of the scale times -ln(2) (the scaled Swish's factor), at most FLT_MAX in size, so
-// that phase 2 divides once (a zero scale gives a zero quotient); half precision: the scale itself, both as
-// PyTorch's GroupNorm forms them where it runs in TO (half_gn_affine). Partials come from other blocks:
-// read past L1 (__ldcg).
+// that phase 2 divides once (a zero scale gives a zero quotient); autocast (HALF, GroupNorm in float32): the
+// scale itself. Partials come from other blocks: read past L1 (__ldcg).
 template <bool HALF, typename TO>
 __device__ void finalize_sample(const Params& p, int b)
 {
@@ -538,8 +531,7 @@ __device__ void finalize_sample(const Params& p, int b)
             const double scale = p.gn_weight[c] * rstd;
             const double inv = copysign(fmin(1.0 / fabs(scale * LN2), (double)FLT_MAX), -scale);
             float2 ab = make_float2((float)inv, (float)(p.gn_bias[c] - mean * scale));
-            if (HALF && is_half<TO>()) ab = half_gn_affine<TO>(mean, rstd, p.gn_weight[c], p.gn_bias[c]);
-            else if (HALF) ab.x = (float)scale;   // GroupNorm in float32 (autocast)
+            if (HALF) ab.x = (float)scale;
             p.norm[((size_t)b * g.C_out + c) * 2] = ab.x;
             p.norm[((size_t)b * g.C_out + c) * 2 + 1] = ab.y;
         }
@@ -579,7 +571,7 @@ __device__ __forceinline__ void wait_for_flag(const int* flag)
 template <bool WRITE, bool TF32, typename T, typename TO>
 __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item& it, int buf)
 {
-    constexpr bool HALF = is_half<T>();
+    constexpr bool HALF = is_half<T>(), RAW = is_half<TO>();
     const Geometry& g = p.g;
     const int b = it.b, md = it.md, w0 = it.w0, cg0 = it.cg0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -676,8 +668,8 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
             // Swish and the normalisation in one quotient: y = scale v sigmoid(v) + shift
             // = a / (inv (1 + 2^a)) + shift, with inv = 1 / (-ln(2) scale) (finalize_sample). For v < -88,
             // 2^a = inf and y = shift, the limit. Then hardswish(y) = y clamp(y / 6 + 1 / 2, 0, 1), in place.
-            // Half precision: each step rounded as in phase 1, then z = scale Swish + shift and HardSwish (as
-            // PyTorch writes it) each rounded to TO (s.inv holds the scale, finalize_sample).
+            // Autocast: Swish rounded as in phase 1, then z = scale Swish + shift and HardSwish in float32 (s.inv
+            // holds the scale, finalize_sample). RAW (float16, bfloat16): Swish alone, rounded, is written.
             const float4 inv4 = s.inv[buf][k], sh4 = s.shift[buf][k], b4 = s.bias_r[k];
             const float inv[CO_TILE] = {inv4.x, inv4.y, inv4.z, inv4.w}, sh[CO_TILE] = {sh4.x, sh4.y, sh4.z, sh4.w};
             const float bq[CO_TILE] = {b4.x, b4.y, b4.z, b4.w};
@@ -690,7 +682,9 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
 #pragma unroll
             for (int q = 0; q < CO_TILE; ++q) {
                 float& a = acc[bb][c][r][q];
-                if (HALF) {
+                if (RAW) {
+                    a = swish_rounded<T>(a, bq[q]);
+                } else if (HALF) {
                     const float z = round_to<TO>(fmaf(swish_rounded<T>(a, bq[q]), inv[q], sh[q]));
                     a = round_to<TO>(z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f));
                 } else {
@@ -852,7 +846,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         copy_async_commit();
         copy_async_wait<false>();   // this item's tile (all but the group just committed)
         __syncthreads();
-        if (it.write) convt_block<true, TF32, T, TO>(s, p, it, buf);
+        if (is_half<TO>() || it.write) convt_block<true, TF32, T, TO>(s, p, it, buf);
         else convt_block<false, TF32, T, TO>(s, p, it, buf);
         // The ticket after next, drawn by warp 1 as it finishes this item (the atomic's round trip hides
         // behind the warps still working) and published by the barrier: no barrier waits for it.
@@ -929,15 +923,109 @@ static cudaError_t resident_blocks(int* resident) {
     return cudaSuccess;
 }
 
+// RAW (is_half<TO>: the Swish output written, no statistics): phase-1 items only, each written as phase 2 writes.
 template <bool TF32, typename T, typename TO>
 static cudaError_t launch_convt(Params& p, int B, cudaStream_t stream) {
+    constexpr bool RAW = is_half<TO>();
     int resident;
     cudaError_t err;
     if ((err = resident_blocks<TF32, T, TO>(&resident)) != cudaSuccess) return err;
-    const int blocks = (int)min(2LL * B * p.g.items, (long long)resident);
+    const int blocks = (int)min((RAW ? 1LL : 2LL) * B * p.g.items, (long long)resident);
     schedule(p.g, B, blocks);
+    if (RAW) p.g.lag = B, p.g.split_from = p.g.tickets = B * p.g.items;   // item_of: phase-1 items, none split
     convt_swish_gn_kernel<TF32, T, TO><<<blocks, THREADS, sizeof(Smem), stream>>>(p);
     return cudaGetLastError();
+}
+
+// float16 and bfloat16: GroupNorm and HardSwish over the stored Swish output, in place, as PyTorch's half
+// GroupNorm computes them, so that each group's mean and 1/std round to the same neighbour in the dtype (a
+// different order of the float sums moves about one group in 250 to the other, shifting all its outputs).
+// Its statistics kernel (RowwiseMoments): per (sample, group), 512 threads (32 below 512 elements), thread j
+// a Welford update for elements j, j + 512, ... in order; then the states combined down a shuffle tree (16,
+// 8, 4, 2, 1) in each warp, and the warps' results the same way in warp 0; mean and 1/std = rsqrt(var +
+// eps) (eps rounded to the dtype, as PyTorch passes it) stored in the dtype. The expressions below are
+// PyTorch's (WelfordOps), compiled to the same operations (a division, fused multiply-adds).
+// Then a = rstd gamma, b = -a mean + beta in float (ComputeFusedParams), a x + b rounded, HardSwish rounded.
+constexpr int GN_THREADS = 512;
+struct Welford { float mean, m2, nf; };
+__device__ __forceinline__ Welford welford_add(Welford w, float x) {
+    const float nf = w.nf + 1.f;   // exact: a thread's count is far below 2^24
+    const float delta = x - w.mean, mean = w.mean + delta / nf;
+    return {mean, w.m2 + delta * (x - mean), nf};
+}
+__device__ __forceinline__ Welford welford_combine(Welford a, Welford b) {
+    if (a.nf == 0.f) return b;
+    if (b.nf == 0.f) return a;
+    const float delta = b.mean - a.mean, count = a.nf + b.nf, nb_over_n = b.nf / count;
+    return {a.mean + delta * nb_over_n, a.m2 + b.m2 + delta * delta * a.nf * nb_over_n, count};
+}
+__device__ __forceinline__ Welford welford_warp(Welford w) {
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2)
+        w = welford_combine(w, {__shfl_down_sync(0xffffffffu, w.mean, off), __shfl_down_sync(0xffffffffu, w.m2, off),
+                                __shfl_down_sync(0xffffffffu, w.nf, off)});
+    return w;
+}
+
+template <typename TO>
+__global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
+    TO* __restrict__ out, const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
+    double* __restrict__ stats, int C_out, int groups, long long vol, float eps)
+{
+    __shared__ Welford warps[GN_THREADS / 32];
+    __shared__ float mean_rstd[2];
+    const int grp = blockIdx.x % groups, cpg = C_out / groups, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    TO* const x = out + (size_t)blockIdx.x * cpg * vol;   // the group's channels: contiguous
+    const long long n = (long long)cpg * vol;
+    Welford w = {0.f, 0.f, 0.f};
+    long long j = threadIdx.x;
+    for (; j + 7LL * blockDim.x < n; j += 8LL * blockDim.x) {   // eight loads in flight, then the updates in order
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = to_float(x[j + k * blockDim.x]);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) w = welford_add(w, v[k]);
+    }
+    for (; j < n; j += blockDim.x) w = welford_add(w, to_float(x[j]));
+    w = welford_warp(w);
+    if (blockDim.x > 32) {
+        if (lane == 0) warps[warp] = w;
+        __syncthreads();
+        if (warp == 0) w = welford_warp(lane < (int)blockDim.x / 32 ? warps[lane] : Welford{0.f, 0.f, 0.f});
+    }
+    if (threadIdx.x == 0) {
+        const float mean = round_to<TO>(w.mean), rstd = round_to<TO>(rsqrtf(w.m2 / w.nf + round_to<TO>(eps)));
+        mean_rstd[0] = mean;
+        mean_rstd[1] = rstd;
+        stats[(size_t)blockIdx.x * 2] = mean;
+        stats[(size_t)blockIdx.x * 2 + 1] = rstd;
+    }
+    __syncthreads();
+    for (int c = 0; c < cpg; ++c) {   // each channel's row: 16-byte vectors between a head and a tail of elements
+        const int ch = grp * cpg + c;
+        const float a = mean_rstd[1] * gn_weight[ch], b = -a * mean_rstd[0] + gn_bias[ch];
+        const auto apply = [a, b](TO v) {
+            const float z = round_to<TO>(a * to_float(v) + b);
+            return from_float<TO>(z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f));
+        };
+        TO* const row = x + (size_t)c * vol;
+        const long long head = min(vol, (long long)((16 - reinterpret_cast<uintptr_t>(row) % 16) % 16 / sizeof(TO)));
+        const long long vecs = (vol - head) / 8;
+        if (threadIdx.x < head) row[threadIdx.x] = apply(row[threadIdx.x]);
+        uint4* const body = reinterpret_cast<uint4*>(row + head);
+        for (long long i = threadIdx.x; i < vecs; i += blockDim.x) {
+            uint4 u = body[i];
+            unsigned* const words = &u.x;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const unsigned lo = apply(TO{(unsigned short)(words[k] & 0xffffu)}).bits;
+                const unsigned hi = apply(TO{(unsigned short)(words[k] >> 16)}).bits;
+                words[k] = lo | hi << 16;
+            }
+            body[i] = u;
+        }
+        for (long long i = head + 8 * vecs + threadIdx.x; i < vol; i += blockDim.x) row[i] = apply(row[i]);
+    }
 }
 
 // Caller: convt_items < 2^30 (the ticket counter overshoots by the grid size); `data` of convt_data_bytes;
@@ -960,7 +1048,17 @@ cudaError_t convt_swish_gn_hardswish_launch(
     p.vec = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
     if (conv_type == 0) return tf32 ? launch_convt<true, float, float>(p, B, stream) : launch_convt<false, float, float>(p, B, stream);
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
-        return launch_convt<false, decltype(t), decltype(to)>(p, B, stream);
+        using TO = decltype(to);
+        cudaError_t err = launch_convt<false, decltype(t), TO>(p, B, stream);
+        if constexpr (is_half<TO>()) {
+            if (err != cudaSuccess) return err;
+            const long long vol = (long long)p.g.Do * p.g.Ho * p.g.Wo;
+            const int threads = (long long)(C_out / groups) * vol < GN_THREADS ? 32 : GN_THREADS;
+            group_norm_hardswish_kernel<TO><<<B * groups, threads, 0, stream>>>(
+                static_cast<TO*>(out), gn_weight, gn_bias, stats, C_out, groups, vol, (float)eps);
+            err = cudaGetLastError();
+        }
+        return err;
     });
 }
 
