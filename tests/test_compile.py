@@ -1,5 +1,7 @@
 """Compile: every variant's extension builds and its file execs the way a harness runs it (no GPU
 needed); parameters match the reference's exactly."""
+import pathlib
+
 import pytest
 import torch
 
@@ -46,3 +48,16 @@ def test_load_state_dict_both_ways(name):
     other = ns["ModelNew"](*problem.init_args)
     ref.load_state_dict(other.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), ref.state_dict().values()))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_built_extension_loads_without_announcing_a_build(name):
+    """Once built (this session's load), the file exec-ed in a fresh process says it loads its extension, not
+    that it builds one: the build notice comes only when a build will run."""
+    import subprocess
+    import sys
+    namespace(name)
+    code = f"from common.loading import load_variant; load_variant({name!r})"
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(pathlib.Path(__file__).resolve().parents[1])).stderr
+    assert f"{name}: loading its CUDA extension" in err and "building" not in err, err

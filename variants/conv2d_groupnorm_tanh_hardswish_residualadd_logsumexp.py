@@ -2113,11 +2113,28 @@ _hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9
 # per process, so the library is loaded once per source, however often the file is exec-ed.
 _namespace = ("conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp_" +
               hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12])
+
+
+def _built(build_root, name):
+    """Whether load_inline will find this source already built (its library beside the same sources)."""
+    folder = os.path.join(build_root, name)
+    def ends_with(file, text):
+        path = os.path.join(folder, file)
+        if not os.path.exists(path):
+            return False
+        with open(path) as f:
+            return f.read().endswith(text)
+    return (os.path.exists(os.path.join(folder, name + ".so")) and ends_with("main.cpp", cpp_source)
+            and ends_with("cuda.cu", cuda_source))
+
+
 if not hasattr(getattr(torch.ops, _namespace), "model"):
     _build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
-    print(f"conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp: loading its CUDA extension from "
-          f"{_build_root} (a cold build takes 20 to 30 s)", file=sys.stderr)
-    load_inline(name="conv2d_gn_tanh_hardswish_res_lse" + ("_mma_sync_ext" if _no_sm90a else "_ext"),
+    _name = "conv2d_gn_tanh_hardswish_res_lse" + ("_mma_sync_ext" if _no_sm90a else "_ext")
+    _action = (f"loading its CUDA extension from {_build_root}" if _built(_build_root, _name)
+               else f"building its CUDA extension in {_build_root} (20 to 30 s)")
+    print(f"conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp: {_action}", file=sys.stderr)
+    load_inline(name=_name,
                 cpp_sources=cpp_source, cuda_sources=cuda_source,
                 extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], is_python_module=False, verbose=False,
                 **_header_option,

@@ -619,11 +619,28 @@ _header_option = ({"no_implicit_headers": True}
 # The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
 # per process, so the library is loaded once per source, however often the file is exec-ed.
 _namespace = "conv3d_hardswish_groupnorm_mean_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
+
+
+def _built(build_root, name):
+    """Whether load_inline will find this source already built (its library beside the same sources)."""
+    folder = os.path.join(build_root, name)
+    def ends_with(file, text):
+        path = os.path.join(folder, file)
+        if not os.path.exists(path):
+            return False
+        with open(path) as f:
+            return f.read().endswith(text)
+    return (os.path.exists(os.path.join(folder, name + ".so")) and ends_with("main.cpp", cpp_source)
+            and ends_with("cuda.cu", cuda_source))
+
+
 if not hasattr(getattr(torch.ops, _namespace), "model"):
     _build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
-    print(f"conv3d_hardswish_groupnorm_mean: loading its CUDA extension from "
-          f"{_build_root} (a cold build takes 20 to 30 s)", file=sys.stderr)
-    load_inline(name="conv3d_hardswish_groupnorm_mean_ext", cpp_sources=cpp_source, cuda_sources=cuda_source,
+    _name = "conv3d_hardswish_groupnorm_mean_ext"
+    _action = (f"loading its CUDA extension from {_build_root}" if _built(_build_root, _name)
+               else f"building its CUDA extension in {_build_root} (20 to 30 s)")
+    print(f"conv3d_hardswish_groupnorm_mean: {_action}", file=sys.stderr)
+    load_inline(name=_name, cpp_sources=cpp_source, cuda_sources=cuda_source,
                 extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], extra_cuda_cflags=["-O3"], is_python_module=False,
                 verbose=False, **_header_option)
 _ops = getattr(torch.ops, _namespace)
