@@ -74,14 +74,19 @@ def test_init_signature_matches_reference(name):
 
 
 def extension_names(name):
-    """The name= of each load_inline call in the file: a string, or the string that starts a + expression
-    (the files that build a second, pre-Hopper library add a suffix to their own name)."""
+    """The name= of each load_inline call in the file (or of the variable it names): a string, or the string that
+    starts a + expression (the files that build a second, pre-Hopper library add a suffix to their own name)."""
+    module = tree(name)
+    assigned = {t.id: node.value for node in ast.walk(module) if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
     names = []
-    for call in ast.walk(tree(name)):
+    for call in ast.walk(module):
         if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("load_inline"):
             for k in call.keywords:
                 if k.arg == "name":
                     value = k.value
+                    if isinstance(value, ast.Name):   # name=_name, assigned before the call
+                        value = assigned.get(value.id, value)
                     while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
                         value = value.left
                     names.append(value.value if isinstance(value, ast.Constant) else None)
