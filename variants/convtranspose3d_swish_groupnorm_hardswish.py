@@ -1,35 +1,34 @@
 """ConvTranspose3d -> Swish -> GroupNorm -> HardSwish, all in custom CUDA (KernelBench level 2, problem 60).
 
-The parity split: with stride 2, padding 1 and kernel 3, output o along each axis takes tap k = 1 from
-input m = o/2 when o is even, and taps k = 0 (input m + 1) and k = 2 (input m) when o = 2m + 1. So each
-input position m feeds the 2 x 2 x 2 outputs (2m + a, 2m + b, 2m + c) through dense loops with no
-divisibility tests and no wasted multiply-adds (27 taps per input channel for 8 outputs).
+Two paths. Tuned (kernel 3, stride 2, padding 1 on every axis; any channels, groups, eps, bias): the parity
+split: output o along an axis takes tap k = 1 from input m = o/2 when o is even, taps k = 0 (input m + 1) and
+k = 2 (input m) when o = 2m + 1, so each input position feeds 2 x 2 x 2 outputs through dense loops with no
+divisibility tests. General (any other kernel size, stride, padding, tuples too): convt_swish_general_kernel,
+a thread per output element (taps found per axis, 64-bit indices), writes Swish; group_norm_hardswish_kernel
+(below) normalises in place; the backward's sweeps search taps the same way. Speed there: issue 46's.
 
-One persistent kernel (convt_swish_gn_kernel) does the whole model. Its blocks take work items by
+The tuned path: one persistent kernel (convt_swish_gn_kernel) does the whole model. Its blocks take work items by
 ticket, phase-1 and phase-2 items in turn, phase 2 about 1.5 rounds of items behind (item_of, schedule),
 so that the output is written over the whole launch:
   phase 1 item (a tile and 32 output channels): transposed conv + Swish in registers; writes the tile's
-    per-channel sum and sum of squares (double). The last phase-1 item of a sample (an atomic count)
-    adds the sample's partials in a fixed order, writes its per-channel scale and shift and sets the
-    sample's flag. Nothing of output size is written.
+    per-channel sums and sums of squares. The last phase-1 item of a sample (an atomic count) adds them in
+    a fixed order, writes per-channel scale and shift, sets the sample's flag. Nothing of output size.
   phase 2 item: waits for its sample's flag, recomputes, normalises, applies HardSwish, writes once.
 A block stages an input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4 input
 channels) and the weights of up to 32 output channels in shared memory with cp.async, and loads its
 next item's tile while computing the current one. Warp w owns 4 input rows, lane l one input column; a
 thread computes all 8 parities of its 4 positions for 4 output channels at a time (64 accumulators).
-Weights and bias carry a factor -log2(e), so Swish needs no multiply before its exponential; phase 1
-computes two channels' reciprocals with one MUFU operation, phase 2 folds Swish and the normalisation
-into one quotient. Phase 2's rows go through shared memory so each store writes 32 consecutive floats.
-The next ticket and the next item's statistics are awaited as the item before ends; the workspace
-(partials, counters) is kept per (device, stream) and left zeroed by the launch's last block.
+Weights and bias carry a factor -log2(e) (no multiply before Swish's exponential); phase 1 computes two
+channels' reciprocals with one MUFU operation, phase 2 folds Swish and the normalisation into one quotient
+and stores rows through shared memory. The workspace (partials, counters) is kept per (device, stream).
 Deterministic: every sum is added in a fixed order; the tickets only decide which block does an item.
 Backward (chain_backward_kernel, two sweeps): the first gathers per (sample, channel) sum dz and sum dz n
 (dz the gradient at the GroupNorm output, n the normalised value), the second writes dL/dy; both recompute
 y from the input (about ten multiply-adds per value: cheaper than keeping the 1 GB y and reading it
 twice) with the forward's saved group statistics. PyTorch's convolution backward gives the conv's
 gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyTorch).
-Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
-Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
+Operators (TORCH_LIBRARY, namespace: file name and source hash): model (CUDA, Meta, Autograd, AutocastCUDA
+kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
 Half precision (float16, bfloat16: model.to(dtype)): input and parameters converted to float (exact); the same
 kernel with unscaled weights, every item writing (RAW) Swish rounded where PyTorch rounds (tools/half_rounding.py:
@@ -154,6 +153,18 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
             return cudaGetLastError();
         });
     });
+}
+
+// A transposed conv's shape: channels, input and output sizes, and per axis (d, h, w) kernel, stride, padding.
+struct ConvShape {
+    int C_in, C_out, D, H, W, Do, Ho, Wo;
+    int k[3], s[3], p[3];
+};
+// The configuration convt_swish_gn_kernel is written for: kernel 3, stride 2, padding 1 on every axis.
+bool convt_tuned(const ConvShape& cs) {
+    for (int a = 0; a < 3; ++a)
+        if (cs.k[a] != K || cs.s[a] != 2 || cs.p[a] != 1) return false;
+    return true;
 }
 
 struct Geometry {
@@ -1010,7 +1021,8 @@ __global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
         };
         TO* const row = x + (size_t)c * vol;
         const long long head = min(vol, (long long)((16 - reinterpret_cast<uintptr_t>(row) % 16) % 16 / sizeof(TO)));
-        const long long vecs = (vol - head) / 8;
+        constexpr int PER = 16 / sizeof(TO);   // elements per vector
+        const long long vecs = (vol - head) / PER;
         if (threadIdx.x < head) row[threadIdx.x] = apply(row[threadIdx.x]);
         uint4* const body = reinterpret_cast<uint4*>(row + head);
         for (long long i = threadIdx.x; i < vecs; i += blockDim.x) {
@@ -1018,48 +1030,18 @@ __global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
             unsigned* const words = &u.x;
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
-                const unsigned lo = apply(TO{(unsigned short)(words[k] & 0xffffu)}).bits;
-                const unsigned hi = apply(TO{(unsigned short)(words[k] >> 16)}).bits;
-                words[k] = lo | hi << 16;
+                if constexpr (sizeof(TO) == 4) {
+                    words[k] = __float_as_uint(apply(__uint_as_float(words[k])));
+                } else {
+                    const unsigned lo = apply(TO{(unsigned short)(words[k] & 0xffffu)}).bits;
+                    const unsigned hi = apply(TO{(unsigned short)(words[k] >> 16)}).bits;
+                    words[k] = lo | hi << 16;
+                }
             }
             body[i] = u;
         }
-        for (long long i = head + 8 * vecs + threadIdx.x; i < vol; i += blockDim.x) row[i] = apply(row[i]);
+        for (long long i = head + PER * vecs + threadIdx.x; i < vol; i += blockDim.x) row[i] = apply(row[i]);
     }
-}
-
-// Caller: convt_items < 2^30 (the ticket counter overshoots by the grid size); `data` of convt_data_bytes;
-// counters (2 ints), done and ready (B ints each) zero, and only this stream using them (the launch leaves them zero).
-// The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types) of the
-// model's conv and GroupNorm; `out` in the GroupNorm's.
-cudaError_t convt_swish_gn_hardswish_launch(
-    const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type, int norm_type, int B,
-    int C_in, int C_out, int groups, int D, int H, int W, double eps, bool tf32, cudaStream_t stream)
-{
-    Params p;
-    p.g = make_geometry(C_in, C_out, D, H, W);
-    p.x = x; p.weight = weight; p.bias = bias; p.gn_weight = gn_weight; p.gn_bias = gn_bias; p.out = out;
-    p.stats = stats;
-    p.partials = static_cast<double*>(data);
-    p.norm = reinterpret_cast<float*>(static_cast<char*>(data) + partials_bytes(B, p.g));
-    p.counters = counters; p.done = done; p.ready = ready;
-    p.B = B; p.groups = groups; p.eps = eps;
-    p.vec = W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    if (conv_type == 0) return tf32 ? launch_convt<true, float, float>(p, B, stream) : launch_convt<false, float, float>(p, B, stream);
-    return with_types(conv_type, norm_type, [&](auto t, auto to) {
-        using TO = decltype(to);
-        cudaError_t err = launch_convt<false, decltype(t), TO>(p, B, stream);
-        if constexpr (is_half<TO>()) {
-            if (err != cudaSuccess) return err;
-            const long long vol = (long long)p.g.Do * p.g.Ho * p.g.Wo;
-            const int threads = (long long)(C_out / groups) * vol < GN_THREADS ? 32 : GN_THREADS;
-            group_norm_hardswish_kernel<TO><<<B * groups, threads, 0, stream>>>(
-                static_cast<TO*>(out), gn_weight, gn_bias, stats, C_out, groups, vol, (float)eps);
-            err = cudaGetLastError();
-        }
-        return err;
-    });
 }
 
 // Backward. With y the conv output, a = Swish(y), n = (a - mu_g) rstd_g, z = gamma_c n + beta_c, out = HardSwish(z)
@@ -1080,30 +1062,134 @@ __device__ __forceinline__ int axis_taps(int o, int (&k)[2], int (&i)[2]) {
     return 2;
 }
 
-__device__ __forceinline__ float conv_at(const float* __restrict__ x, const float* __restrict__ weight,
-                                         const float* __restrict__ bias, int b, int c, int od, int oh, int ow,
-                                         int C_in, int C_out, int D, int H, int W, bool tf32) {
-    int kd[2], id[2], kh[2], ih[2], kw[2], iw[2];
-    const int nd = axis_taps(od, kd, id), nh = axis_taps(oh, kh, ih), nw = axis_taps(ow, kw, iw);
+// The conv's output at (b, c, od, oh, ow) without its bias: the products in fp32 (operands rounded to TF32 when
+// `tf32`), summed over input channels and taps. GENERAL: any ConvShape (output o takes tap k from input
+// i = (o + p - k) / s where that divides exactly and 0 <= i < In); else kernel 3, stride 2, padding 1 (axis_taps).
+template <bool GENERAL>
+__device__ __forceinline__ float conv_at(const float* __restrict__ x, const float* __restrict__ weight, long long b,
+                                         int c, int od, int oh, int ow, const ConvShape& cs, bool tf32) {
+    // The kernel's extent along h and w, and its taps: compile-time constants on the tuned path.
+    const int k1 = GENERAL ? cs.k[1] : K, k2 = GENERAL ? cs.k[2] : K, taps = GENERAL ? cs.k[0] * k1 * k2 : TAPS;
+    const auto product = [&](const float* xc, const float* wc, int id, int ih, int iw, int kd, int kh, int kw) {
+        float v = __ldg(xc + ((size_t)id * cs.H + ih) * cs.W + iw);
+        float w = __ldg(wc + (kd * k1 + kh) * k2 + kw);
+        if (tf32) { v = round_tf32(v); w = round_tf32(w); }
+        return make_float2(v, w);
+    };
     float acc = 0.f;
-    for (int ci = 0; ci < C_in; ++ci) {
-        const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
-        const float* wc = weight + ((size_t)ci * C_out + c) * K * K * K;
+    for (int ci = 0; ci < cs.C_in; ++ci) {
+        const float* xc = x + ((size_t)b * cs.C_in + ci) * cs.D * cs.H * cs.W;
+        const float* wc = weight + ((size_t)ci * cs.C_out + c) * taps;
+        if (GENERAL) {
+            for (int kd = 0; kd < cs.k[0]; ++kd) {
+                const int td = od + cs.p[0] - kd;
+                if (td < 0) break;
+                if (td % cs.s[0] != 0 || td / cs.s[0] >= cs.D) continue;
+                for (int kh = 0; kh < cs.k[1]; ++kh) {
+                    const int th = oh + cs.p[1] - kh;
+                    if (th < 0) break;
+                    if (th % cs.s[1] != 0 || th / cs.s[1] >= cs.H) continue;
+                    for (int kw = 0; kw < cs.k[2]; ++kw) {
+                        const int tw = ow + cs.p[2] - kw;
+                        if (tw < 0) break;
+                        if (tw % cs.s[2] != 0 || tw / cs.s[2] >= cs.W) continue;
+                        const float2 vw = product(xc, wc, td / cs.s[0], th / cs.s[1], tw / cs.s[2], kd, kh, kw);
+                        acc = fmaf(vw.x, vw.y, acc);
+                    }
+                }
+            }
+            continue;
+        }
+        int kd[2], id[2], kh[2], ih[2], kw[2], iw[2];
+        const int nd = axis_taps(od, kd, id), nh = axis_taps(oh, kh, ih), nw = axis_taps(ow, kw, iw);
         for (int a = 0; a < nd; ++a)
             for (int e = 0; e < nh; ++e)
                 for (int f = 0; f < nw; ++f) {
-                    float v = __ldg(xc + ((size_t)id[a] * H + ih[e]) * W + iw[f]);
-                    float w = __ldg(wc + (kd[a] * K + kh[e]) * K + kw[f]);
-                    if (tf32) { v = round_tf32(v); w = round_tf32(w); }
-                    acc = fmaf(v, w, acc);
+                    const float2 vw = product(xc, wc, id[a], ih[e], iw[f], kd[a], kh[e], kw[f]);
+                    acc = fmaf(vw.x, vw.y, acc);
                 }
     }
-    return acc + (bias ? __ldg(bias + c) : 0.f);
+    return acc;
+}
+
+// The general path's first kernel (any ConvShape): the transposed conv, its bias and Swish at each output
+// element, a thread each in turn (64-bit indices), written to `out` for group_norm_hardswish_kernel. fp32:
+// sigmoid as PyTorch writes it (1 / (1 + exp(-y))); half (T): rounded where PyTorch rounds (swish_rounded);
+// `out` in TO (autocast: float32 holding the rounded values).
+template <typename T, typename TO>
+__global__ void __launch_bounds__(BWD_THREADS) convt_swish_general_kernel(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias, TO* __restrict__ out,
+    const ConvShape cs, long long total, bool tf32)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        long long r = i;
+        const int ow = (int)(r % cs.Wo); r /= cs.Wo;
+        const int oh = (int)(r % cs.Ho); r /= cs.Ho;
+        const int od = (int)(r % cs.Do); r /= cs.Do;
+        const int c = (int)(r % cs.C_out);
+        const long long b = r / cs.C_out;
+        const float conv = conv_at<true>(x, weight, b, c, od, oh, ow, cs, tf32), bc = bias ? __ldg(bias + c) : 0.f;
+        float v;
+        if (is_half<T>()) {
+            v = swish_rounded<T>(conv, bc);
+        } else {
+            const float y = conv + bc;
+            v = y * (1.f / (1.f + expf(-y)));
+        }
+        out[i] = from_float<TO>(v);
+    }
+}
+
+// Caller (the tuned configuration, convt_tuned): convt_items < 2^30 (the ticket counter overshoots by the
+// grid size); `data` of convt_data_bytes; counters (2 ints), done and ready (B ints each) zero, and only this
+// stream using them (the launch leaves them zero). Any other configuration: the general path (the workspace
+// unused). The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types)
+// of the model's conv and GroupNorm; `out` in the GroupNorm's.
+cudaError_t convt_swish_gn_hardswish_launch(
+    const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
+    void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type, int norm_type, int B,
+    const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream)
+{
+    const long long vol = (long long)cs.Do * cs.Ho * cs.Wo;
+    const auto normalise = [&](auto to) {   // GroupNorm and HardSwish over the Swish output written to `out`
+        using TO = decltype(to);
+        const int threads = (long long)(cs.C_out / groups) * vol < GN_THREADS ? 32 : GN_THREADS;
+        group_norm_hardswish_kernel<TO><<<B * groups, threads, 0, stream>>>(
+            static_cast<TO*>(out), gn_weight, gn_bias, stats, cs.C_out, groups, vol, (float)eps);
+        return cudaGetLastError();
+    };
+    if (!convt_tuned(cs)) {
+        return with_types(conv_type, norm_type, [&](auto t, auto to) {
+            using TO = decltype(to);
+            const long long total = (long long)B * cs.C_out * vol;
+            const int blocks = (int)std::min<long long>((total + BWD_THREADS - 1) / BWD_THREADS, 1 << 16);
+            convt_swish_general_kernel<decltype(t), TO><<<blocks, BWD_THREADS, 0, stream>>>(
+                x, weight, bias, static_cast<TO*>(out), cs, total, tf32);
+            const cudaError_t err = cudaGetLastError();
+            return err != cudaSuccess ? err : normalise(to);
+        });
+    }
+    Params p;
+    p.g = make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W);
+    p.x = x; p.weight = weight; p.bias = bias; p.gn_weight = gn_weight; p.gn_bias = gn_bias; p.out = out;
+    p.stats = stats;
+    p.partials = static_cast<double*>(data);
+    p.norm = reinterpret_cast<float*>(static_cast<char*>(data) + partials_bytes(B, p.g));
+    p.counters = counters; p.done = done; p.ready = ready;
+    p.B = B; p.groups = groups; p.eps = eps;
+    p.vec = cs.W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    if (conv_type == 0) return tf32 ? launch_convt<true, float, float>(p, B, stream) : launch_convt<false, float, float>(p, B, stream);
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using TO = decltype(to);
+        const cudaError_t err = launch_convt<false, decltype(t), TO>(p, B, stream);
+        if (err != cudaSuccess || !is_half<TO>()) return err;
+        return normalise(to);   // RAW: the Swish output written
+    });
 }
 
 // T: dL/dy's element type (the conv's, for PyTorch's convolution backward); TO: the output gradient's.
 // In half precision the chain's gradient is computed in float from float copies of the inputs.
-template <bool WRITE, typename T, typename TO>
+template <bool WRITE, bool GENERAL, typename T, typename TO>
 __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
     const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
@@ -1112,10 +1198,10 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     double* __restrict__ partials,        // !WRITE: (B, C_out, chunks, 2) written: sum dz, sum dz n
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
     T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo)
-    int C_in, int C_out, int groups, int D, int H, int W, bool tf32)
+    const ConvShape cs, int groups, bool tf32)
 {
+    const int C_out = cs.C_out, Do = cs.Do, Ho = cs.Ho, Wo = cs.Wo, S = Do * Ho * Wo;
     const int chunk = blockIdx.x, c = blockIdx.y, b = blockIdx.z, cpg = C_out / groups, grp = c / cpg;
-    const int Do = 2 * D - 1, Ho = 2 * H - 1, Wo = 2 * W - 1, S = Do * Ho * Wo;
     const float mu = (float)stats[((size_t)b * groups + grp) * 2], rstd = (float)stats[((size_t)b * groups + grp) * 2 + 1];
     const float gamma = gn_weight[c], beta = gn_bias[c];
     float p_n = 0.f, q_n = 0.f;   // WRITE: P_g / N and Q_g / N
@@ -1133,7 +1219,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     const int end = min(S, (chunk + 1) * BWD_CHUNK);
     for (int pos = chunk * BWD_CHUNK + threadIdx.x; pos < end; pos += BWD_THREADS) {
         const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
-        const float y = conv_at(x, weight, bias, b, c, od, oh, ow, C_in, C_out, D, H, W, tf32);
+        const float y = conv_at<GENERAL>(x, weight, b, c, od, oh, ow, cs, tf32) + (bias ? __ldg(bias + c) : 0.f);
         const float sig = 1.f / (1.f + expf(-y));
         const float n = (y * sig - mu) * rstd;
         const float z = fmaf(gamma, n, beta);
@@ -1189,9 +1275,9 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, TO* __rest
     (kind ? grad_gn_weight : grad_gn_bias)[c] = from_float<TO>((float)v);
 }
 
-long long chain_backward_workspace(long long B, int C_out, int D, int H, int W) {   // doubles
-    const long long S = (2LL * D - 1) * (2 * H - 1) * (2 * W - 1);
-    return B * C_out * ((S + BWD_CHUNK - 1) / BWD_CHUNK) * 2 + B * C_out * 2;
+long long chain_backward_workspace(long long B, const ConvShape& cs) {   // doubles
+    const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
+    return B * cs.C_out * ((S + BWD_CHUNK - 1) / BWD_CHUNK) * 2 + B * cs.C_out * 2;
 }
 
 // dL/dy (B, C_out, Do, Ho, Wo) in the conv's type and the GroupNorm parameters' gradients in the GroupNorm's
@@ -1199,30 +1285,36 @@ long long chain_backward_workspace(long long B, int C_out, int D, int H, int W) 
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
-                                  int B, int C_in, int C_out, int groups, int D, int H, int W, bool tf32,
-                                  cudaStream_t stream) {
+                                  int B, const ConvShape& cs, int groups, bool tf32, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        const long long S = (2LL * D - 1) * (2 * H - 1) * (2 * W - 1);
+        const int C_out = cs.C_out;
+        const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
         const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
         double* partials = work;
         double* sums = work + (size_t)B * C_out * chunks * 2;
         const dim3 grid(chunks, C_out, B);
         const TO* g = static_cast<const TO*>(grad_out);
         T* gy = static_cast<T*>(grad_y);
-        chain_backward_kernel<false, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
-            x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, C_in, C_out, groups, D, H, W, tf32);
-        cudaError_t err = cudaGetLastError();
+        const auto sweep = [&](auto write) {
+            constexpr bool WRITE = decltype(write)::value;
+            if (convt_tuned(cs))
+                chain_backward_kernel<WRITE, false, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+            else
+                chain_backward_kernel<WRITE, true, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+            return cudaGetLastError();
+        };
+        cudaError_t err = sweep(std::false_type());
         if (err != cudaSuccess) return err;
         chain_sums_kernel<<<(B * C_out + 255) / 256, 256, 0, stream>>>(partials, sums, B * C_out, chunks);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         gn_param_grad_kernel<TO><<<(2 * C_out + 255) / 256, 256, 0, stream>>>(
             sums, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), B, C_out);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        chain_backward_kernel<true, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
-            x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, C_in, C_out, groups, D, H, W, tf32);
-        return cudaGetLastError();
+        return sweep(std::true_type());
     });
 }
 """
@@ -1239,16 +1331,20 @@ cpp_source = r"""
 
 long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W);
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
+struct ConvShape {   // as in the CUDA source
+    int C_in, C_out, D, H, W, Do, Ho, Wo;
+    int k[3], s[3], p[3];
+};
+bool convt_tuned(const ConvShape& cs);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type, int norm_type, int B,
-    int C_in, int C_out, int groups, int D, int H, int W, double eps, bool tf32, cudaStream_t stream);
-long long chain_backward_workspace(long long B, int C_out, int D, int H, int W);
+    const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream);
+long long chain_backward_workspace(long long B, const ConvShape& cs);
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
-                                  int B, int C_in, int C_out, int groups, int D, int H, int W, bool tf32,
-                                  cudaStream_t stream);
+                                  int B, const ConvShape& cs, int groups, bool tf32, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
@@ -1352,15 +1448,40 @@ static Workspace workspace_for(const torch::Tensor& like, cudaStream_t stream, i
     return ws;
 }
 
+// The transposed conv's shape for input x and weight w (C_in, C_out, kd, kh, kw), with per-axis stride and padding
+// (no output padding, dilation 1, as the reference's ConvTranspose3d): output size (in - 1) s - 2 p + k.
+static ConvShape conv_shape(const Tensor& x, const Tensor& w, at::IntArrayRef stride, at::IntArrayRef padding) {
+    TORCH_CHECK_VALUE(stride.size() == 3 && padding.size() == 3, "convt_swish_gn_hardswish: stride and padding "
+                      "take 3 values");
+    ConvShape cs = {};
+    int64_t in[3], out[3];
+    for (int a = 0; a < 3; ++a) {
+        TORCH_CHECK_VALUE(stride[a] >= 1 && padding[a] >= 0, "convt_swish_gn_hardswish: stride must be >= 1 and "
+                          "padding >= 0, got ", stride, " and ", padding);
+        in[a] = x.size(2 + a);
+        out[a] = (in[a] - 1) * stride[a] - 2 * padding[a] + w.size(2 + a);
+        TORCH_CHECK_VALUE(out[a] >= 1, "convt_swish_gn_hardswish: the output would be empty along axis ", a, " (input ",
+                          in[a], ", stride ", stride[a], ", padding ", padding[a], ", kernel ", w.size(2 + a), ")");
+        cs.k[a] = (int)w.size(2 + a); cs.s[a] = (int)stride[a]; cs.p[a] = (int)padding[a];
+    }
+    TORCH_CHECK(out[0] * out[1] * out[2] < (int64_t(1) << 31), "convt_swish_gn_hardswish: one output channel must "
+                "stay under 2^31 elements");
+    cs.C_in = (int)x.size(1); cs.C_out = (int)w.size(1);
+    cs.D = (int)in[0]; cs.H = (int)in[1]; cs.W = (int)in[2];
+    cs.Do = (int)out[0]; cs.Ho = (int)out[1]; cs.Wo = (int)out[2];
+    return cs;
+}
+
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
-//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, C_out, 2D - 1, 2H - 1, 2W - 1),
+//   forward(x, weight, bias, gn_weight, gn_bias, stride, padding, groups, eps) -> (out (B, C_out, Do, Ho, Wo),
 //     stats (B, groups, 2) float64: each group's mean and 1/std of the Swish output); `bias` may be None;
-//   backward(grad_out, x, weight, bias, gn_weight, gn_bias, stats, conv_mask) -> the gradients of x, weight,
-//     bias (PyTorch's convolution backward of our dL/dy, where conv_mask asks), gn_weight and gn_bias.
+//   backward(grad_out, x, weight, bias, gn_weight, gn_bias, stats, stride, padding, conv_mask) -> the gradients
+//     of x, weight, bias (PyTorch's convolution backward of our dL/dy, where conv_mask asks), gn_weight, gn_bias.
 // Shapes and devices are checked by ModelNew; these checks guard direct calls.
 std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const OptTensor& bias,
-                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
+                                        const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
+                                        at::IntArrayRef padding, int64_t groups, double eps) {
     TORCH_CHECK(input.is_cuda() && input.dim() == 5, "convt_swish_gn_hardswish: input must be a 5-D CUDA tensor");
     check_dtypes(input, weight, bias, gn_weight, gn_bias);
     TORCH_CHECK(input.size(1) == weight.size(0), "convt_swish_gn_hardswish: input channels do not match the weight");
@@ -1370,26 +1491,27 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const c10::cuda::CUDAGuard guard(input.device());
     auto x = input.contiguous();
     auto w = weight.contiguous();
-    const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(1);
-    const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
+    const ConvShape cs = conv_shape(x, w, stride, padding);
+    const int64_t B = x.size(0);
     // at::empty: torch::empty's autograd wrapping cost some 3 us of host time per call (0.996 and 0.995)
-    auto out = at::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, gn_weight.options());
+    auto out = at::empty({B, cs.C_out, cs.Do, cs.Ho, cs.Wo}, gn_weight.options());
     auto stats = at::empty({B, groups, 2}, x.options().dtype(torch::kFloat64));
     if (out.numel() == 0) return {out, stats};
-    TORCH_CHECK((2 * D - 1) * (2 * H - 1) * (2 * W - 1) < (int64_t(1) << 31), "convt_swish_gn_hardswish: one "
-                "output channel must stay under 2^31 elements");
-    TORCH_CHECK(convt_items(B, C_in, C_out, D, H, W) < (int64_t(1) << 30), "convt_swish_gn_hardswish: the "
-                "input needs 2^30 or more work items; split the batch");
+    const bool tuned = convt_tuned(cs);
+    TORCH_CHECK(!tuned || convt_items(B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W) < (int64_t(1) << 30),
+                "convt_swish_gn_hardswish: the input needs 2^30 or more work items; split the batch");
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    const Workspace ws = workspace_for(x, stream, B, convt_data_bytes(B, C_in, C_out, D, H, W));
+    const Workspace ws = tuned ? workspace_for(x, stream, B, convt_data_bytes(B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W))
+                               : Workspace();
     // Half precision: the inputs as floats (exact), the roundings in the kernel.
     const auto xf = as_float(x), wf = as_float(w), gwf = as_float(gn_weight), gbf = as_float(gn_bias);
     const auto bf = as_float(bias);
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
-        gwf.data_ptr<float>(), gbf.data_ptr<float>(), ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr(),
-        stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, eps,
-        x.scalar_type() == at::kFloat && allow_tf32_conv(), stream);
+        gwf.data_ptr<float>(), gbf.data_ptr<float>(), tuned ? ws.data() : nullptr, tuned ? ws.counters() : nullptr,
+        tuned ? ws.done() : nullptr, tuned ? ws.ready() : nullptr, out.data_ptr(), stats.data_ptr<double>(),
+        dtype_code(x), dtype_code(gn_weight), B, cs, groups, eps, x.scalar_type() == at::kFloat && allow_tf32_conv(),
+        stream);
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
     return {out, stats};
 }
@@ -1398,49 +1520,52 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
 // convolution backward does.
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out, const Tensor& input, const Tensor& weight, const OptTensor& bias,
-        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, Mask conv_mask) {
+        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, at::IntArrayRef stride,
+        at::IntArrayRef padding, Mask conv_mask) {
     const c10::cuda::CUDAGuard guard(input.device());
     auto x = input.contiguous();
     auto w = weight.contiguous();
-    const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(1), groups = stats.size(1);
-    const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
+    const ConvShape cs = conv_shape(x, w, stride, padding);
+    const int64_t B = x.size(0), C_out = cs.C_out, groups = stats.size(1);
     const bool tf32 = allow_tf32_conv();
     // dL/dy in the conv's dtype, for PyTorch's convolution backward; the GroupNorm's gradients in its own.
-    auto grad_y = at::empty({B, C_out, 2 * D - 1, 2 * H - 1, 2 * W - 1}, x.options());
+    auto grad_y = at::empty({B, C_out, cs.Do, cs.Ho, cs.Wo}, x.options());
     auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
     auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "convt_swish_gn_hardswish: the output's gradient "
                 "must have the output's dtype");
     if (grad_y.numel() > 0) {
-        auto work = at::empty({chain_backward_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
+        auto work = at::empty({chain_backward_workspace(B, cs)}, x.options().dtype(torch::kFloat64));
         const auto xf = as_float(x), wf = as_float(w), gwf = as_float(gn_weight), gbf = as_float(gn_bias);
         const auto bf = as_float(bias);
         const cudaError_t err = chain_backward_launch(
             xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
             gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(), grad_out.contiguous().data_ptr(),
             work.data_ptr<double>(), grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
-            dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, x.scalar_type() == at::kFloat && tf32,
+            dtype_code(x), dtype_code(gn_weight), B, cs, groups, x.scalar_type() == at::kFloat && tf32,
             c10::cuda::getCurrentCUDAStream());
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
     }
     // The conv's own gradients: PyTorch's convolution backward (transposed).
-    auto conv = at::convolution_backward(grad_y, x, w, at::IntArrayRef{C_out}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, true,
+    auto conv = at::convolution_backward(grad_y, x, w, at::IntArrayRef{C_out}, stride, padding, {1, 1, 1}, true,
                                          {0, 0, 0}, 1, conv_mask);
     return {std::get<0>(conv), std::get<1>(conv), std::get<2>(conv), grad_gn_weight, grad_gn_bias};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
 std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const OptTensor& bias,
-                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
+                                        const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
+                                        at::IntArrayRef padding, int64_t groups, double eps) {
     std::vector<c10::SymInt> shape{x.sym_size(0), weight.sym_size(1)};
-    for (int d = 2; d < 5; ++d) shape.push_back(2 * x.sym_size(d) - 1);
+    for (int d = 2; d < 5; ++d) shape.push_back((x.sym_size(d) - 1) * stride[d - 2] - 2 * padding[d - 2] + weight.sym_size(d));
     return {at::empty_symint(shape, gn_weight.options()),
             at::empty_symint({x.sym_size(0), groups, 2}, x.options().dtype(torch::kFloat64))};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
-        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, Mask conv_mask) {
+        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, at::IntArrayRef stride,
+        at::IntArrayRef padding, Mask conv_mask) {
     return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(weight) : Tensor(),
             conv_mask[2] ? at::empty_symint({weight.sym_size(1)}, weight.options()) : Tensor(), at::empty_like(gn_weight),
             at::empty_like(gn_weight)};
@@ -1457,18 +1582,20 @@ static auto& backward_op() {
 
 // model without autograd (inference tensors, no gradient wanted): the forward's output.
 Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
-                   const Tensor& gn_bias, int64_t groups, double eps) {
+                   const Tensor& gn_bias, at::IntArrayRef stride, at::IntArrayRef padding, int64_t groups, double eps) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps));
+    return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, stride, padding, groups, eps));
 }
 
 // model's Autograd kernel: saves the input, the parameters and the statistics; the backward operator does the rest.
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
-                          const OptTensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
-                          double eps) {
+                          const OptTensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
+                          at::IntArrayRef padding, int64_t groups, double eps) {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps);
+        auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, stride, padding, groups, eps);
+        ctx->saved_data["stride"] = stride.vec();
+        ctx->saved_data["padding"] = padding.vec();
         const bool has_bias = bias.has_value() && bias->defined();
         ctx->save_for_backward({x, weight, has_bias ? *bias : Tensor(), gn_weight, gn_bias, std::get<1>(r)});
         ctx->saved_data["mask"] = c10::List<bool>({x.requires_grad(), weight.requires_grad(),
@@ -1480,19 +1607,22 @@ struct Model : torch::autograd::Function<Model> {
                                                    torch::autograd::variable_list grads) {
         const auto s = ctx->get_saved_variables();
         const auto m = ctx->saved_data["mask"].toBoolList();
+        const auto stride = ctx->saved_data["stride"].toIntVector(), padding = ctx->saved_data["padding"].toIntVector();
         auto r = backward_op().call(grads[0], s[0], s[1], s[2].defined() ? OptTensor(s[2]) : OptTensor(), s[3], s[4],
-                                    s[5], Mask{m[0], m[1], m[2]});
-        return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r), std::get<4>(r), Tensor(), Tensor()};
+                                    s[5], stride, padding, Mask{m[0], m[1], m[2]});
+        return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r), std::get<4>(r), Tensor(), Tensor(),
+                Tensor(), Tensor()};
     }
 };
 
 Tensor model_autograd(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
-                      const Tensor& gn_bias, int64_t groups, double eps) {
+                      const Tensor& gn_bias, at::IntArrayRef stride, at::IntArrayRef padding, int64_t groups,
+                      double eps) {
     // Function::apply costs some 13 us of host time per call: only where a gradient is wanted.
     const bool wanted = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.has_value() && bias->requires_grad()) ||
                            gn_weight.requires_grad() || gn_bias.requires_grad());
-    if (!wanted) return model_plain(x, weight, bias, gn_weight, gn_bias, groups, eps);
-    return Model::apply(x, weight, bias, gn_weight, gn_bias, groups, eps);
+    if (!wanted) return model_plain(x, weight, bias, gn_weight, gn_bias, stride, padding, groups, eps);
+    return Model::apply(x, weight, bias, gn_weight, gn_bias, stride, padding, groups, eps);
 }
 
 static auto& model_op() {
@@ -1513,7 +1643,8 @@ static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
 // (input and conv parameters cast) and Swish in it too (sigmoid and the product follow their input's dtype),
 // GroupNorm and HardSwish in float32 (GroupNorm is on autocast's float32 list).
 Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
-                      const Tensor& gn_bias, int64_t groups, double eps) {
+                      const Tensor& gn_bias, at::IntArrayRef stride, at::IntArrayRef padding, int64_t groups,
+                      double eps) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
     const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
@@ -1521,16 +1652,17 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bi
     const auto low = at::autocast::get_autocast_gpu_dtype();
 #endif
     return model_op().call(autocast_to(x, low), autocast_to(weight, low), autocast_to(bias, low),
-                           autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
+                           autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), stride, padding, groups,
+                           eps);
 }
 
 DEFINE_OPS(OPS_NAMESPACE, m) {
-    m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
-          "-> (Tensor, Tensor)");
+    m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int[3] stride, "
+          "int[3] padding, int groups, float eps) -> (Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, "
-          "Tensor stats, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
-    m.def("model(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
-          "-> Tensor");
+          "Tensor stats, int[3] stride, int[3] padding, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+    m.def("model(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int[3] stride, "
+          "int[3] padding, int groups, float eps) -> Tensor");
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, CUDA, m) {
     m.impl("forward", forward_cuda);
@@ -1584,7 +1716,6 @@ if not hasattr(getattr(torch.ops, _namespace), "model"):
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
-SUPPORTED = {"kernel_size": 3, "stride": 2, "padding": 1}   # the parity split in the kernel
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)      # as the reference takes them (model.to(dtype))
 
 
@@ -1594,10 +1725,6 @@ class ModelNew(nn.Module):
         self.conv_transpose = nn.ConvTranspose3d(
             in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=bias)
         self.group_norm = nn.GroupNorm(num_groups=groups, num_channels=out_channels, eps=eps)
-        for name, value in SUPPORTED.items():
-            if getattr(self.conv_transpose, name) != (value,) * 3:
-                raise ValueError(f"{name} must be {value} (the fused kernel is written for kernel_size 3, "
-                                 f"stride 2, padding 1), got {getattr(self.conv_transpose, name)}")
 
     def forward(self, x):
         # The host's time per call shows in the timing: one test on the common path (_refuse says what is
@@ -1607,7 +1734,7 @@ class ModelNew(nn.Module):
                 and x.numel()):
             self._refuse(x)   # returns only for an empty batch
         cp, gp = ct._parameters, gn._parameters
-        return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups, gn.eps)
+        return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], ct.stride, ct.padding, gn.num_groups, gn.eps)
 
     def _refuse(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing

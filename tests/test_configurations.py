@@ -1,0 +1,74 @@
+"""Configurations other than the benchmark's, as CONTRACT.md 15 asks: every one the reference's __init__ accepts is
+computed by the variant's own CUDA (the tuned path where it applies, the general path elsewhere), forward and
+gradients against float64 in fp32, and forward in bf16. Each grid spans the file's ranges (kernel sizes 1 to 7 and
+tuples, strides 1 to 3 and paddings 0 to k - 1 for the transposed conv, channels up to 256, groups from one to one
+channel each, bias off, other eps), with the edge cases labelled. Construction is checked without a GPU."""
+import pytest
+import torch
+
+from common.accuracy import HALF_DTYPES, check_gradients, check_half, check_model
+from common.inputs import make_models
+from common.problems import PROBLEMS
+from tests.conftest import HAS_GPU, load, needs_nvcc
+
+P60 = "convtranspose3d_swish_groupnorm_hardswish"
+
+# name -> (label, init_args, input_shape)
+GRIDS = {
+    P60: [
+        ("tuned", (3, 16, 3, 2, 1, 4, 1e-5), (2, 3, 3, 4, 5)),
+        ("kernel1_stride1", (3, 8, 1, 1, 0, 4, 1e-5), (2, 3, 3, 4, 5)),
+        ("kernel2_stride2", (4, 8, 2, 2, 0, 2, 1e-5), (2, 4, 3, 4, 5)),
+        ("kernel3_stride1_pad1", (3, 16, 3, 1, 1, 4, 1e-5), (2, 3, 3, 4, 5)),
+        ("kernel3_stride3_pad0", (3, 12, 3, 3, 0, 3, 1e-5), (2, 3, 3, 4, 5)),
+        ("kernel4_stride2_pad1", (3, 16, 4, 2, 1, 4, 1e-5), (2, 3, 3, 4, 5)),
+        ("kernel5_stride3_pad4", (2, 8, 5, 3, 4, 2, 1e-3), (2, 2, 3, 4, 5)),
+        ("kernel7_small_input", (2, 6, 7, 1, 3, 3, 1e-5), (2, 2, 2, 3, 3)),
+        ("kernel7_stride2_pad6", (2, 6, 7, 2, 6, 3, 1e-5), (2, 2, 5, 6, 7)),
+        ("tuple_kernel", (3, 8, (1, 3, 5), (1, 2, 3), (0, 1, 2), 4, 1e-5), (2, 3, 3, 4, 5)),
+        ("one_channel_per_group", (3, 8, 3, 2, 1, 8, 1e-5), (2, 3, 3, 4, 5)),
+        ("one_group", (3, 8, 3, 1, 0, 1, 1e-5), (2, 3, 3, 4, 5)),
+        ("no_bias", (3, 8, 3, 2, 0, 4, 1e-5, False), (2, 3, 3, 4, 5)),
+        ("channels_256_in", (256, 8, 3, 2, 1, 4, 1e-5), (2, 256, 2, 3, 3)),
+        ("channels_256_out", (4, 256, 3, 2, 1, 32, 1e-5), (2, 4, 2, 3, 3)),
+        ("tuned_channels_256", (256, 256, 3, 2, 1, 64, 1e-5), (1, 256, 2, 3, 3)),
+    ],
+}
+CASES = [(name, label, args, shape) for name, grid in GRIDS.items() for label, args, shape in grid]
+IDS = [f"{name[:24]}-{label}" for name, label, _, _ in CASES]
+
+
+def models(name, init_args):
+    return make_models(PROBLEMS[name].model, load(name)["ModelNew"], init_args, "cuda")
+
+
+def failures(reports):
+    return "\n".join(str(r) for r in (reports.values() if isinstance(reports, dict) else reports) if not r.passed)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name,label,init_args,shape", CASES, ids=IDS)
+def test_construction_accepts_what_the_reference_accepts(name, label, init_args, shape):
+    torch.manual_seed(0)
+    ref = PROBLEMS[name].model(*init_args)
+    torch.manual_seed(0)
+    new = load(name)["ModelNew"](*init_args)
+    assert [tuple(p.shape) for p in new.parameters()] == [tuple(p.shape) for p in ref.parameters()]
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device visible")
+@pytest.mark.parametrize("name,label,init_args,shape", CASES, ids=IDS)
+def test_forward_and_gradients_fp32(name, label, init_args, shape):
+    ref, new = models(name, init_args)
+    reports = check_model(new, ref, shape, "cuda")
+    assert all(r.passed for r in reports), failures(reports)
+    grads = check_gradients(new, ref, shape, "cuda")
+    assert all(r.passed for r in grads.values()), failures(grads)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device visible")
+@pytest.mark.parametrize("name,label,init_args,shape", CASES, ids=IDS)
+def test_forward_bf16(name, label, init_args, shape):
+    ref, new = models(name, init_args)
+    reports = check_half(new, ref, shape, "cuda", HALF_DTYPES["bf16"])
+    assert all(r.passed for r in reports), failures(reports)
