@@ -34,6 +34,21 @@ GRIDS = {
         ("tuned_channels_256", (256, 256, 3, 2, 1, 64, 1e-5), (1, 256, 2, 3, 3)),
     ],
 }
+P23 = "conv3d_groupnorm_mean"
+GRIDS[P23] = [
+    ("tuned", (3, 24, 3, 8), (2, 3, 6, 7, 8)),
+    ("kernel1", (3, 16, 1, 4), (2, 3, 4, 5, 6)),
+    ("kernel2", (4, 8, 2, 2), (2, 4, 4, 5, 6)),
+    ("kernel4", (3, 12, 4, 3), (2, 3, 6, 7, 8)),
+    ("kernel5", (3, 24, 5, 8), (2, 3, 6, 7, 8)),
+    ("kernel7_small_input", (2, 8, 7, 4), (2, 2, 7, 8, 9)),
+    ("tuple_kernel", (3, 16, (1, 3, 5), 4), (2, 3, 4, 5, 6)),
+    ("in_channels_17", (17, 24, 3, 8), (2, 17, 5, 6, 7)),
+    ("channels_256_in", (256, 16, 3, 4), (2, 256, 4, 5, 6)),
+    ("channels_256_out", (4, 256, 3, 32), (2, 4, 4, 5, 6)),
+    ("one_channel_per_group", (3, 8, 3, 8), (2, 3, 5, 6, 7)),
+    ("one_group", (3, 8, 2, 1), (2, 3, 5, 6, 7)),
+]
 CASES = [(name, label, args, shape) for name, grid in GRIDS.items() for label, args, shape in grid]
 IDS = [f"{name[:24]}-{label}" for name, label, _, _ in CASES]
 

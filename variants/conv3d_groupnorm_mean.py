@@ -4,21 +4,24 @@ The mean of a GroupNorm output needs no normalised element: with S_c and Q_c the
 squares of channel c's conv output over its N positions, and g(c) the group of c,
     out[b] = mean_c( gamma_c * (S_c / N - mu_g) / sqrt(var_g + eps) + beta_c ),
     mu_g = sum_{c in g} S_c / (N * C/G),   var_g = sum_{c in g} Q_c / (N * C/G) - mu_g^2.
-So:
+So (the tuned path: kernel 3 on every axis, at most 16 input channels):
   phase 1 (conv_gn_stats_kernel): the conv as a GEMM on the tensor cores, one input row segment
     (32 columns) at a time: rows = the segment's input columns, columns = (kw, output channel),
     depth = (C_in, kd, kh) padded to a multiple of 8, so the kw taps ride in the columns and
     out[ow] = C[ow][kw=0] + C[ow+1][kw=1] + C[ow+2][kw=2] is added in registers (a lane holds 4
     adjacent rows; 3 shuffles per channel bring the next lane's). In split TF32 ("3xTF32": each
     fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which keeps
-    fp32-level accuracy. A warp gathers its segment's
-    inputs straight from global memory (L1) in the mma fragment layout and splits them; the
-    weights, split once per block, sit in shared memory. On Hopper (sm_90a) a warpgroup issues
-    wgmma (m64n72k8); elsewhere mma.sync does the same products. Each lane adds its rows' sums per
+    fp32-level accuracy. A warp gathers its segment's inputs straight from global memory (L1) in the mma
+    fragment layout and splits them; the weights, split once per block, sit in shared memory. On Hopper
+    (sm_90a) a warpgroup issues wgmma (m64n72k8); elsewhere mma.sync. Each lane adds its rows' sums per
     channel to shared doubles; each block takes a contiguous range of segments and writes one
     partial per sample it touches. The conv output never touches memory.
   phase 2 (gn_mean_finalize_kernel): per sample, add the partials in a fixed order (double), add the
     conv bias, form the group statistics and the (B,) output. Deterministic: no atomics anywhere.
+  general path (any other kernel size, tuples too, any number of input channels):
+    conv_stats_general_kernel, a thread per output position of one (sample, channel) in turn (64-bit
+    indices), writes S_c and Q_c per chunk of positions, added in order by the same phase 2;
+    conv_grad_y_general_kernel in the backward. Its speed: the next issue's.
   backward: given the group statistics (saved, (B, C + 2G) doubles) the output is affine in each
     channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel);
     conv_grad_y_kernel recomputes y in plain FP32 (81 multiply-adds per value, cheaper than keeping
@@ -446,18 +449,26 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     TO* __restrict__ out,                 // (B)
     double* __restrict__ stats,           // (B, C_out + 2 groups): mean_c, then mu_g, then 1/std_g (for the backward)
     int C_out, int groups, int units_per_sample, long long n_units, int n_blocks, double n_per_channel,
-    double eps)
+    double eps, int general_chunks)       // > 0: partials from conv_stats_general_kernel, (B, C_out, chunks, 2)
 {
     extern __shared__ double sums[];      // [0, C_out): S_c, [C_out, 2 C_out): Q_c, then the terms
     __shared__ long long run_first[FINAL_THREADS];
     const int b = blockIdx.x;
     const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK;
+    for (int i = threadIdx.x; i < 2 * C_out; i += FINAL_THREADS) sums[i] = 0.0;
+    if (general_chunks > 0) {   // the chunks of each (sample, channel) in order
+        for (int i = threadIdx.x; i < 2 * C_out; i += FINAL_THREADS) {
+            const double* part = partials + ((size_t)b * C_out + i % C_out) * general_chunks * 2 + i / C_out;
+            double v = 0.0;
+            for (int k = 0; k < general_chunks; ++k) v += part[2 * k];
+            sums[i] = v;
+        }
+    }
     // Runs start at the sample's first unit and wherever a conv block's range starts inside it:
     // blocks first_block .. last_block hold the sample's units [u0, u1).
     const long long u0 = (long long)b * units_per_sample, u1 = u0 + units_per_sample;
-    const long long first_block = block_holding(u0, n_units, n_blocks);
-    const long long last_block = block_holding(u1 - 1, n_units, n_blocks);
-    for (int i = threadIdx.x; i < 2 * C_out; i += FINAL_THREADS) sums[i] = 0.0;
+    const long long first_block = general_chunks > 0 ? 0 : block_holding(u0, n_units, n_blocks);
+    const long long last_block = general_chunks > 0 ? -1 : block_holding(u1 - 1, n_units, n_blocks);
     for (long long r0 = first_block; r0 <= last_block; r0 += FINAL_THREADS) {
         __syncthreads();
         if (r0 + threadIdx.x <= last_block)
@@ -544,7 +555,23 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
 // dL/dy, y recomputed in plain FP32 (in half precision rounded as the forward rounds it) and dL/dy written
 // in T, for PyTorch's convolution backward: a thread per output position, BWD_CO channels per block (grid
 // y), their weights in shared memory (read by every thread at once: broadcast).
-constexpr int BWD_THREADS = 256, BWD_CO = 8, MAX_TAPS = 16 * K * K * K;   // C_in <= 16 (refused above in Python)
+constexpr int BWD_THREADS = 256, BWD_CO = 8, MAX_TAPS = 16 * K * K * K;   // C_in <= 16 (the tuned path's)
+
+// dL/dy at position s of channels c0 .. c0 + BWD_CO - 1 (those that exist) of sample b from their conv sums:
+// y (in half precision rounded as the forward rounds it) and the coefficients.
+template <typename T>
+__device__ __forceinline__ void store_grad_y(const float (&acc)[BWD_CO], const T* __restrict__ bias,
+                                             const float* __restrict__ coef, T* __restrict__ grad_y, long long b,
+                                             int c0, int C_out, long long S, long long s) {
+#pragma unroll
+    for (int j = 0; j < BWD_CO; ++j) {
+        const int c = c0 + j;
+        if (c >= C_out) break;
+        const float* cf = coef + ((size_t)b * C_out + c) * 3;
+        const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[j]) + to_float(bias[c])) : acc[j] + to_float(bias[c]);
+        grad_y[((size_t)b * C_out + c) * S + s] = from_float<T>(cf[0] + cf[1] * (y - cf[2]));
+    }
+}
 template <typename T>
 __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
     const T* __restrict__ x,              // (B, C_in, D, H, W), contiguous
@@ -576,13 +603,94 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
 #pragma unroll
                     for (int j = 0; j < BWD_CO; ++j) acc[j] = fmaf(v, w_s[j][t], acc[j]);
                 }
+    store_grad_y(acc, bias, coef, grad_y, b, c0, C_out, S, s);
+}
+
+// The general path (any kernel size per axis, any number of input channels): the conv at one output position
+// of channel c, the products in fp32 (exact: the file's conv is plain fp32, half values are exact), summed over
+// input channels and taps.
+struct Kernel3 { int d, h, w; };
+template <typename T>
+__device__ __forceinline__ float conv_general_at(const T* __restrict__ x, const T* __restrict__ weight, long long b,
+                                                 int c, int od, int oh, int ow, int C_in, int D, int H, int W,
+                                                 Kernel3 k) {
+    const T* xs = x + (size_t)b * C_in * D * H * W + ((size_t)od * H + oh) * W + ow;
+    const T* wc = weight + (size_t)c * C_in * k.d * k.h * k.w;
+    float acc = 0.f;
+    for (int ci = 0; ci < C_in; ++ci)
+        for (int kd = 0; kd < k.d; ++kd)
+            for (int kh = 0; kh < k.h; ++kh)
+                for (int kw = 0; kw < k.w; ++kw, ++wc)
+                    acc = fmaf(load_float(xs + (((size_t)ci * D + kd) * H + kh) * W + kw), load_float(wc), acc);
+    return acc;
+}
+
+// dL/dy on the general path: conv_grad_y_kernel with the weights read through the read-only cache (every
+// thread of a block reads the same one at once) instead of staged.
+template <typename T>
+__global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_general_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ coef,
+    T* __restrict__ grad_y, int C_in, int C_out, int D, int H, int W, Kernel3 k, long long n_positions)
+{
+    const int c0 = blockIdx.y * BWD_CO;
+    const long long p = (long long)blockIdx.x * BWD_THREADS + threadIdx.x;
+    if (p >= n_positions) return;
+    const int Do = D - k.d + 1, Ho = H - k.h + 1, Wo = W - k.w + 1;
+    const long long S = (long long)Do * Ho * Wo, b = p / S, s = p % S;
+    const int ow = (int)(s % Wo), oh = (int)(s / Wo % Ho), od = (int)(s / ((long long)Wo * Ho));
+    const T* xs = x + (size_t)b * C_in * D * H * W + ((size_t)od * H + oh) * W + ow;
+    const long long taps = (long long)C_in * k.d * k.h * k.w;
+    const T* wj[BWD_CO];   // channel c0 + j's weights (the last channel's past C_out: computed, not stored)
 #pragma unroll
-    for (int j = 0; j < BWD_CO; ++j) {
-        const int c = c0 + j;
-        if (c >= C_out) break;
-        const float* cf = coef + ((size_t)b * C_out + c) * 3;
-        const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[j]) + to_float(bias[c])) : acc[j] + to_float(bias[c]);
-        grad_y[((size_t)b * C_out + c) * S + s] = from_float<T>(cf[0] + cf[1] * (y - cf[2]));
+    for (int j = 0; j < BWD_CO; ++j) wj[j] = weight + min(c0 + j, C_out - 1) * taps;
+    float acc[BWD_CO] = {};
+    long long t = 0;
+    for (int ci = 0; ci < C_in; ++ci)
+        for (int kd = 0; kd < k.d; ++kd)
+            for (int kh = 0; kh < k.h; ++kh)
+                for (int kw = 0; kw < k.w; ++kw, ++t) {
+                    const float v = load_float(xs + (((size_t)ci * D + kd) * H + kh) * W + kw);
+#pragma unroll
+                    for (int j = 0; j < BWD_CO; ++j) acc[j] = fmaf(v, load_float(wj[j] + t), acc[j]);
+                }
+    store_grad_y(acc, bias, coef, grad_y, b, c0, C_out, S, s);
+}
+
+// The general path's statistics: block (chunk, c, b) takes GEN_CHUNK consecutive output positions of channel c of
+// sample b, a thread each in turn, and writes their sum and sum of squares (the conv without its bias in fp32;
+// in half precision each value rounded as the tuned path rounds it, bias included), added in a fixed order.
+constexpr int GEN_THREADS = 256, GEN_CHUNK = 4 * GEN_THREADS;
+template <typename T>
+__global__ void __launch_bounds__(GEN_THREADS) conv_stats_general_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
+    double* __restrict__ partials,        // (B, C_out, chunks, 2)
+    int C_in, int C_out, int D, int H, int W, Kernel3 k)
+{
+    const int chunk = blockIdx.x, c = blockIdx.y;
+    const long long b = blockIdx.z;
+    const int Do = D - k.d + 1, Ho = H - k.h + 1, Wo = W - k.w + 1;
+    const long long S = (long long)Do * Ho * Wo, end = min(S, (long long)(chunk + 1) * GEN_CHUNK);
+    float sum = 0.f, sum_sq = 0.f;
+    for (long long s = (long long)chunk * GEN_CHUNK + threadIdx.x; s < end; s += GEN_THREADS) {
+        const int ow = (int)(s % Wo), oh = (int)(s / Wo % Ho), od = (int)(s / ((long long)Wo * Ho));
+        float y = conv_general_at(x, weight, b, c, od, oh, ow, C_in, D, H, W, k);
+        if (exact_in_tf32<T>()) y = round_to<T>(round_to<T>(y) + (bias ? load_float(bias + c) : 0.f));
+        sum += y;
+        sum_sq = fmaf(y, y, sum_sq);
+    }
+    __shared__ double warp_sums[GEN_THREADS / 32][2];
+    double d0 = sum, d1 = sum_sq;
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+        d0 += __shfl_xor_sync(0xffffffffu, d0, off);
+        d1 += __shfl_xor_sync(0xffffffffu, d1, off);
+    }
+    if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][0] = d0; warp_sums[threadIdx.x / 32][1] = d1; }
+    __syncthreads();
+    if (threadIdx.x < 2) {
+        double v = 0.0;
+        for (int w = 0; w < GEN_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
+        partials[(((size_t)b * C_out + c) * gridDim.x + chunk) * 2 + threadIdx.x] = v;
     }
 }
 
@@ -636,19 +744,49 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
     });
 }
 
+// The tuned path's envelope: kernel 3 on every axis, at most 16 input channels (their split weights in shared
+// memory). Anything else takes the general path.
+bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw) {
+    return kd == K && kh == K && kw == K && C_in <= 16;
+}
+
+static int general_chunks(int D, int H, int W, int kd, int kh, int kw) {
+    return (int)(((long long)(D - kd + 1) * (H - kh + 1) * (W - kw + 1) + GEN_CHUNK - 1) / GEN_CHUNK);
+}
+
+long long conv3d_groupnorm_mean_general_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return (long long)B * C_out * general_chunks(D, H, W, kd, kh, kw) * 2;   // doubles
+}
+
+cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
+                                                int conv_type, int B, int C_in, int C_out, int D, int H, int W,
+                                                int kd, int kh, int kw, cudaStream_t stream) {
+    return with_type(conv_type, [&](auto type) {
+        using T = decltype(type);
+        const dim3 grid(general_chunks(D, H, W, kd, kh, kw), C_out, B);
+        conv_stats_general_kernel<T><<<grid, GEN_THREADS, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), partials, C_in, C_out,
+            D, H, W, Kernel3{kd, kh, kw});
+        return cudaGetLastError();
+    });
+}
+
+// `general`: the partials of conv3d_groupnorm_mean_general_stats, else of conv3d_groupnorm_mean_stats.
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
                                            int norm_type, int B, int C_out, int groups, int D, int H, int W,
-                                           double eps, int sms, cudaStream_t stream) {
+                                           int kd, int kh, int kw, bool general, double eps, int sms,
+                                           cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        const int ups = units_per_sample(D, H, W);
-        const double n_per_channel = (double)(D - K + 1) * (H - K + 1) * (W - K + 1);
+        const int ups = general ? 0 : units_per_sample(D, H, W);
+        const double n_per_channel = (double)(D - kd + 1) * (H - kh + 1) * (W - kw + 1);
         gn_mean_finalize_kernel<T, TO><<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
             partials, static_cast<const T*>(bias), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
-            static_cast<TO*>(out), stats, C_out, groups, ups, (long long)B * ups, conv_blocks(B, D, H, W, sms),
-            n_per_channel, eps);
+            static_cast<TO*>(out), stats, C_out, groups, ups, (long long)B * ups,
+            general ? 0 : conv_blocks(B, D, H, W, sms), n_per_channel, eps,
+            general ? general_chunks(D, H, W, kd, kh, kw) : 0);
         return cudaGetLastError();
     });
 }
@@ -658,20 +796,26 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
                                            const void* weight, const void* bias, const void* gn_weight,
                                            float* coef, double* param_terms, void* grad_y, void* grad_gn_weight,
                                            void* grad_gn_bias, int conv_type, int norm_type, int B, int C_in,
-                                           int C_out, int groups, int D, int H, int W, cudaStream_t stream) {
+                                           int C_out, int groups, int D, int H, int W, int kd, int kh, int kw,
+                                           cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        const long long S = (long long)(D - K + 1) * (H - K + 1) * (W - K + 1);
+        const long long S = (long long)(D - kd + 1) * (H - kh + 1) * (W - kw + 1);
         gn_mean_backward_coef_kernel<TO><<<B, FINAL_THREADS, 0, stream>>>(
             static_cast<const TO*>(grad_out), stats, static_cast<const TO*>(gn_weight), coef, param_terms, C_out,
             groups, (double)S);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
         const dim3 grid((unsigned)((B * S + BWD_THREADS - 1) / BWD_THREADS), (C_out + BWD_CO - 1) / BWD_CO);
-        conv_grad_y_kernel<T><<<grid, BWD_THREADS, 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
-            static_cast<T*>(grad_y), C_in, C_out, D, H, W, B * S);
+        if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw))
+            conv_grad_y_kernel<T><<<grid, BWD_THREADS, 0, stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
+                static_cast<T*>(grad_y), C_in, C_out, D, H, W, B * S);
+        else
+            conv_grad_y_general_kernel<T><<<grid, BWD_THREADS, 0, stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
+                static_cast<T*>(grad_y), C_in, C_out, D, H, W, Kernel3{kd, kh, kw}, B * S);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         gn_param_grad_kernel<TO><<<(2 * C_out + 255) / 256, 256, 0, stream>>>(
             param_terms, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), B, C_out);
@@ -690,15 +834,22 @@ long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W)
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
                                         cudaStream_t stream);
+bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw);
+long long conv3d_groupnorm_mean_general_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw);
+cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
+                                                int conv_type, int B, int C_in, int C_out, int D, int H, int W,
+                                                int kd, int kh, int kw, cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
                                            int norm_type, int B, int C_out, int groups, int D, int H, int W,
-                                           double eps, int sms, cudaStream_t stream);
+                                           int kd, int kh, int kw, bool general, double eps, int sms,
+                                           cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight,
                                            float* coef, double* param_terms, void* grad_y, void* grad_gn_weight,
                                            void* grad_gn_bias, int conv_type, int norm_type, int B, int C_in,
-                                           int C_out, int groups, int D, int H, int W, cudaStream_t stream);
+                                           int C_out, int groups, int D, int H, int W, int kd, int kh, int kw,
+                                           cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
 #define OPS_STR_(s) #s
@@ -739,9 +890,8 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
                 std::to_string(input.dim()) + "-D");
     TORCH_CHECK(input.size(1) == weight.size(1), "conv3d_groupnorm_mean: input has " + std::to_string(input.size(1)) +
                 " channels, the conv expects " + std::to_string(weight.size(1)));
-    const int64_t k = weight.size(2);
-    TORCH_CHECK(input.size(2) >= k && input.size(3) >= k && input.size(4) >= k,
-                "conv3d_groupnorm_mean: input spatial size is smaller than the kernel (" + std::to_string(k) + ")");
+    TORCH_CHECK(input.size(2) >= weight.size(2) && input.size(3) >= weight.size(3) && input.size(4) >= weight.size(4),
+                "conv3d_groupnorm_mean: input spatial size is smaller than the kernel");
     for (const auto& t : {weight, bias, gn_weight, gn_bias})
         TORCH_CHECK(t.device() == input.device(), "conv3d_groupnorm_mean: parameters must be on the input's device");
     // Dtypes as the reference takes them: the conv's input and parameters of one dtype, the GroupNorm's
@@ -756,7 +906,9 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const c10::cuda::CUDAGuard guard(input.device());
     auto x = input.contiguous();
     auto w = weight.contiguous();
-    const int64_t B = x.size(0), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
+    const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
+    const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
+    const bool tuned = conv3d_groupnorm_mean_tuned((int)C_in, kd, kh, kw);
     auto out = at::empty({B}, gn_weight.options());
     auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
     if (B == 0) return {out, stats};
@@ -766,14 +918,20 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     // The conv kernel first: the host's remaining work then overlaps it.
-    auto partials = at::empty({conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)}, x.options().dtype(torch::kFloat64));
+    auto partials = at::empty({tuned ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
+                                     : conv3d_groupnorm_mean_general_workspace(B, C_out, D, H, W, kd, kh, kw)},
+                              x.options().dtype(torch::kFloat64));
     auto b = bias.contiguous();
-    check(conv3d_groupnorm_mean_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
-                                      dtype_code(x), B, x.size(1), C_out, D, H, W, sms, stream));
+    if (tuned)
+        check(conv3d_groupnorm_mean_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
+                                          dtype_code(x), B, C_in, C_out, D, H, W, sms, stream));
+    else
+        check(conv3d_groupnorm_mean_general_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
+                                                  dtype_code(x), B, C_in, C_out, D, H, W, kd, kh, kw, stream));
     check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), b.data_ptr(), gn_weight.contiguous().data_ptr(),
                                          gn_bias.contiguous().data_ptr(), out.data_ptr(), stats.data_ptr<double>(),
-                                         dtype_code(x), dtype_code(gn_weight), B, C_out, groups, D, H, W, eps, sms,
-                                         stream));
+                                         dtype_code(x), dtype_code(gn_weight), B, C_out, groups, D, H, W, kd, kh, kw,
+                                         !tuned, eps, sms, stream));
     return {out, stats};
 }
 
@@ -785,7 +943,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     // dL/dy in the conv's dtype, for PyTorch's convolution backward; the GroupNorm's gradients in its own.
-    auto grad_y = at::empty({B, C_out, D - 2, H - 2, W - 2}, x.options());
+    const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
+    auto grad_y = at::empty({B, C_out, D - kd + 1, H - kh + 1, W - kw + 1}, x.options());
     auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
     auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "conv3d_groupnorm_mean: the output's gradient "
@@ -797,7 +956,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
             grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
             bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), coef.data_ptr<float>(),
             param_terms.data_ptr<double>(), grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
-            dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W,
+            dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw,
             c10::cuda::getCurrentCUDAStream()));
     }
     // The conv's own gradients: PyTorch's convolution backward.
@@ -960,8 +1119,6 @@ if not hasattr(getattr(torch.ops, _namespace), "model"):
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
-KERNEL_SIZE = 3        # the CUDA kernel's K
-MAX_IN_CHANNELS = 16   # all split weights stay in shared memory: 96 KB at 16, within any GPU since sm_80
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # as the reference takes them (model.to(dtype))
 
 
@@ -970,11 +1127,6 @@ class ModelNew(nn.Module):
         super().__init__()
         self.conv = nn.Conv3d(in_channels, out_channels, kernel_size)
         self.group_norm = nn.GroupNorm(num_groups, out_channels)
-        if self.conv.kernel_size != (KERNEL_SIZE,) * 3:
-            raise ValueError(f"kernel_size must be {KERNEL_SIZE} (the fused kernel is specialised for "
-                             f"{KERNEL_SIZE}x{KERNEL_SIZE}x{KERNEL_SIZE}), got {kernel_size}")
-        if in_channels > MAX_IN_CHANNELS:
-            raise ValueError(f"in_channels must be at most {MAX_IN_CHANNELS}, got {in_channels}")
 
     def forward(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
@@ -985,8 +1137,9 @@ class ModelNew(nn.Module):
             raise ValueError(f"input must be 5-D (B, C, D, H, W), got {x.dim()}-D")
         if x.shape[1] != self.conv.in_channels:
             raise ValueError(f"input has {x.shape[1]} channels, the conv expects {self.conv.in_channels}")
-        if min(x.shape[2:]) < KERNEL_SIZE:
-            raise ValueError(f"input spatial size {tuple(x.shape[2:])} is smaller than the kernel ({KERNEL_SIZE})")
+        if any(s < k for s, k in zip(x.shape[2:], self.conv.kernel_size)):
+            raise ValueError(f"input spatial size {tuple(x.shape[2:])} is smaller than the kernel "
+                             f"{self.conv.kernel_size}")
         conv, gn = self.conv, self.group_norm
         return _model(x, conv.weight, conv.bias, gn.weight, gn.bias, gn.num_groups, gn.eps)
 
