@@ -49,8 +49,27 @@ GRIDS[P23] = [
     ("one_channel_per_group", (3, 8, 3, 8), (2, 3, 5, 6, 7)),
     ("one_group", (3, 8, 2, 1), (2, 3, 5, 6, 7)),
 ]
+P27 = "conv3d_hardswish_groupnorm_mean_all_custom"
+GRIDS[P27] = [
+    ("tuned_kernel3", (3, 16, 3, 4), (2, 3, 6, 7, 8)),
+    ("tuned_kernel4", (3, 16, 4, 4), (2, 3, 6, 7, 8)),
+    ("kernel1", (3, 8, 1, 4), (2, 3, 4, 5, 6)),
+    ("kernel2", (4, 8, 2, 2), (2, 4, 4, 5, 6)),
+    ("kernel5", (3, 16, 5, 4), (2, 3, 6, 7, 8)),
+    ("kernel7_small_input", (2, 8, 7, 4), (2, 2, 7, 8, 9)),
+    ("tuple_kernel", (3, 16, (1, 3, 5), 4), (2, 3, 4, 5, 6)),
+    ("tuple_kernel_3_3_4", (3, 8, (3, 3, 4), 2), (2, 3, 5, 6, 7)),
+    ("channels_256_in", (256, 16, 3, 4), (2, 256, 4, 5, 6)),
+    ("channels_256_out", (4, 256, 2, 32), (2, 4, 4, 5, 6)),
+    ("one_channel_per_group", (3, 8, 3, 8), (2, 3, 5, 6, 7)),
+    ("one_group", (3, 8, 2, 1), (2, 3, 5, 6, 7)),
+    ("no_bias", (3, 8, 5, 4, False), (2, 3, 6, 7, 8)),
+]
+P27_KEPT = "conv3d_hardswish_groupnorm_mean"
+GRIDS[P27_KEPT] = [(label, args, shape) for label, args, shape in GRIDS[P27]
+                   if label in ("kernel1", "kernel7_small_input", "tuple_kernel", "channels_256_in", "no_bias")]
 CASES = [(name, label, args, shape) for name, grid in GRIDS.items() for label, args, shape in grid]
-IDS = [f"{name[:24]}-{label}" for name, label, _, _ in CASES]
+IDS = [f"{name}-{label}" for name, label, _, _ in CASES]
 
 
 def models(name, init_args):

@@ -19,8 +19,10 @@ Where an input row fits 32 columns and C_in K^2 <= 64 (the benchmark):
     columns, columns = (kw, ci), depth = the row's valid taps (kd, kh) x co, two rows a warp so that
     each dL/dy row loaded feeds both, the kw taps added from shared memory.
 Elsewhere plain-FP32 kernels do the same (conv_hswish_sums_kernel, grad_y_kernel, grad_input_kernel,
-grad_weight_smem_kernel or grad_weight_kernel); the tests cover both paths. Every final sum is in a fixed
-order: deterministic, no atomics.
+grad_weight_smem_kernel or grad_weight_kernel); the tests cover both paths. Kernel sizes other than a cubic 3
+or 4 (tuples too) take the general path: a thread per output position and 16 channels (64-bit indices, weights
+through the read-only cache) for the forward's sums and dL/dy, a thread per input element for dL/dx, a block per
+weight for dL/dW (double sums); the same finalize. Every final sum is in a fixed order: deterministic, no atomics.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta, Autograd
 and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the forward kernels over the element
@@ -35,8 +37,8 @@ rate; the backward's two gradients are twice that. On an H100 (torch.profiler, n
 (2.3x its split-TF32 floor; tensor pipe 48% busy, 3 warps a scheduler waiting on gathered loads and
 on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.0 ms (mma.sync;
 with a row a warp the tensor pipe was 25% busy: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
-loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (run_all.py, H100): bf16 1.007 ms, fp16 1.041 ms, fp32 1.169 ms in the
-same runs. History and what was tried:
+loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (run_all.py, H100):
+bf16 1.007 ms, fp16 1.041 ms, fp32 1.169 ms in the same runs. History and what was tried:
 docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
@@ -1185,6 +1187,168 @@ __global__ void __launch_bounds__(SUM_THREADS) finish_channel_grads_kernel(
     if (threadIdx.x == 0) (kind == 0 ? grad_bias : kind == 1 ? grad_gn_weight : grad_gn_bias)[c] = (float)red[0];
 }
 
+// The general path (any kernel size per axis, tuples too, beyond the tuned kernels' cubic 3 and 4): a thread per
+// output position of one sample, the CO channels of a chunk (grid y), the weights read through the read-only
+// cache (every thread of a block reads the same one at once); 64-bit indices. Blocks per sample: bps, each
+// writing its partial sums in the tuned kernels' layout, so the same finalize and channel-gradient kernels
+// follow.
+struct Kernel3 { int d, h, w; };
+template <typename T>
+__device__ __forceinline__ void conv_general(float (&acc)[CO], const T* __restrict__ x, const T* __restrict__ weight,
+                                             const Dims& d, Kernel3 k, long long b, int co0, int od, int oh, int ow) {
+#pragma unroll
+    for (int j = 0; j < CO; ++j) acc[j] = 0.f;
+    const long long taps = (long long)d.C_in * k.d * k.h * k.w;
+    const T* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W + ((size_t)od * d.H + oh) * d.W + ow;
+    const T* wj[CO];   // channel co0 + j's weights (the last channel's past C_out: computed, not used)
+#pragma unroll
+    for (int j = 0; j < CO; ++j) wj[j] = weight + min(co0 + j, d.C_out - 1) * taps;
+    long long t = 0;
+    for (int ci = 0; ci < d.C_in; ++ci)
+        for (int kd = 0; kd < k.d; ++kd)
+            for (int kh = 0; kh < k.h; ++kh)
+                for (int kw = 0; kw < k.w; ++kw, ++t) {
+                    const float v = load_float(xs + (((size_t)ci * d.D + kd) * d.H + kh) * d.W + kw);
+#pragma unroll
+                    for (int j = 0; j < CO; ++j) acc[j] = fmaf(v, load_float(wj[j] + t), acc[j]);
+                }
+}
+
+// This thread's output position (grid x = B * bps): false past the sample's last.
+__device__ __forceinline__ bool locate_position(const Dims& d, int bps, long long& b, int& od, int& oh, int& ow) {
+    b = blockIdx.x / bps;
+    const long long p = (long long)(blockIdx.x % bps) * THREADS + threadIdx.x, S = (long long)d.Do * d.Ho * d.Wo;
+    const long long pp = p < S ? p : 0;
+    ow = (int)(pp % d.Wo);
+    oh = (int)(pp / d.Wo % d.Ho);
+    od = (int)(pp / ((long long)d.Wo * d.Ho));
+    return p < S;
+}
+
+// conv_hswish_sums_kernel on the general path.
+template <typename T>
+__global__ void __launch_bounds__(THREADS) conv_hswish_sums_general_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
+    double* __restrict__ partials, Dims d, Kernel3 k, int bps)
+{
+    __shared__ double red[THREADS / 32][CO];
+    long long b;
+    int od, oh, ow;
+    const bool live = locate_position(d, bps, b, od, oh, ow);
+    const int co0 = blockIdx.y * CO;
+    float acc[CO], s[CO], q[CO];
+    conv_general(acc, x, weight, d, k, b, co0, od, oh, ow);
+#pragma unroll
+    for (int j = 0; j < CO; ++j) {
+        s[j] = 0.f;
+        q[j] = 0.f;
+        if (live && co0 + j < d.C_out) {
+            const float h = round_to<T>(hardswish(conv_output<T>(acc[j], bias != nullptr ? to_float(bias[co0 + j]) : 0.f)));
+            s[j] = h;
+            q[j] = h * h;
+        }
+    }
+    double* out = partials + ((b * gridDim.y + blockIdx.y) * bps + blockIdx.x % bps) * 2 * CO;
+    block_channel_sums(s, red, out);
+    block_channel_sums(q, red, out + CO);
+}
+
+// grad_y_kernel on the general path (float32).
+__global__ void __launch_bounds__(THREADS) grad_y_general_kernel(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    const float* __restrict__ coef, float* __restrict__ grad_y, double* __restrict__ bias_partials, Dims d,
+    Kernel3 k, int bps)
+{
+    __shared__ double red[THREADS / 32][CO];
+    long long b;
+    int od, oh, ow;
+    const bool live = locate_position(d, bps, b, od, oh, ow);
+    const int co0 = blockIdx.y * CO;
+    const long long S = (long long)d.Do * d.Ho * d.Wo, p = ((long long)od * d.Ho + oh) * d.Wo + ow;
+    float acc[CO], s[CO];
+    conv_general(acc, x, weight, d, k, b, co0, od, oh, ow);
+#pragma unroll
+    for (int j = 0; j < CO; ++j) {
+        s[j] = 0.f;
+        const int c = co0 + j;
+        if (!live || c >= d.C_out) continue;
+        const float* cf = coef + (b * d.C_out + c) * 3;
+        const float y = acc[j] + (bias != nullptr ? bias[c] : 0.f);
+        const float g = fmaf(cf[1], hardswish(y) - cf[2], cf[0]) * hardswish_grad(y);
+        grad_y[((size_t)b * d.C_out + c) * S + p] = g;
+        s[j] = g;
+    }
+    block_channel_sums(s, red, bias_partials + ((b * gridDim.y + blockIdx.y) * bps + blockIdx.x % bps) * CO);
+}
+
+// dL/dx on the general path: a thread per input element, the sum over output channels and taps in order.
+__global__ void __launch_bounds__(THREADS) grad_input_general_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, Dims d, Kernel3 k)
+{
+    const long long n = (long long)d.B * d.C_in * d.D * d.H * d.W, S = (long long)d.Do * d.Ho * d.Wo;
+    for (long long i = blockIdx.x * (long long)THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
+        long long r = i;
+        const int iw = (int)(r % d.W); r /= d.W;
+        const int ih = (int)(r % d.H); r /= d.H;
+        const int id = (int)(r % d.D); r /= d.D;
+        const int ci = (int)(r % d.C_in);
+        const long long b = r / d.C_in;
+        float acc = 0.f;
+        for (int co = 0; co < d.C_out; ++co) {
+            const float* g = grad_y + ((size_t)b * d.C_out + co) * S;
+            const float* w = weight + ((size_t)co * d.C_in + ci) * k.d * k.h * k.w;
+            for (int kd = 0; kd < k.d; ++kd) {
+                const int od = id - kd;
+                if (od < 0) break;
+                if (od >= d.Do) continue;
+                for (int kh = 0; kh < k.h; ++kh) {
+                    const int oh = ih - kh;
+                    if (oh < 0) break;
+                    if (oh >= d.Ho) continue;
+                    for (int kw = 0; kw < k.w; ++kw) {
+                        const int ow = iw - kw;
+                        if (ow < 0) break;
+                        if (ow >= d.Wo) continue;
+                        acc = fmaf(__ldg(g + ((size_t)od * d.Ho + oh) * d.Wo + ow), __ldg(w + (kd * k.h + kh) * k.w + kw), acc);
+                    }
+                }
+            }
+        }
+        grad_x[i] = acc;
+    }
+}
+
+// dL/dW on the general path: a block per weight (co, ci, kd, kh, kw), its products over the batch and the output
+// positions in double, added in a fixed order (per thread, then a shuffle tree, then the warps in order).
+__global__ void __launch_bounds__(THREADS) grad_weight_general_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ grad_weight, Dims d, Kernel3 k)
+{
+    long long r = blockIdx.x;
+    const int kw = (int)(r % k.w); r /= k.w;
+    const int kh = (int)(r % k.h); r /= k.h;
+    const int kd = (int)(r % k.d); r /= k.d;
+    const int ci = (int)(r % d.C_in), co = (int)(r / d.C_in);
+    const long long S = (long long)d.Do * d.Ho * d.Wo, n = (long long)d.B * S;
+    double acc = 0.0;
+    for (long long t = threadIdx.x; t < n; t += THREADS) {
+        const long long b = t / S, p = t % S;
+        const int ow = (int)(p % d.Wo), oh = (int)(p / d.Wo % d.Ho), od = (int)(p / ((long long)d.Wo * d.Ho));
+        const float g = __ldg(grad_y + ((size_t)b * d.C_out + co) * S + p);
+        const float v = __ldg(x + (((size_t)b * d.C_in + ci) * d.D + od + kd) * d.H * d.W + (size_t)(oh + kh) * d.W + ow + kw);
+        acc = fma((double)g, (double)v, acc);
+    }
+    __shared__ double red[THREADS / 32];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double v = 0.0;
+        for (int w = 0; w < THREADS / 32; ++w) v += red[w];
+        grad_weight[blockIdx.x] = (float)v;
+    }
+}
+
 static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
     Dims d;
     d.B = B; d.C_in = C_in; d.C_out = C_out; d.D = D; d.H = H; d.W = W;
@@ -1198,33 +1362,48 @@ static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
 
 static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + THREADS - 1) / THREADS); }
 
+// The tuned kernels' envelope: a cubic kernel of size 3 or 4. Otherwise the general path, with its dims.
+bool tuned_kernel(int kd, int kh, int kw) { return kd == kh && kh == kw && (kd == 3 || kd == 4); }
+static Dims general_dims(int B, int C_in, int C_out, int D, int H, int W, Kernel3 k) {
+    Dims d = make_dims(B, C_in, C_out, D, H, W, 1);
+    d.Do = D - k.d + 1; d.Ho = H - k.h + 1; d.Wo = W - k.w + 1;
+    return d;
+}
+static int general_bps(const Dims& d) { return (int)(((long long)d.Do * d.Ho * d.Wo + THREADS - 1) / THREADS); }
+
 // Blocks per (sample, channel chunk) of the forward and of dL/dy: each writes one set of partial sums.
 static int sum_blocks(const Dims& d, int K) { return tc_forward(d, K) ? tc_parts(d) : out_blocks_per_sample(d); }
 // Rows of x as 16-byte (half: 8-byte) loads: W a multiple of 4 and x aligned to 4 elements.
 template <typename T>
 static bool aligned_rows(const T* x, int W) { return W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(T)) == 0; }
 
-long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K) {
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    return (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * 2 * CO;
+long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    const bool tuned = tuned_kernel(kd, kh, kw);
+    const Dims d = tuned ? make_dims(B, C_in, C_out, D, H, W, kd) : general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
+    return (long long)B * ((C_out + CO - 1) / CO) * (tuned ? sum_blocks(d, kd) : general_bps(d)) * 2 * CO;
 }
 
 // Dtype codes: see with_types; x and the conv's parameters in the conv's type, the rest in the GroupNorm's.
 cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* bias_in, const void* gn_weight,
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
-                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int K, double eps,
-                           cudaStream_t stream) {
+                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh, int kw,
+                           double eps, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
         const T* x = static_cast<const T*>(x_in);
         const T* weight = static_cast<const T*>(weight_in);
         const T* bias = static_cast<const T*>(bias_in);
-        const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-        const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
-        const int bps = sum_blocks(d, K);
+        const int K = kd;
+        const bool tuned = tuned_kernel(kd, kh, kw);
+        const Dims d = tuned ? make_dims(B, C_in, C_out, D, H, W, K) : general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
+        const bool tc = tuned && tc_forward(d, K), vec = aligned_rows(x, W);
+        const int bps = tuned ? sum_blocks(d, K) : general_bps(d);
         const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
-        if (tc && K == 3)
+        if (!tuned)
+            conv_hswish_sums_general_kernel<T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d,
+                                                                             Kernel3{kd, kh, kw}, bps);
+        else if (tc && K == 3)
             conv_rows_tc_kernel<3, false, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials,
                                                                            d, bps, vec);
         else if (tc)
@@ -1253,19 +1432,51 @@ static long long weight_partials(const Dims& d, int K, bool vec, int sms) {
     return (long long)wg_blocks(sms) * (d.C_out + 3) / 4 * depth * 4 * K;
 }
 int grad_y_tail() { return GI_TAIL; }
-long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K, int sms) {
+long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
+                                     int kw, int sms) {
+    const long long common = ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out;
+    if (!tuned_kernel(kd, kh, kw))   // no weight partials: grad_weight_general_kernel writes the gradient
+        return common + (long long)B * ((C_out + CO - 1) / CO) * general_bps(general_dims(B, C_in, C_out, D, H, W,
+                                                                                          {kd, kh, kw})) * CO;
+    const int K = kd;
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    return ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out +
-           (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * CO + weight_partials(d, K, aligned_rows(x, W), sms);
+    return common + (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * CO +
+           weight_partials(d, K, aligned_rows(x, W), sms);
+}
+
+// The backward on the general path: dL/dy and its channel sums, dL/dx, dL/dW, then the channel gradients.
+static cudaError_t backward_general(const float* x, const float* weight, const float* bias, const float* coef,
+                                    const double* param_terms, double* b_partials, float* grad_y, float* grad_x,
+                                    float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
+                                    const Dims& d, Kernel3 k, cudaStream_t stream) {
+    const int bps = general_bps(d);
+    cudaError_t err;
+    grad_y_general_kernel<<<dim3((unsigned)((long long)d.B * bps), (d.C_out + CO - 1) / CO), THREADS, 0, stream>>>(
+        x, weight, bias, coef, grad_y, b_partials, d, k, bps);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (grad_x != nullptr) {
+        const long long n = (long long)d.B * d.C_in * d.D * d.H * d.W;
+        grad_input_general_kernel<<<(unsigned)std::min<long long>((n + THREADS - 1) / THREADS, 1 << 20), THREADS, 0,
+                                    stream>>>(grad_y, weight, grad_x, d, k);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    grad_weight_general_kernel<<<(unsigned)((long long)d.C_out * d.C_in * k.d * k.h * k.w), THREADS, 0, stream>>>(
+        grad_y, x, grad_weight, d, k);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    finish_channel_grads_kernel<<<dim3(d.C_out, 3), SUM_THREADS, 0, stream>>>(b_partials, param_terms, grad_bias,
+                                                                              grad_gn_weight, grad_gn_bias, d, bps);
+    return cudaGetLastError();
 }
 
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int K,
-                            int sms, cudaStream_t stream) {
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const int bps = sum_blocks(d, K), chunks = (C_out + CO - 1) / CO;
+                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
+                            int kh, int kw, int sms, cudaStream_t stream) {
+    const int K = kd;
+    const bool tuned = tuned_kernel(kd, kh, kw);
+    const Dims d = tuned ? make_dims(B, C_in, C_out, D, H, W, K) : general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
+    const int bps = tuned ? sum_blocks(d, K) : general_bps(d), chunks = (C_out + CO - 1) / CO;
     float* coef = reinterpret_cast<float*>(work);
     double* param_terms = work + ((long long)B * C_out * 3 + 1) / 2;
     double* b_partials = param_terms + (long long)B * 2 * C_out;
@@ -1274,6 +1485,9 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     cudaError_t err;
     gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, d, G);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (!tuned)
+        return backward_general(x, weight, bias, coef, param_terms, b_partials, grad_y, grad_x, grad_weight, grad_bias,
+                                grad_gn_weight, grad_gn_bias, d, Kernel3{kd, kh, kw}, stream);
     const dim3 grid_y((unsigned)((long long)B * bps), chunks);
     const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
     if (tc && K == 3)
@@ -1337,19 +1551,20 @@ cpp_source = r"""
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K);
+long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw);
 cudaError_t forward_launch(const void* x, const void* weight, const void* bias, const void* gn_weight,
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
-                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int K, double eps,
-                           cudaStream_t stream);
+                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh, int kw,
+                           double eps, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
-long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K, int sms);
+long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
+                                     int kw, int sms);
 int grad_y_tail();
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int K,
-                            int sms, cudaStream_t stream);
+                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
+                            int kh, int kw, int sms, cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
 #define OPS_STR_(s) #s
@@ -1417,18 +1632,17 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
                 "conv3d_hardswish_groupnorm_mean_all_custom: input channels or size do not fit the weight");
     const c10::cuda::CUDAGuard guard(input.device());
     auto x = input.contiguous(), weight = weight_in.contiguous();
-    const int64_t B = x.size(0), C = weight.size(0), K = weight.size(2);
-    TORCH_CHECK((K == 3 || K == 4) && weight.size(3) == K && weight.size(4) == K,
-                "conv3d_hardswish_groupnorm_mean_all_custom: the kernels are built for cubic kernels of size 3 and 4");
+    const int64_t B = x.size(0), C = weight.size(0);
+    const int kd = (int)weight.size(2), kh = (int)weight.size(3), kw = (int)weight.size(4);
     auto out = at::empty({B, C}, gn_weight.options());
     auto stats = at::empty({B, C + 2 * groups}, x.options().dtype(torch::kFloat64));
     if (B == 0) return {out, stats};
-    auto partials = at::empty({forward_workspace_doubles(B, x.size(1), C, x.size(2), x.size(3), x.size(4), K)},
+    auto partials = at::empty({forward_workspace_doubles(B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd, kh, kw)},
                               x.options().dtype(torch::kFloat64));
     check(forward_launch(x.data_ptr(), weight.data_ptr(), bias.has_value() ? bias->contiguous().data_ptr() : nullptr,
                          gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(), partials.data_ptr<double>(),
                          out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, x.size(1), C,
-                         groups, x.size(2), x.size(3), x.size(4), K, eps, c10::cuda::getCurrentCUDAStream()),
+                         groups, x.size(2), x.size(3), x.size(4), kd, kh, kw, eps, c10::cuda::getCurrentCUDAStream()),
           "forward launch");
     return {out, stats};
 }
@@ -1442,7 +1656,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto x = converted(input, at::kFloat), weight = converted(weight_in, at::kFloat);
     const auto bias = converted(bias_in, at::kFloat);
     const auto gn_weight = converted(gn_weight_in, at::kFloat), grad_out = converted(grad_out_in, at::kFloat);
-    const int64_t B = x.size(0), C_in = x.size(1), C = weight.size(0), K = weight.size(2);
+    const int64_t B = x.size(0), C_in = x.size(1), C = weight.size(0);
+    const int kd = (int)weight.size(2), kh = (int)weight.size(3), kw = (int)weight.size(4);
     const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
     auto grad_x = input_grad ? at::empty_like(x) : at::empty({0}, x.options());   // every entry written below
     auto grad_weight = at::empty_like(weight);
@@ -1457,14 +1672,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
     // dL/dy (B, C, Do, Ho, Wo) and a tail the input gradient's last row may read past (its columns past Wo).
-    auto grad_y = at::empty({B * C * (D - K + 1) * (H - K + 1) * (W - K + 1) + grad_y_tail()}, x.options());
-    auto work = at::empty({backward_workspace_doubles(x.data_ptr<float>(), B, C_in, C, D, H, W, K, sms)}, x.options().dtype(torch::kFloat64));
+    auto grad_y = at::empty({B * C * (D - kd + 1) * (H - kh + 1) * (W - kw + 1) + grad_y_tail()}, x.options());
+    auto work = at::empty({backward_workspace_doubles(x.data_ptr<float>(), B, C_in, C, D, H, W, kd, kh, kw, sms)},
+                          x.options().dtype(torch::kFloat64));
     check(backward_launch(grad_out.contiguous().data_ptr<float>(), x.data_ptr<float>(), weight.data_ptr<float>(),
                           bias.has_value() ? bias->data_ptr<float>() : nullptr, gn_weight.contiguous().data_ptr<float>(),
                           stats.data_ptr<double>(), work.data_ptr<double>(), grad_y.data_ptr<float>(),
                           input_grad ? grad_x.data_ptr<float>() : nullptr, grad_weight.data_ptr<float>(),
                           bias.has_value() ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
-                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, K, sms,
+                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw, sms,
                           c10::cuda::getCurrentCUDAStream()), "backward launch");
     return {converted(grad_x, input.scalar_type()), converted(grad_weight, weight_in.scalar_type()),
             converted(grad_bias, weight_in.scalar_type()), converted(grad_gn_weight, gn_weight_in.scalar_type()),
@@ -1635,7 +1851,6 @@ if not hasattr(getattr(torch.ops, _namespace), "model"):
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
-KERNEL_SIZES = (3, 4)   # the CUDA kernels are instantiated for these
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # as the reference takes them (model.to(dtype))
 
 
@@ -1644,10 +1859,6 @@ class ModelNew(nn.Module):
         super().__init__()
         self.conv = nn.Conv3d(in_channels, out_channels, kernel_size, bias=bias)
         self.group_norm = nn.GroupNorm(num_groups, out_channels)
-        k = self.conv.kernel_size
-        if k[0] not in KERNEL_SIZES or k != (k[0],) * 3:
-            raise ValueError(f"kernel_size must be 3 or 4 (cubic: the CUDA kernels are built for those), "
-                             f"got {kernel_size}")
 
     def forward(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
@@ -1658,7 +1869,7 @@ class ModelNew(nn.Module):
             raise ValueError(f"input must be 5-D (B, C, D, H, W), got {x.dim()}-D")
         if x.shape[1] != self.conv.in_channels:
             raise ValueError(f"input has {x.shape[1]} channels, the conv expects {self.conv.in_channels}")
-        if min(x.shape[2:]) < self.conv.kernel_size[0]:
+        if any(s < k for s, k in zip(x.shape[2:], self.conv.kernel_size)):
             raise ValueError(f"input spatial size {tuple(x.shape[2:])} is smaller than the kernel "
                              f"{self.conv.kernel_size}")
         conv, gn = self.conv, self.group_norm
