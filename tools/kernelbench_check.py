@@ -1,7 +1,7 @@
 """Run every variant file through KernelBench's own harness and print one table.
 
     python tools/kernelbench_check.py KERNELBENCH_DIR [--precision fp32|fp16|bf16] [--no-tf32] [--only NAME]
-                                      [--markdown PATH]
+                                      [--previous | --revision REV | --references DIR] [--markdown PATH]
 
 KERNELBENCH_DIR is a checkout of github.com/ScalingIntelligence/KernelBench (its `src/kernelbench` package
 and its `KernelBench/level2` references are used; nothing of it is copied here). For each file: its static
@@ -11,12 +11,19 @@ against the matching level-2 reference: in fp16 and bf16 KernelBench casts model
 compares at atol = rtol = 1e-2 (1e-4 in fp32). torch.backends.cudnn.allow_tf32 stays at PyTorch's default (on)
 or, with --no-tf32, off. KernelBench flags a speedup above 10x as "excessive" for a human to check.
 
+KernelBench's previous sizes (its problem files before July 2025, "v0": problems 23, 60 and 92 with other
+channel counts and sizes, inputs from torch.randn; problem 27 was then a different model): --previous takes the
+references from that revision of a git checkout of KernelBench (--revision REV: any revision); --references DIR
+takes them from a folder of level-2 problem files (for instance extracted with `git show REV:KernelBench/level2/F`).
+The variant files are the same: KernelBench builds ModelNew with the reference's get_init_inputs().
+
 KernelBench's package imports LLM client libraries at import time that this check never calls (openai,
 litellm, python-dotenv); they are stubbed here rather than installed. It needs pydantic, requests, tqdm
 and numpy.
 """
 import argparse
 import pathlib
+import subprocess
 import sys
 import types
 
@@ -44,22 +51,37 @@ def import_kernelbench(kernelbench_dir):
     return kb_eval, kernel_static_checker
 
 
-def reference_source(kernelbench_dir, problem_id):
-    matches = sorted((pathlib.Path(kernelbench_dir) / "KernelBench" / "level2").glob(f"{problem_id}_*.py"))
+PREVIOUS = "21fbe5a"          # KernelBench's last revision before its July 2025 resizing (v0 sizes)
+PREVIOUS_PROBLEMS = (23, 60, 92)   # the problems whose model was the same then
+
+
+def reference_source(kernelbench_dir, problem_id, revision=None, references=None):
+    """The level-2 reference of `problem_id`: from the checkout, from a git revision of it, or from a folder."""
+    if revision:
+        git = ["git", "-C", str(kernelbench_dir)]
+        names = subprocess.run(git + ["ls-tree", "--name-only", revision, "KernelBench/level2/"], check=True,
+                               capture_output=True, text=True).stdout.split()
+        matches = [n for n in names if pathlib.Path(n).name.startswith(f"{problem_id}_")]
+        if len(matches) != 1:
+            raise SystemExit(f"no single level-2 reference for problem {problem_id} at {revision}")
+        return subprocess.run(git + ["show", f"{revision}:{matches[0]}"], check=True, capture_output=True,
+                              text=True).stdout
+    folder = pathlib.Path(references) if references else pathlib.Path(kernelbench_dir) / "KernelBench" / "level2"
+    matches = sorted(folder.glob(f"{problem_id}_*.py"))
     if len(matches) != 1:
-        raise SystemExit(f"no single level-2 reference for problem {problem_id} under {kernelbench_dir}")
+        raise SystemExit(f"no single level-2 reference for problem {problem_id} under {folder}")
     return matches[0].read_text()
 
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def check(name, kernelbench_dir, kb_eval, checker, precision="fp32"):
+def check(name, kernelbench_dir, kb_eval, checker, precision="fp32", revision=None, references=None):
     src = variant_path(name).read_text()
     valid, errors, warnings = checker.validate_kernel_static(src, backend="cuda", precision=precision)
     row = {"name": name, "static": "ok" if valid and not warnings else "; ".join(errors + warnings)}
     result = kb_eval.eval_kernel_against_ref(
-        reference_source(kernelbench_dir, PROBLEMS[name].kernelbench_id), src, num_correct_trials=5,
+        reference_source(kernelbench_dir, PROBLEMS[name].kernelbench_id, revision, references), src, num_correct_trials=5,
         num_perf_trials=100, measure_performance=True, device=torch.device("cuda", 0), backend="cuda",
         precision=PRECISIONS[precision])
     if result is None:
@@ -93,6 +115,12 @@ def main():
                         help="KernelBench's precision track: the dtype model and inputs are cast to")
     parser.add_argument("--no-tf32", action="store_true", help="torch.backends.cudnn.allow_tf32 = False")
     parser.add_argument("--only", action="append", help="variant name (repeatable)")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--previous", action="store_true",
+                       help=f"KernelBench's previous sizes: the references at revision {PREVIOUS} (a git checkout), "
+                            f"for the problems with the same model then ({', '.join(map(str, PREVIOUS_PROBLEMS))})")
+    sizes.add_argument("--revision", help="the references at this git revision of KERNELBENCH_DIR")
+    sizes.add_argument("--references", help="the references from this folder of level-2 problem files")
     parser.add_argument("--markdown", help="append the table here")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -100,10 +128,17 @@ def main():
         return 1
     kb_eval, checker = import_kernelbench(args.kernelbench_dir)
     torch.backends.cudnn.allow_tf32 = not args.no_tf32
-    rows = [check(name, args.kernelbench_dir, kb_eval, checker, args.precision)
-            for name in args.only or variant_names()]
+    revision = PREVIOUS if args.previous else args.revision
+    names = args.only or [n for n in variant_names()
+                          if not args.previous or PROBLEMS[n].kernelbench_id in PREVIOUS_PROBLEMS]
+    if args.references:   # the problems the folder has
+        names = [n for n in names if any(pathlib.Path(args.references).glob(f"{PROBLEMS[n].kernelbench_id}_*.py"))]
+    rows = [check(name, args.kernelbench_dir, kb_eval, checker, args.precision, revision, args.references)
+            for name in names]
+    source = (f", references at KernelBench {revision}" if revision else
+              f", references from {args.references}" if args.references else "")
     title = (f"KernelBench harness, {args.precision}, {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-             f"torch.backends.cudnn.allow_tf32 = {torch.backends.cudnn.allow_tf32}")
+             f"torch.backends.cudnn.allow_tf32 = {torch.backends.cudnn.allow_tf32}{source}")
     print(f"\n{title}\n{table(rows)}")
     if args.markdown:
         with open(args.markdown, "a") as f:
