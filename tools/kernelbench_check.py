@@ -15,7 +15,10 @@ KernelBench's previous sizes (its problem files before July 2025, "v0": problems
 channel counts and sizes, inputs from torch.randn; problem 27 was then a different model): --previous takes the
 references from that revision of a git checkout of KernelBench (--revision REV: any revision); --references DIR
 takes them from a folder of level-2 problem files (for instance extracted with `git show REV:KernelBench/level2/F`).
-The variant files are the same: KernelBench builds ModelNew with the reference's get_init_inputs().
+KernelBench execs the reference and then the file into one namespace, so the file's own size globals and
+get_inputs() (today's sizes) would replace the reference's; for these runs the reference's size block (from its
+`batch_size = ...` line to its end) is appended to the file's text, as a user would set the file to those sizes.
+The static check reads the file unchanged.
 
 KernelBench's package imports LLM client libraries at import time that this check never calls (openai,
 litellm, python-dotenv); they are stubbed here rather than installed. It needs pydantic, requests, tqdm
@@ -76,12 +79,23 @@ def reference_source(kernelbench_dir, problem_id, revision=None, references=None
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+def with_reference_sizes(src, reference):
+    """The variant's text with the reference's size block (from its `batch_size = ` line on) appended."""
+    start = reference.find("\nbatch_size")
+    if start < 0:
+        raise SystemExit("the reference has no `batch_size = ...` block to take its sizes from")
+    return f"{src}\n\n# The reference's sizes (appended by tools/kernelbench_check.py)\n{reference[start + 1:]}"
+
+
 def check(name, kernelbench_dir, kb_eval, checker, precision="fp32", revision=None, references=None):
     src = variant_path(name).read_text()
     valid, errors, warnings = checker.validate_kernel_static(src, backend="cuda", precision=precision)
     row = {"name": name, "static": "ok" if valid and not warnings else "; ".join(errors + warnings)}
+    reference = reference_source(kernelbench_dir, PROBLEMS[name].kernelbench_id, revision, references)
+    if revision or references:   # other sizes than the file's: the reference's, as KernelBench will run it
+        src = with_reference_sizes(src, reference)
     result = kb_eval.eval_kernel_against_ref(
-        reference_source(kernelbench_dir, PROBLEMS[name].kernelbench_id, revision, references), src, num_correct_trials=5,
+        reference, src, num_correct_trials=5,
         num_perf_trials=100, measure_performance=True, device=torch.device("cuda", 0), backend="cuda",
         precision=PRECISIONS[precision])
     if result is None:
