@@ -37,7 +37,7 @@ rounds it (cuDNN's output, then the bias added), and the output comes from Group
 and 1/std rounded to the dtype, as PyTorch's half GroupNorm stores them (tools/half_rounding.py measured each
 point); GroupNorm's per-element rounding before the mean averages out and is not modelled. Under autocast
 GroupNorm and the mean run in float32. The backward's dL/dy is in the conv's dtype, for PyTorch's convolution
-backward. Measured: bf16 0.219 ms, fp16 0.193 ms against fp32 0.181 ms in the same runs (half is slower: open).
+backward. Measured (run_all.py, one run): bf16 0.201 ms, fp16 0.165 ms against fp32 0.190 ms.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add =
 0.147 ms at the 67 TFLOP/s FP32 rate (the floor run_all.py reports); the 38 MB input is 0.01 ms of

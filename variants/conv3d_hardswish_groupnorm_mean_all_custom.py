@@ -38,7 +38,7 @@ rate; the backward's two gradients are twice that. On an H100 (torch.profiler, n
 on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.0 ms (mma.sync;
 with a row a warp the tensor pipe was 25% busy: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
 loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (run_all.py, H100):
-bf16 1.007 ms, fp16 1.041 ms, fp32 1.169 ms in the same runs. History and what was tried:
+bf16 0.995 ms, fp16 1.036 ms, fp32 1.065 ms in one run. History and what was tried:
 docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
