@@ -140,3 +140,23 @@ def test_gradient_rule_falls_back_to_pytorch_only_where_pytorch_fails():
     assert _compare_gradient(torch.zeros(1000), (noise * 1e8).float(), noise).passed
     assert not _compare_gradient(torch.full((1000,), 1e-3), (noise * 1e8).float(), noise).passed
     assert not _compare_gradient(None, close, truth).passed
+
+
+def test_kernelbench_check_runs_a_file_at_the_references_sizes():
+    """KernelBench execs the reference and the file into one namespace; for another revision's sizes the tool
+    appends the reference's size block to the file's text, so the reference's sizes win over the file's own."""
+    import importlib.util
+    import pathlib
+    spec = importlib.util.spec_from_file_location(
+        "kernelbench_check", pathlib.Path(__file__).resolve().parents[1] / "tools" / "kernelbench_check.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    file_text = "batch_size = 128\nin_channels = 8\n\ndef get_init_inputs():\n    return [in_channels]\n"
+    reference = ("import torch\n\nclass Model:\n    pass\n\nbatch_size = 16\nin_channels = 3\n\n"
+                 "def get_init_inputs():\n    return [in_channels, 'reference']\n")
+    namespace = {}
+    exec(reference, namespace)
+    exec(tool.with_reference_sizes(file_text, reference), namespace)
+    assert namespace["get_init_inputs"]() == [3, "reference"] and namespace["batch_size"] == 16
+    with pytest.raises(SystemExit):
+        tool.with_reference_sizes(file_text, "class Model:\n    pass\n")
