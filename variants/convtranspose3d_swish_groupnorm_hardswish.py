@@ -1004,10 +1004,10 @@ __global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
         __syncthreads();
         if (warp == 0) w = welford_warp(lane < (int)blockDim.x / 32 ? warps[lane] : Welford{0.f, 0.f, 0.f});
     }
-    if (threadIdx.x == 0) {
-        const float mean = round_to<TO>(w.mean), rstd = round_to<TO>(rsqrtf(w.m2 / w.nf + round_to<TO>(eps)));
-        mean_rstd[0] = mean;
-        mean_rstd[1] = rstd;
+    if (threadIdx.x == 0) {   // the backward's statistics unrounded (nearer float64 than PyTorch's rounded ones)
+        const float mean = w.mean, rstd = rsqrtf(w.m2 / w.nf + round_to<TO>(eps));
+        mean_rstd[0] = round_to<TO>(mean);
+        mean_rstd[1] = round_to<TO>(rstd);
         stats[(size_t)blockIdx.x * 2] = mean;
         stats[(size_t)blockIdx.x * 2 + 1] = rstd;
     }
