@@ -68,6 +68,21 @@ GRIDS[P27] = [
 P27_KEPT = "conv3d_hardswish_groupnorm_mean"
 GRIDS[P27_KEPT] = [(label, args, shape) for label, args, shape in GRIDS[P27]
                    if label in ("kernel1", "kernel7_small_input", "tuple_kernel", "channels_256_in", "no_bias")]
+P92 = "conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp"
+GRIDS[P92] = [
+    ("tuned", (8, 64, 3, 16), (2, 8, 9, 10)),
+    ("kernel1", (3, 16, 1, 4), (2, 3, 6, 7)),
+    ("kernel2", (4, 8, 2, 2), (2, 4, 6, 7)),
+    ("kernel5", (3, 16, 5, 8), (2, 3, 9, 10)),
+    ("kernel7_small_input", (2, 8, 7, 4), (2, 2, 7, 8)),
+    ("tuple_kernel", (3, 16, (1, 3), 4), (2, 3, 6, 7)),
+    ("in_channels_17", (17, 24, 3, 8), (2, 17, 7, 8)),
+    ("channels_256_in", (256, 16, 3, 4), (2, 256, 5, 6)),
+    ("out_channels_65", (4, 65, 3, 5), (2, 4, 6, 7)),
+    ("channels_256_out", (4, 256, 3, 32), (2, 4, 5, 6)),
+    ("one_channel_per_group", (3, 8, 3, 8), (2, 3, 6, 7)),
+    ("one_group", (3, 8, 2, 1), (2, 3, 6, 7)),
+]
 CASES = [(name, label, args, shape) for name, grid in GRIDS.items() for label, args, shape in grid]
 IDS = [f"{name}-{label}" for name, label, _, _ in CASES]
 
