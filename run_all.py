@@ -1,7 +1,7 @@
 """Verify and time every variant: accuracy, milliseconds beside eager and torch.compile, floors.
 
     python run_all.py [--only NAME] [--dtype fp32|fp16|bf16 ...] [--json PATH] [--markdown PATH] [--reps N]
-                      [--no-compile] [--cold]
+                      [--no-compile] [--cold] [--sweep]
 
 Builds each variant once (into build/torch_extensions; --cold also times a build into an empty folder
 in a fresh interpreter), checks it against the float64 truth and against PyTorch under its default
@@ -9,6 +9,9 @@ flags, and times it, in each --dtype asked for (default fp32; fp16 and bf16: mod
 checked by the half-precision rule, timed beside eager and torch.compile in that dtype). Prints the
 tables last; --json writes every number with the GPU, torch and CUDA versions and the commit; --markdown
 writes the tables as the README's Results section shows them.
+--sweep instead times each file's forward and forward + backward at batch 1, 8, the benchmark's, KernelBench's
+previous size and a configuration outside the tuned path, beside eager, as GPU time (a CUDA graph replayed)
+and harness time (one call between CUDA events), with each file's smallest ratio (common/sweep.py).
 Without a GPU it builds every variant, says that nothing was checked or timed, and exits 1.
 """
 import argparse
@@ -24,6 +27,7 @@ from common.loading import ROOT, load_variant, variant_names  # sets the build d
 import torch  # noqa: E402
 
 from common.evaluate import evaluate, format_tables  # noqa: E402
+from common.sweep import format_sweep, smallest_ratios, sweep  # noqa: E402
 
 COLD_BUILD = "import sys; sys.path.insert(0, {root!r}); from common.loading import load_variant; load_variant({name!r})"
 
@@ -68,6 +72,25 @@ def build_all(names, cold):
     return built, failed
 
 
+def run_sweep(args, built, failed, gpu):
+    rows = [row for name, (namespace, _) in built.items() for row in sweep(name, namespace["ModelNew"], args.reps)]
+    header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, commit {git_commit()[:12]}, "
+              f"{time.strftime('%Y-%m-%d')}, fp32, TF32 flag at PyTorch's default")
+    table = format_sweep(rows)
+    print(f"\n{header}\n{table}")
+    if args.json:
+        meta = {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": git_commit(),
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"), "build_failures": failed}
+        smallest = {n: {k: {"ratio": v, "point": p} for k, (v, p) in r.items()} for n, r in smallest_ratios(rows).items()}
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "sweep": rows, "smallest": smallest}, f, indent=2)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(f"{header} (medians of {args.reps} runs, L2 flushed before each; GPU = a CUDA graph replayed, "
+                    f"harness = one call between CUDA events, host = their difference):\n\n{table}\n")
+    return 1 if failed else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", action="append", help="variant name (repeatable)")
@@ -78,6 +101,7 @@ def main():
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile of the reference")
     parser.add_argument("--cold", action="store_true", help="also time a build into an empty folder")
+    parser.add_argument("--sweep", action="store_true", help="time every file across sizes (fp32) instead")
     args = parser.parse_args()
     names = args.only or variant_names()
     unknown = set(names) - set(variant_names())
@@ -91,6 +115,8 @@ def main():
         return 1
 
     gpu = torch.cuda.get_device_name()
+    if args.sweep:
+        return run_sweep(args, built, failed, gpu)
     results = []
     dtypes = args.dtype or ["fp32"]
     for dtype in dtypes:

@@ -35,6 +35,8 @@ class Problem:
     other_configs: tuple       # module configurations other than the benchmark's
     has_backward: bool = False
     rejects_small_input: bool = True   # a plain conv refuses inputs smaller than its kernel
+    previous: Case = None      # KernelBench's previous (v0) configuration and input, where it had this model
+    general: Case = None       # a configuration outside the tuned path, at a size worth timing (run_all --sweep)
 
     @property
     def kernel_size(self):
@@ -163,6 +165,8 @@ PROBLEMS = {p.name: p for p in (
         other_configs=((4, 16, 3, 4), (2, 40, 3, 5), (3, 24, 5, 8), (7, 16, 3, 4), (8, 24, 3, 8), (12, 24, 3, 8),
                        (20, 8, 3, 4)),
         has_backward=True,
+        previous=Case("previous", (3, 16, 3, 8), (128, 3, 16, 32, 32)),
+        general=Case("general kernel 5", (3, 24, 5, 8), (16, 3, 24, 32, 32)),
     ),
     Problem(
         name="conv3d_hardswish_groupnorm_mean", kernelbench_id=27,
@@ -173,6 +177,7 @@ PROBLEMS = {p.name: p for p in (
                           extra=(Case("no_bias", (3, 16, 4, 4, False), (2, 3, 7, 9, 11)),)),
         other_configs=((3, 32, 3, 8), (5, 12, 3, 3)),
         has_backward=True,
+        general=Case("kernel 5", (3, 16, 5, 4), (64, 3, 16, 32, 32)),
     ),
     Problem(   # problem 27 again, the conv ours too (PROBLEMS.md 5)
         name="conv3d_hardswish_groupnorm_mean_all_custom", kernelbench_id=27,
@@ -191,6 +196,7 @@ PROBLEMS = {p.name: p for p in (
                                  Case("two_chunks", (3, 20, 4, 4), (2, 3, 6, 7, 16)))),
         other_configs=((3, 32, 3, 8), (5, 12, 3, 3), (3, 16, 5, 4)),
         has_backward=True,
+        general=Case("general kernel 5", (3, 16, 5, 4), (64, 3, 16, 32, 32)),
     ),
     Problem(
         name="convtranspose3d_swish_groupnorm_hardswish", kernelbench_id=60,
@@ -208,6 +214,8 @@ PROBLEMS = {p.name: p for p in (
         other_configs=((4, 8, 3, 2, 1, 2, 1e-3), (3, 16, 4, 2, 1, 4, 1e-5), (3, 16, 3, 1, 1, 4, 1e-5)),
         has_backward=True,
         rejects_small_input=False,   # a transposed conv grows its input: any size >= 1 is valid
+        previous=Case("previous", (3, 16, 3, 2, 1, 4, 1e-5), (128, 3, 16, 32, 32)),
+        general=Case("general kernel 4 stride 2", (3, 16, 4, 2, 1, 4, 1e-5), (16, 3, 16, 32, 32)),
     ),
     Problem(
         name="conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp", kernelbench_id=92,
@@ -220,5 +228,7 @@ PROBLEMS = {p.name: p for p in (
                           extra=(Case("wide_many_channels", (12, 40, 3, 8), (2, 12, 10, 290)),)),
         other_configs=((3, 32, 3, 8), (4, 40, 3, 8), (8, 64, 5, 16)),
         has_backward=True,
+        previous=Case("previous", (3, 16, 3, 8), (128, 3, 32, 32)),
+        general=Case("general kernel 5", (8, 64, 5, 16), (16, 8, 128, 128)),
     ),
 )}
