@@ -225,7 +225,10 @@ PROBLEMS = {p.name: p for p in (
         cases=_edge_cases((8, 64, 3, 16), 8, (17, 23), (3, 3), 3, 64,
                           # input channels in two chunks of the gradients, a partial tile of output
                           # channels, three column chunks and two bands of rows in the input gradient
-                          extra=(Case("wide_many_channels", (12, 40, 3, 8), (2, 12, 10, 290)),)),
+                          extra=(Case("wide_many_channels", (12, 40, 3, 8), (2, 12, 10, 290)),
+                                 # rows wider than 32 outputs take the tuned path, narrower the tiled one
+                                 Case("batch1_wide", (8, 64, 3, 16), (1, 8, 9, 40)),
+                                 Case("batch3_wide_odd", (8, 64, 3, 16), (3, 8, 11, 37)))),
         other_configs=((3, 32, 3, 8), (4, 40, 3, 8), (8, 64, 5, 16)),
         has_backward=True,
         previous=Case("previous", (3, 16, 3, 8), (128, 3, 32, 32)),

@@ -70,7 +70,8 @@ GRIDS[P27_KEPT] = [(label, args, shape) for label, args, shape in GRIDS[P27]
                    if label in ("kernel1", "kernel7_small_input", "tuple_kernel", "channels_256_in", "no_bias")]
 P92 = "conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp"
 GRIDS[P92] = [
-    ("tuned", (8, 64, 3, 16), (2, 8, 9, 10)),
+    ("tuned", (8, 64, 3, 16), (2, 8, 9, 40)),
+    ("tuned_envelope_narrow_rows", (8, 64, 3, 16), (2, 8, 9, 10)),
     ("kernel1", (3, 16, 1, 4), (2, 3, 6, 7)),
     ("kernel2", (4, 8, 2, 2), (2, 4, 6, 7)),
     ("kernel5", (3, 16, 5, 8), (2, 3, 9, 10)),

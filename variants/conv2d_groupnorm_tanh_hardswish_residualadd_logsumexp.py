@@ -33,20 +33,20 @@ Backward (autograd), with u = g * softmax_c(x_res) and vn = u * hardswish'(t) * 
   and stored three times shifted by each kernel column, so wgmma's B descriptor reads the taps as 9
   evenly spaced 8-column blocks); grad_input_kernel per dL/dx_conv row (rows = output columns, columns =
   the 72 taps, depth = channels) folded into three input rows of partial sums. Every sum in a fixed order.
-Operators (TORCH_LIBRARY, namespace: file name and source hash): model (CUDA, Meta, Autograd, AutocastCUDA
-kernels) and the forward and backward it calls; torch.compile traces it.
+Operators (TORCH_LIBRARY): model (CUDA, Meta, Autograd, AutocastCUDA) and its forward and backward.
 
-Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add
-per conv = 0.28 ms at 67 TFLOP/s (the floor run_all.py reports; the 67 MB input is 0.02 ms of
-bandwidth). Phase 1's GEMMs are 7.5 M mma.sync (7.7 G multiply-adds with the edges: ~0.04 ms, the
-tensor pipe's busy time measured for them); phase 2 on the tensor cores 3 x 18.7 GFLOP of TF32 (0.11
-ms at ~495 TFLOP/s) plus three MUFU operations per conv output (0.10 ms). Measured on an H100
-(torch.profiler): gram_kernel 0.128 ms, gram_stats_kernel 0.026, phase 2 0.28 (issue 47% busy, MUFU 42%);
+Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add per conv =
+0.28 ms at 67 TFLOP/s (run_all.py's floor; the input is 0.02 ms of bandwidth); on the tensor cores phase 1 ~0.04
+ms (7.5 M mma.sync), phase 2 3 x 18.7 GFLOP of TF32 (0.11 ms) plus three MUFU operations per output (0.10
+ms). H100 (torch.profiler): gram_kernel 0.128 ms, gram_stats_kernel 0.026, phase 2 0.28 (issue 47%, MUFU 42%);
 run_all.py 0.50 ms. Backward: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.29, input gradient 0.45; forward +
 backward 2.39 ms. History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
-General path (other kernel sizes, tuples, over 16 input or 64 output channels): chunked sums of y per (sample,
-channel), group statistics, a thread per pixel over the channels twice (lse_general_kernel); backward: two
-recomputing sweeps, dL/dW a block per weight, dL/dx a thread per input element. Correct, not fast.
+Tiled path (other kernel sizes, tuples, over 16 input or 64 output channels, output rows of 32 or fewer): a
+block 8 x 32 pixels, a thread 16 output channels at a time (rows and weights staged in shared memory):
+gn_sums_tiled_kernel (channel chunks split over blocks when tiles are few), gn_stats_general_kernel,
+lse_tiled_kernel (one sweep over the channels; two in half). H100 GPU time: KernelBench's previous size 0.040 ms
+(eager 0.090), kernel 5 at 16x8x128x128 0.67 (0.65), 16 -> 256 channels 0.71 (0.15: cuDNN's TF32 tensor cores,
+the next step). Its backward is not tiled yet (recomputing sweeps, dL/dW a block per weight, dL/dx a thread each).
 TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
 Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: phase 1 on a float copy of the input
@@ -1845,25 +1845,125 @@ __device__ void block_sums2(float v0, float v1, double* out) {
     }
 }
 
-// Block (chunk, c, b): GEN_CHUNK output positions of channel c of sample b: the sum and sum of squares of y.
-template <typename T>
-__global__ void __launch_bounds__(GEN_THREADS) gn_sums_general_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    double* __restrict__ partials,   // (B, C_out, chunks, 2)
-    int C_in, int C_out, int H, int W, Kernel2 k)
-{
-    const int chunk = blockIdx.x, c = blockIdx.y;
-    const long long b = blockIdx.z;
-    const int Ho = H - k.h + 1, Wo = W - k.w + 1;
-    const long long S = (long long)Ho * Wo, end = min(S, (long long)(chunk + 1) * GEN_CHUNK);
-    float s = 0.f, q = 0.f;
-    for (long long p = (long long)chunk * GEN_CHUNK + threadIdx.x; p < end; p += GEN_THREADS) {
-        const float y = conv_output_general<T>(
-            conv2d_general_at(x, weight, b, c, (int)(p / Wo), (int)(p % Wo), C_in, H, W, k), bias[c]);
-        s += y;
-        q = fmaf(y, y, q);
+// The general forward's conv, tiled: a block takes TILE_H x TILE_W output pixels of one sample (a pixel a thread)
+// and CO_T output channels at a time (CO_T accumulators a thread). Per chunk of ci_t input channels it stages
+// the input rows the tile reads and the chunk's weights (transposed to [ci][kh][kw][co], so a tap's CO_T weights
+// are four broadcast float4 loads) in shared memory; a tap is then one input load and CO_T multiply-adds. Sums
+// over (ci, kh, kw) in that order, in fp32 (half values exact). Dynamic shared memory: ci_t (rows + weights).
+constexpr int TILE_H = 8, TILE_W = 32, CO_T = 16;
+static_assert(TILE_H * TILE_W == GEN_THREADS, "a pixel a thread");
+static_assert(2 * CO_T == 32, "a channel's two sums a lane");
+
+// The warp's sums of 32 values at once, lane l ending with value l's in v[0]: each of five steps halves the
+// values a lane holds (it keeps the half its lane bit selects and adds its partner's), 31 shuffles, fixed order.
+template <int HALF = 16>
+__device__ __forceinline__ void warp_sum_transposed(double (&v)[32]) {
+    const bool upper = threadIdx.x & HALF;
+#pragma unroll
+    for (int i = 0; i < HALF; ++i) {
+        const double keep = upper ? v[i + HALF] : v[i], give = upper ? v[i] : v[i + HALF];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, give, HALF);
     }
-    block_sums2(s, q, partials + (((size_t)b * C_out + c) * gridDim.x + chunk) * 2);
+    if constexpr (HALF > 1) warp_sum_transposed<HALF / 2>(v);
+}
+
+struct TileConv {
+    int C_in, C_out, H, W, ci_t;
+    Kernel2 k;
+    __host__ __device__ int in_cols() const { return TILE_W + k.w - 1; }
+    __host__ __device__ int in_floats() const { return ((TILE_H + k.h - 1) * in_cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
+    __host__ __device__ int w_floats() const { return k.h * k.w * CO_T; }                    // per input channel
+    __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
+    __host__ __device__ int tiles() const { return (H - k.h + 1 + TILE_H - 1) / TILE_H * tiles_w(); }
+    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
+};
+
+// acc[j] = conv of output channel co0 + j at this thread's pixel (oh0 + ty, ow0 + tx) of sample b.
+// first: the block's first call for this tile (where all input channels fit one stage, later calls keep its rows).
+__device__ __forceinline__ void tile_conv(const TileConv& t, const float* __restrict__ x, const float* __restrict__ weight,
+                                          long long b, int oh0, int ow0, int co0, bool first, float* smem,
+                                          float (&acc)[CO_T])
+{
+    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float* in_s = smem;
+    float* w_s = smem + (size_t)t.ci_t * t.in_floats();
+    const int taps = t.k.h * t.k.w, rows = TILE_H + t.k.h - 1, cols = t.in_cols();
+    const int j = threadIdx.x % CO_T, co = co0 + j;   // the weights: a thread per output channel of a tap
+#pragma unroll
+    for (int i = 0; i < CO_T; ++i) acc[i] = 0.f;
+    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
+        const int nci = min(t.ci_t, t.C_in - ci0);
+        __syncthreads();
+        for (int ci = 0; ci < (first || nci < t.C_in ? nci : 0); ++ci) {   // a warp per input row, lanes along it
+            const float* xc = x + ((size_t)b * t.C_in + ci0 + ci) * t.H * t.W;
+            for (int r = warp; r < rows; r += GEN_THREADS / 32) {
+                const int ih = oh0 + r;
+                for (int col = lane; col < cols; col += 32) {
+                    const int iw = ow0 + col;
+                    in_s[(ci * rows + r) * cols + col] = ih < t.H && iw < t.W ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
+                }
+            }
+        }
+        // w_s[(ci taps + tap) CO_T + j] = weight[co][ci0 + ci][tap]: (ci, tap) runs contiguously in the weight
+        const float* wc = weight + ((size_t)co * t.C_in + ci0) * taps;
+        for (int ct = threadIdx.x / CO_T; ct < nci * taps; ct += GEN_THREADS / CO_T)
+            w_s[ct * CO_T + j] = co < t.C_out ? __ldg(wc + ct) : 0.f;
+        __syncthreads();
+        for (int ci = 0; ci < nci; ++ci) {
+            const float* in_r = in_s + (ci * rows + ty) * cols + tx;
+            const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps * CO_T);
+            for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
+#pragma unroll 4
+                for (int kw = 0; kw < t.k.w; ++kw, w4 += CO_T / 4) {
+                    const float v = in_r[kw];
+#pragma unroll
+                    for (int q = 0; q < CO_T / 4; ++q) {
+                        const float4 w = w4[q];
+                        acc[4 * q] = fmaf(v, w.x, acc[4 * q]);
+                        acc[4 * q + 1] = fmaf(v, w.y, acc[4 * q + 1]);
+                        acc[4 * q + 2] = fmaf(v, w.z, acc[4 * q + 2]);
+                        acc[4 * q + 3] = fmaf(v, w.w, acc[4 * q + 3]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Block (b tiles + tile, chunk): per output channel of chunks chunk, chunk + gridDim.y, ... the tile's sum and sum
+// of squares of y (double, fixed order) into partials (B, C_out, tiles, 2).
+template <typename T>
+__global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    double* __restrict__ partials, TileConv t)
+{
+    extern __shared__ float4 smem4[];
+    __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
+    const int tile = (int)(blockIdx.x % t.tiles());
+    const long long b = blockIdx.x / t.tiles();
+    const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+    const bool inside = oh < t.H - t.k.h + 1 && ow < t.W - t.k.w + 1;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
+        float acc[CO_T];
+        tile_conv(t, x, weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4), acc);
+        double v[2 * CO_T];   // (sum, square) of each channel
+#pragma unroll
+        for (int j = 0; j < CO_T; ++j) {
+            const float y = inside && co0 + j < t.C_out ? conv_output_general<T>(acc[j], bias[co0 + j]) : 0.f;
+            v[2 * j] = y;
+            v[2 * j + 1] = (double)y * y;
+        }
+        warp_sum_transposed(v);   // lane l: the warp's sum of value l
+        warp_sums[warp][lane] = v[0];
+        __syncthreads();
+        if (threadIdx.x < 2 * CO_T && co0 + threadIdx.x / 2 < t.C_out) {
+            double v = 0.0;
+            for (int w = 0; w < GEN_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
+            partials[(((size_t)b * t.C_out + co0 + threadIdx.x / 2) * t.tiles() + tile) * 2 + threadIdx.x % 2] = v;
+        }
+    }
 }
 
 // One block per sample: each channel's chunks added in order, then per group mean and 1/std (group_stats) and
@@ -1913,31 +2013,46 @@ __device__ __forceinline__ float residual_general(float conv, float bias, float 
     return round_to<TO>(y + hs);
 }
 
-// The output: a thread per pixel (b, oh, ow), two passes over the channels (the conv recomputed in each): their
-// max, then the sum of exp(x_res - max); log(sum) + max. Half precision: x - max, exp, the sum, log and + max
-// each rounded, as PyTorch composes logsumexp.
+// The output, blocks as gn_sums_tiled_kernel's: x_res of CO_T channels at a time from the tiled conv, and
+// per pixel their logsumexp. fp32 (and autocast, GroupNorm on in float32): one sweep, max and sum kept together
+// (s rescaled when the max grows). Half precision (TO): two passes, the max first, then x - max, exp, the sum,
+// log and + max each rounded, as PyTorch composes logsumexp.
 template <typename T, typename TO>
-__global__ void __launch_bounds__(GEN_THREADS) lse_general_kernel(
+__global__ void __launch_bounds__(GEN_THREADS, 2) lse_tiled_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    const float* __restrict__ norm, TO* __restrict__ out, int B, int C_in, int C_out, int H, int W, Kernel2 k)
+    const float* __restrict__ norm, TO* __restrict__ out, TileConv t)
 {
-    const int Ho = H - k.h + 1, Wo = W - k.w + 1;
-    const long long n = (long long)B * Ho * Wo;
-    for (long long i = blockIdx.x * (long long)GEN_THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * GEN_THREADS) {
-        const long long b = i / ((long long)Ho * Wo);
-        const int p = (int)(i % ((long long)Ho * Wo)), oh = p / Wo, ow = p % Wo;
-        const float* nb = norm + (size_t)b * C_out * 2;
-        const auto res = [&](int c) {
-            return residual_general<T, TO>(conv2d_general_at(x, weight, b, c, oh, ow, C_in, H, W, k), bias[c],
-                                           nb[2 * c], nb[2 * c + 1]);
-        };
-        float m = -INFINITY;
-        for (int c = 0; c < C_out; ++c) m = fmaxf(m, res(c));
-        float s = 0.f;
-        for (int c = 0; c < C_out; ++c)
-            s += is_half<TO>() ? round_to<TO>(expf(round_to<TO>(res(c) - m))) : expf(res(c) - m);
-        out[i] = from_float<TO>(is_half<TO>() ? round_to<TO>(round_to<TO>(logf(round_to<TO>(s))) + m) : m + logf(s));
-    }
+    extern __shared__ float4 smem4[];
+    constexpr int SWEEPS = is_half<TO>() ? 2 : 1;
+    const int tile = (int)(blockIdx.x % t.tiles());
+    const long long b = blockIdx.x / t.tiles();
+    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
+    const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+    const float* nb = norm + (size_t)b * t.C_out * 2;
+    float m = -INFINITY, sum = 0.f;
+    for (int sweep = 0; sweep < SWEEPS; ++sweep)
+        for (int co0 = 0; co0 < t.C_out; co0 += CO_T) {
+            float acc[CO_T];
+            tile_conv(t, x, weight, b, oh0, ow0, co0, sweep == 0 && co0 == 0, reinterpret_cast<float*>(smem4), acc);
+#pragma unroll
+            for (int j = 0; j < CO_T; ++j) {
+                const int c = co0 + j;
+                if (c >= t.C_out) break;
+                const float r = residual_general<T, TO>(acc[j], bias[c], nb[2 * c], nb[2 * c + 1]);
+                if (SWEEPS == 1) {
+                    if (r > m) { sum = sum * expf(m - r) + 1.f; m = r; }
+                    else sum += expf(r - m);
+                } else if (sweep == 0) {
+                    m = fmaxf(m, r);
+                } else {
+                    sum += round_to<TO>(expf(round_to<TO>(r - m)));
+                }
+            }
+        }
+    if (oh < Ho && ow < Wo)
+        out[((size_t)b * Ho + oh) * Wo + ow] =
+            from_float<TO>(is_half<TO>() ? round_to<TO>(round_to<TO>(logf(round_to<TO>(sum))) + m) : m + logf(sum));
 }
 
 // Backward (float32), with r = x_res, u = g softmax_c(r) = g exp(r - out), t = tanh(z), z = y scale + shift,
@@ -2091,15 +2206,46 @@ __global__ void __launch_bounds__(GEN_THREADS) grad_input_general_kernel(
     }
 }
 
-// The tuned kernels' envelope (conv_kernel, gram_kernel): kernel 3, C_in <= 16, C_out <= 64.
-bool tuned_config(int C_in, int C_out, int kh, int kw) { return kh == K && kw == K && C_in <= 16 && C_out <= C_PAD; }
+// The tuned kernels' envelope (conv_kernel, gram_kernel): kernel 3, C_in <= 16, C_out <= 64; and output rows wider
+// than 32 (a unit is 128 columns of a row: at KernelBench's previous 30-column rows the tiled path is 2.9x faster).
+bool tuned_config(int C_in, int C_out, int kh, int kw, int W) {
+    return kh == K && kw == K && C_in <= 16 && C_out <= C_PAD && W - K + 1 > 32;
+}
 
 static int general_chunks(int H, int W, Kernel2 k) {
     return (int)(((long long)(H - k.h + 1) * (W - k.w + 1) + GEN_CHUNK - 1) / GEN_CHUNK);
 }
 long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw) {
-    // partials (B, C, chunks, 2), then sums (B, 2C) and coef (B, G, 2) for the backward
-    return (long long)B * C_out * general_chunks(H, W, {kh, kw}) * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2;
+    // partials (B, C, chunks or tiles, 2), then sums (B, 2C) and coef (B, G, 2) for the backward
+    const int parts = std::max(general_chunks(H, W, {kh, kw}), TileConv{0, 0, H, W, 0, {kh, kw}}.tiles());
+    return (long long)B * C_out * parts * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2;
+}
+
+// The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; above
+// 48 KB with the static arrays, for kernels over about 40 wide, the kernels are allowed what they need).
+static TileConv tile_plan(int C_in, int C_out, int H, int W, Kernel2 k) {
+    TileConv t{C_in, C_out, H, W, 1, k};
+    const size_t per_ci = t.smem_bytes();
+    t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / per_ci));
+    return t;
+}
+// Chunks of CO_T output channels the statistics kernel's blocks split between them: enough blocks for two waves.
+static int sums_splits(int B, const TileConv& t) {
+    const long long blocks = (long long)B * t.tiles(), chunks = (t.C_out + CO_T - 1) / CO_T;
+    return (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * device_info().sms / std::max<long long>(1, blocks)));
+}
+template <typename K>
+static cudaError_t allow_smem(K kernel, size_t bytes) {
+    return bytes > (40u << 10) ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)
+                               : cudaSuccess;
+}
+template <typename T, typename TO>
+static cudaError_t launch_lse_tiled(const float* x, const float* weight, const float* bias, const float* norm, TO* out,
+                                    int B, const TileConv& t, cudaStream_t stream) {
+    cudaError_t err = allow_smem(lse_tiled_kernel<T, TO>, t.smem_bytes());
+    if (err != cudaSuccess) return err;
+    lse_tiled_kernel<T, TO><<<(unsigned)((long long)t.tiles() * B), GEN_THREADS, t.smem_bytes(), stream>>>(x, weight, bias, norm, out, t);
+    return cudaGetLastError();
 }
 
 // The general forward (inputs as floats; dtype codes as forward_launch): statistics, norm (half: then
@@ -2109,18 +2255,18 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
                                    float* half_norm, void* out, int conv_type, int norm_type, int B, int C_in,
                                    int C_out, int groups, int H, int W, int kh, int kw, double eps,
                                    cudaStream_t stream) {
-    const Kernel2 k{kh, kw};
-    const int chunks = general_chunks(H, W, k);
+    const TileConv t = tile_plan(C_in, C_out, H, W, {kh, kw});
     const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
-    return with_types(conv_type, norm_type, [&](auto t, auto to) {
-        using T = decltype(t);
+    return with_types(conv_type, norm_type, [&](auto type, auto to) {
+        using T = decltype(type);
         using TO = decltype(to);
-        gn_sums_general_kernel<T><<<dim3(chunks, C_out, B), GEN_THREADS, 0, stream>>>(x, weight, bias, workspace,
-                                                                                     C_in, C_out, H, W, k);
-        cudaError_t err = cudaGetLastError();
+        cudaError_t err = allow_smem(gn_sums_tiled_kernel<T>, t.smem_bytes());
         if (err != cudaSuccess) return err;
+        const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
+        gn_sums_tiled_kernel<T><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(x, weight, bias, workspace, t);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
         gn_stats_general_kernel<<<B, GEN_THREADS, 2 * C_out * sizeof(double), stream>>>(
-            workspace, gn_weight, gn_bias, norm, group_stats, C_out, groups, chunks, n_channel, eps);
+            workspace, gn_weight, gn_bias, norm, group_stats, C_out, groups, t.tiles(), n_channel, eps);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         if (is_half<T>()) {
             const long long n = (long long)B * C_out;
@@ -2128,11 +2274,8 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
                                                                                  half_norm, C_out, groups, n);
             if ((err = cudaGetLastError()) != cudaSuccess) return err;
         }
-        const long long pixels = (long long)B * (H - kh + 1) * (W - kw + 1);
-        lse_general_kernel<T, TO><<<(unsigned)std::min<long long>((pixels + GEN_THREADS - 1) / GEN_THREADS, 1 << 20),
-                                    GEN_THREADS, 0, stream>>>(x, weight, bias, is_half<T>() ? half_norm : norm,
-                                                              static_cast<TO*>(out), B, C_in, C_out, H, W, k);
-        return cudaGetLastError();
+        return launch_lse_tiled<T, TO>(x, weight, bias, is_half<T>() ? half_norm : norm, static_cast<TO*>(out), B, t,
+                                       stream);
     });
 }
 
@@ -2140,11 +2283,7 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
 cudaError_t general_logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm,
                                      float* out, int B, int C_in, int C_out, int H, int W, int kh, int kw,
                                      cudaStream_t stream) {
-    const long long pixels = (long long)B * (H - kh + 1) * (W - kw + 1);
-    lse_general_kernel<float, float><<<(unsigned)std::min<long long>((pixels + GEN_THREADS - 1) / GEN_THREADS, 1 << 20),
-                                       GEN_THREADS, 0, stream>>>(x, weight, bias, norm, out, B, C_in, C_out, H, W,
-                                                                 Kernel2{kh, kw});
-    return cudaGetLastError();
+    return launch_lse_tiled<float, float>(x, weight, bias, norm, out, B, tile_plan(C_in, C_out, H, W, {kh, kw}), stream);
 }
 
 // The general backward (float32): grad_conv (B, C_out, Ho, Wo) written when any conv gradient is wanted.
@@ -2210,7 +2349,7 @@ cudaError_t logsumexp_launch(const float* x, const float* weight, const float* b
                              int B, int C_in, int C_out, int H, int W, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
-bool tuned_config(int C_in, int C_out, int kh, int kw);
+bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
 long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw);
 cudaError_t general_forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                    const float* gn_bias, double* workspace, float* norm, float* group_stats,
@@ -2310,7 +2449,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     const int kh = (int)weight.size(2), kw = (int)weight.size(3);
-    const bool tuned = tuned_config((int)C_in, (int)C_out, kh, kw);
+    const bool tuned = tuned_config((int)C_in, (int)C_out, kh, kw, (int)W);
     if (tuned) check_smem(C_in);
     // The output in the GroupNorm's dtype; the statistics in float32 (the backward's, in either precision).
     const auto f32 = x.options().dtype(at::kFloat);
@@ -2371,7 +2510,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto out = half ? Tensor() : out_in.contiguous();   // half: recomputed below, unrounded
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     const int kh = (int)weight.size(2), kw = (int)weight.size(3);
-    const bool tuned = tuned_config((int)C_in, (int)C_out, kh, kw);
+    const bool tuned = tuned_config((int)C_in, (int)C_out, kh, kw, (int)W);
     if (tuned) check_smem(C_in);
     const int64_t groups = group_stats.size(1), Ho = H - kh + 1, Wo = W - kw + 1;
     auto g = converted(grad_out, at::kFloat);
