@@ -4,8 +4,9 @@ Two paths. Tuned (kernel 3, stride 2, padding 1 on every axis; any channels, gro
 split: output o along an axis takes tap k = 1 from input m = o/2 when o is even, taps k = 0 (input m + 1) and
 k = 2 (input m) when o = 2m + 1, so each input position feeds 2 x 2 x 2 outputs through dense loops with no
 divisibility tests. General (any other kernel size, stride, padding, tuples too): convt_swish_general_kernel,
-a thread per output element (taps found per axis, 64-bit indices), writes Swish; group_norm_hardswish_kernel
-(below) normalises in place; the backward's sweeps search taps the same way. Speed there: issue 46's.
+a thread per output position and 8 channels (each axis's taps by arithmetic, 64-bit indices), writes Swish;
+group_norm_hardswish_kernel (below) normalises in place; the backward's sweeps find taps the same way. H100: kernel
+4 stride 2 at 16x3x16x32x32, forward 1.26 ms against eager's 1.83 (the backward's sweeps not yet tiled).
 
 The tuned path: one persistent kernel (convt_swish_gn_kernel) does the whole model. Its blocks take work items by
 ticket, phase-1 and phase-2 items in turn, phase 2 about 1.5 rounds of items behind (item_of, schedule),
