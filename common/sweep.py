@@ -7,13 +7,11 @@ Each point is timed two ways, L2 flushed before every repeat:
 Host time is the harness time less the GPU time: what the Python and C++ side add to a call.
 Forward + backward: the input and every parameter take gradients, `out.backward(g)` with a fixed g.
 """
-import statistics
-
 import torch
 
 from common.inputs import make_input, make_models
 from common.problems import PROBLEMS, Case
-from common.timing import flush_l2
+from common.timing import time_cuda
 
 DEVICE = "cuda"
 
@@ -26,19 +24,6 @@ def points(name):
              problem.benchmark]
     same = lambda c: (c.init_args, c.input_shape) == (problem.init_args, shape)   # noqa: E731 (60's previous)
     return cases + [c for c in (problem.previous, problem.general) if c is not None and not same(c)]
-
-
-def _median_ms(fn, reps):
-    times = []
-    for _ in range(reps):
-        flush_l2(DEVICE)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def _graph_of(fn):
@@ -59,9 +44,9 @@ def time_both(fn, reps):
     """(GPU ms, harness ms) of fn: its graph replayed, and the call itself, each a median over `reps`."""
     for _ in range(3):
         fn()
-    harness = _median_ms(fn, reps)
+    harness = time_cuda(fn, DEVICE, warmup=0, reps=reps).median_ms
     graph = _graph_of(fn)
-    gpu = _median_ms(graph.replay, reps)
+    gpu = time_cuda(graph.replay, DEVICE, warmup=0, reps=reps).median_ms
     del graph
     return gpu, harness
 
