@@ -606,24 +606,8 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
     store_grad_y(acc, bias, coef, grad_y, b, c0, C_out, S, s);
 }
 
-// The general path (any kernel size per axis, any number of input channels): the conv at one output position
-// of channel c, the products in fp32 (exact: the file's conv is plain fp32, half values are exact), summed over
-// input channels and taps.
+// The general path (any kernel size per axis, any number of input channels).
 struct Kernel3 { int d, h, w; };
-template <typename T>
-__device__ __forceinline__ float conv_general_at(const T* __restrict__ x, const T* __restrict__ weight, long long b,
-                                                 int c, int od, int oh, int ow, int C_in, int D, int H, int W,
-                                                 Kernel3 k) {
-    const T* xs = x + (size_t)b * C_in * D * H * W + ((size_t)od * H + oh) * W + ow;
-    const T* wc = weight + (size_t)c * C_in * k.d * k.h * k.w;
-    float acc = 0.f;
-    for (int ci = 0; ci < C_in; ++ci)
-        for (int kd = 0; kd < k.d; ++kd)
-            for (int kh = 0; kh < k.h; ++kh)
-                for (int kw = 0; kw < k.w; ++kw, ++wc)
-                    acc = fmaf(load_float(xs + (((size_t)ci * D + kd) * H + kh) * W + kw), load_float(wc), acc);
-    return acc;
-}
 
 // dL/dy on the general path: conv_grad_y_kernel with the weights read through the read-only cache (every
 // thread of a block reads the same one at once) instead of staged.
