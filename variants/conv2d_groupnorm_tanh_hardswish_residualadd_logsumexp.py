@@ -1801,9 +1801,8 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
     return cudaSuccess;
 }
 // ---- The general path: any kernel size (tuples too) and any number of input and output channels, where the
-// tuned kernels do not apply. The forward in tiles of 8 x 32 output positions, 16 channels a thread; the backward
-// a thread per output (64-bit indices); products in fp32 (half values exact), every sum in a fixed order; formats
-// of its own: norm
+// tuned kernels (kernel 3, at most 16 input and 64 output channels) do not apply. A thread per output (64-bit
+// indices), the products in fp32 (half values exact), every sum in a fixed order; formats of its own: norm
 // (B, C, 2) holds y's plain scale and shift (fp32; half precision: half_norm_kernel's a and b), group_stats
 // (B, G, 2) the groups' mean and 1/std. ----
 struct Kernel2 { int h, w; };
