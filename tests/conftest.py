@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from common.loading import load_variant  # also sets the build defaults (TORCH_EXTENSIONS_DIR, ...)
+from common.inputs import make_models
+from common.problems import PROBLEMS
 
 
 def nvcc_path():
@@ -21,8 +23,21 @@ needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="no nvcc under CUDA_HOME or
 needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="no CUDA device visible")
 
 
-
 def load(name):
     """The variant's namespace, exec-ed as a harness does, once per session (its extension builds on
     first use; a failed build fails every test that loads it with the compiler's error)."""
     return load_variant(name)
+
+
+def models(name, init_args, seed=0):
+    """(reference, variant) of problem `name` built with `init_args` as a harness builds them, on the GPU."""
+    return make_models(PROBLEMS[name].model, load(name)["ModelNew"], init_args, "cuda", seed)
+
+
+def assert_all_pass(reports):
+    assert all(r.passed for r in reports), "\n".join(str(r) for r in reports)
+
+
+def small(name):
+    """The problem's batch3_odd edge case: a small input the GPU tests run many checks on."""
+    return next(c for c in PROBLEMS[name].cases if c.label == "batch3_odd")

@@ -7,9 +7,8 @@ import pytest
 import torch
 
 from common.accuracy import HALF_DTYPES, check_gradients, check_half, check_model
-from common.inputs import make_models
 from common.problems import PROBLEMS
-from tests.conftest import HAS_GPU, load, needs_nvcc
+from tests.conftest import HAS_GPU, load, models, needs_nvcc
 
 P60 = "convtranspose3d_swish_groupnorm_hardswish"
 
@@ -86,10 +85,6 @@ GRIDS[P92] = [
 ]
 CASES = [(name, label, args, shape) for name, grid in GRIDS.items() for label, args, shape in grid]
 IDS = [f"{name}-{label}" for name, label, _, _ in CASES]
-
-
-def models(name, init_args):
-    return make_models(PROBLEMS[name].model, load(name)["ModelNew"], init_args, "cuda")
 
 
 def failures(reports):

@@ -15,23 +15,11 @@ from common.accuracy import (check_against_pytorch, check_gradients, check_model
 from common.inputs import float64_copy, make_input, make_models
 from common.loading import ROOT, variant_names, variant_path
 from common.problems import PROBLEMS
-from tests.conftest import load, needs_gpu
+from tests.conftest import assert_all_pass, models, needs_gpu, small
 
 pytestmark = needs_gpu
 NAMES = variant_names()
 DEVICE = "cuda"
-
-
-def models(name, init_args, seed=0):
-    return make_models(PROBLEMS[name].model, load(name)["ModelNew"], init_args, DEVICE, seed)
-
-
-def assert_all_pass(reports):
-    assert all(r.passed for r in reports), "\n".join(str(r) for r in reports)
-
-
-def small(name):
-    return next(c for c in PROBLEMS[name].cases if c.label == "batch3_odd")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -7,27 +7,15 @@ import torch
 
 from common.accuracy import (HALF_DTYPES, HALF_REL_L2_MARGIN, HALF_TOL, check_autocast, check_half,
                              check_half_gradients, compare, float64_copy, models_in)
-from common.inputs import make_input, make_models
+from common.inputs import make_input
 from common.loading import variant_names
 from common.problems import PROBLEMS
-from tests.conftest import load, needs_gpu
+from tests.conftest import assert_all_pass, load, models, needs_gpu, small
 
 pytestmark = needs_gpu
 NAMES = variant_names()
 DEVICE = "cuda"
 DTYPES = sorted(HALF_DTYPES)
-
-
-def models(name, init_args, seed=0):
-    return make_models(PROBLEMS[name].model, load(name)["ModelNew"], init_args, DEVICE, seed)
-
-
-def assert_all_pass(reports):
-    assert all(r.passed for r in reports), "\n".join(str(r) for r in reports)
-
-
-def small(name):
-    return next(c for c in PROBLEMS[name].cases if c.label == "batch3_odd")
 
 
 @pytest.mark.parametrize("name", NAMES)
