@@ -1801,48 +1801,17 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
     return cudaSuccess;
 }
 // ---- The general path: any kernel size (tuples too) and any number of input and output channels, where the
-// tuned kernels (kernel 3, at most 16 input and 64 output channels) do not apply. A thread per output (64-bit
-// indices), the products in fp32 (half values exact), every sum in a fixed order; formats of its own: norm
+// tuned kernels do not apply. Tiles of 8 x 32 output positions, 16 channels a thread (64-bit indices), the
+// products in fp32 (half values exact), every sum in a fixed order; formats of its own: norm
 // (B, C, 2) holds y's plain scale and shift (fp32; half precision: half_norm_kernel's a and b), group_stats
 // (B, G, 2) the groups' mean and 1/std. ----
 struct Kernel2 { int h, w; };
-constexpr int GEN_THREADS = 256, GEN_CHUNK = 4 * GEN_THREADS;
-
-__device__ __forceinline__ float conv2d_general_at(const float* __restrict__ x, const float* __restrict__ weight,
-                                                   long long b, int c, int oh, int ow, int C_in, int H, int W,
-                                                   Kernel2 k) {
-    const float* xs = x + (size_t)b * C_in * H * W + (size_t)oh * W + ow;
-    const float* wc = weight + (size_t)c * C_in * k.h * k.w;
-    float acc = 0.f;
-    for (int ci = 0; ci < C_in; ++ci)
-        for (int kh = 0; kh < k.h; ++kh)
-            for (int kw = 0; kw < k.w; ++kw, ++wc)
-                acc = fmaf(__ldg(xs + ((size_t)ci * H + kh) * W + kw), __ldg(wc), acc);
-    return acc;
-}
+constexpr int GEN_THREADS = 256;
 
 // y = conv + bias as the model computes it: half precision (T) rounded after the conv and after the bias.
 template <typename T>
 __device__ __forceinline__ float conv_output_general(float conv, float bias) {
     return is_half<T>() ? round_to<T>(round_to<T>(conv) + bias) : conv + bias;
-}
-
-// A block's two sums (one float each per thread) in double, in a fixed order, into out[0], out[1].
-__device__ void block_sums2(float v0, float v1, double* out) {
-    __shared__ double warp_sums[GEN_THREADS / 32][2];
-    double d0 = v0, d1 = v1;
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) {
-        d0 += __shfl_xor_sync(0xffffffffu, d0, off);
-        d1 += __shfl_xor_sync(0xffffffffu, d1, off);
-    }
-    if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][0] = d0; warp_sums[threadIdx.x / 32][1] = d1; }
-    __syncthreads();
-    if (threadIdx.x < 2) {
-        double v = 0.0;
-        for (int w = 0; w < GEN_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
-        out[threadIdx.x] = v;
-    }
 }
 
 // The general forward's conv, tiled: a block takes TILE_H x TILE_W output pixels of one sample (a pixel a thread)
@@ -1880,6 +1849,9 @@ struct TileConv {
 
 // acc[j] = conv of output channel co0 + j at this thread's pixel (oh0 + ty, ow0 + tx) of sample b.
 // first: the block's first call for this tile (where all input channels fit one stage, later calls keep its rows).
+// FLIP (dL/dx from dL/dy): the conv's transpose, a conv of `x` (here dL/dy, t.C_in = the model's C_out channels)
+// padded by k - 1 with the weights flipped and their channels swapped (t.C_out = the model's C_in).
+template <bool FLIP = false>
 __device__ __forceinline__ void tile_conv(const TileConv& t, const float* __restrict__ x, const float* __restrict__ weight,
                                           long long b, int oh0, int ow0, int co0, bool first, float* smem,
                                           float (&acc)[CO_T])
@@ -1897,17 +1869,23 @@ __device__ __forceinline__ void tile_conv(const TileConv& t, const float* __rest
         for (int ci = 0; ci < (first || nci < t.C_in ? nci : 0); ++ci) {   // a warp per input row, lanes along it
             const float* xc = x + ((size_t)b * t.C_in + ci0 + ci) * t.H * t.W;
             for (int r = warp; r < rows; r += GEN_THREADS / 32) {
-                const int ih = oh0 + r;
+                const int ih = oh0 + r - (FLIP ? t.k.h - 1 : 0);
                 for (int col = lane; col < cols; col += 32) {
-                    const int iw = ow0 + col;
-                    in_s[(ci * rows + r) * cols + col] = ih < t.H && iw < t.W ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
+                    const int iw = ow0 + col - (FLIP ? t.k.w - 1 : 0);
+                    const bool in = (!FLIP || (ih >= 0 && iw >= 0)) && ih < t.H && iw < t.W;
+                    in_s[(ci * rows + r) * cols + col] = in ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
                 }
             }
         }
-        // w_s[(ci taps + tap) CO_T + j] = weight[co][ci0 + ci][tap]: (ci, tap) runs contiguously in the weight
-        const float* wc = weight + ((size_t)co * t.C_in + ci0) * taps;
-        for (int ct = threadIdx.x / CO_T; ct < nci * taps; ct += GEN_THREADS / CO_T)
-            w_s[ct * CO_T + j] = co < t.C_out ? __ldg(wc + ct) : 0.f;
+        if (FLIP) {   // w_s[(ci taps + tap) CO_T + j] = weight[ci0 + ci][co][taps - 1 - tap]
+            for (int ct = threadIdx.x / CO_T; ct < nci * taps; ct += GEN_THREADS / CO_T)
+                w_s[ct * CO_T + j] = co < t.C_out ? __ldg(weight + ((size_t)(ci0 + ct / taps) * t.C_out + co) * taps
+                                                          + taps - 1 - ct % taps) : 0.f;
+        } else {   // w_s[(ci taps + tap) CO_T + j] = weight[co][ci0 + ci][tap]: (ci, tap) contiguous in the weight
+            const float* wc = weight + ((size_t)co * t.C_in + ci0) * taps;
+            for (int ct = threadIdx.x / CO_T; ct < nci * taps; ct += GEN_THREADS / CO_T)
+                w_s[ct * CO_T + j] = co < t.C_out ? __ldg(wc + ct) : 0.f;
+        }
         __syncthreads();
         for (int ci = 0; ci < nci; ++ci) {
             const float* in_r = in_s + (ci * rows + ty) * cols + tx;
@@ -2059,47 +2037,96 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) lse_tiled_kernel(
 // xhat = (y - mean) rstd and vn = u hardswish'(t) (1 - t^2):
 //   dL/dy = u + rstd (gamma vn - P_g - xhat Q_g),  P_g = sum_{c in g} gamma sum vn / N_g,  Q_g likewise of vn xhat,
 //   dL/dgamma = sum vn xhat, dL/dbeta = sum vn, dL/dbias = sum dL/dy.
-// WRITE = false: block (chunk, c, b) writes its sums of vn and vn xhat; WRITE: dL/dy and its sum.
+// WRITE = false: the sums of vn and vn xhat per (sample, channel, tile); WRITE: dL/dy and its sum.
 struct GeneralBackward {
     const float *x, *weight, *bias, *gn_weight, *norm, *group_stats, *out, *grad_out;
     const double* coef;   // (B, G, 2): P_g, Q_g (WRITE)
     float* grad_conv;     // (B, C_out, Ho, Wo) (WRITE)
-    double* partials;     // (B, C_out, chunks, 2): sum vn, sum vn xhat; WRITE: (B, C_out, chunks, 2), [0] the sum of dL/dy
+    double* partials;     // (B, C_out, tiles, 2): sum vn, sum vn xhat; WRITE: [0] the sum of dL/dy
     int C_in, C_out, groups, H, W;
     Kernel2 k;
 };
 
+// The two sweeps tiled as gn_sums_tiled_kernel (block b tiles + tile, channel chunks split over blockIdx.y): y of
+// CO_T channels at a time from tile_conv, then per channel y, t, x_res, u, vn and xhat (WRITE: dL/dy, written);
+// per channel and tile the two sums (WRITE: the sum of dL/dy, and 0) into partials (B, C_out, tiles, 2), in a fixed order.
 template <bool WRITE>
-__global__ void __launch_bounds__(GEN_THREADS) backward_general_kernel(const GeneralBackward a)
+__global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const GeneralBackward a, TileConv t)
 {
-    const int chunk = blockIdx.x, c = blockIdx.y, cpg = a.C_out / a.groups, g = c / cpg;
-    const long long b = blockIdx.z;
-    const int Ho = a.H - a.k.h + 1, Wo = a.W - a.k.w + 1;
-    const long long S = (long long)Ho * Wo, end = min(S, (long long)(chunk + 1) * GEN_CHUNK);
-    const float scale = a.norm[((size_t)b * a.C_out + c) * 2], shift = a.norm[((size_t)b * a.C_out + c) * 2 + 1];
-    const float mean = a.group_stats[((size_t)b * a.groups + g) * 2], rstd = a.group_stats[((size_t)b * a.groups + g) * 2 + 1];
-    const float gamma = a.gn_weight[c];
-    const float pg = WRITE ? (float)a.coef[((size_t)b * a.groups + g) * 2] : 0.f;
-    const float qg = WRITE ? (float)a.coef[((size_t)b * a.groups + g) * 2 + 1] : 0.f;
-    float s0 = 0.f, s1 = 0.f;
-    for (long long p = (long long)chunk * GEN_CHUNK + threadIdx.x; p < end; p += GEN_THREADS) {
-        const int oh = (int)(p / Wo), ow = (int)(p % Wo);
-        const float y = conv2d_general_at(a.x, a.weight, b, c, oh, ow, a.C_in, a.H, a.W, a.k) + a.bias[c];
-        const float t = tanhf(fmaf(y, scale, shift));
-        const float r = y + t * fminf(fmaxf(t + 3.f, 0.f), 6.f) * (1.f / 6.f);
-        const size_t pix = (size_t)b * S + p;
-        const float u = a.grad_out[pix] * expf(r - a.out[pix]);
-        const float vn = u * hardswish_grad(t) * (1.f - t * t), xhat = (y - mean) * rstd;
-        if (WRITE) {
-            const float gy = u + rstd * (gamma * vn - pg - xhat * qg);
-            a.grad_conv[((size_t)b * a.C_out + c) * S + p] = gy;
-            s0 += gy;
-        } else {
-            s0 += vn;
-            s1 = fmaf(vn, xhat, s1);
+    extern __shared__ float4 smem4[];
+    __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
+    const int tile = (int)(blockIdx.x % t.tiles());
+    const long long b = blockIdx.x / t.tiles();
+    const int Ho = a.H - a.k.h + 1, Wo = a.W - a.k.w + 1, cpg = a.C_out / a.groups;
+    const long long S = (long long)Ho * Wo;
+    const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+    const bool inside = oh < Ho && ow < Wo;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const size_t pix = (size_t)b * S + (inside ? (size_t)oh * Wo + ow : 0);
+    const float g_out = inside ? a.grad_out[pix] : 0.f, lse = inside ? a.out[pix] : 0.f;
+    for (int co0 = blockIdx.y * CO_T; co0 < a.C_out; co0 += gridDim.y * CO_T) {
+        float acc[CO_T];
+        tile_conv(t, a.x, a.weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4),
+                  acc);
+        double v[2 * CO_T];
+#pragma unroll
+        for (int j = 0; j < CO_T; ++j) {
+            const int c = co0 + j;
+            float s0 = 0.f, s1 = 0.f;
+            if (inside && c < a.C_out) {
+                const int g = c / cpg;
+                const float scale = a.norm[((size_t)b * a.C_out + c) * 2], shift = a.norm[((size_t)b * a.C_out + c) * 2 + 1];
+                const float mean = a.group_stats[((size_t)b * a.groups + g) * 2];
+                const float rstd = a.group_stats[((size_t)b * a.groups + g) * 2 + 1];
+                const float y = acc[j] + a.bias[c];
+                const float th = tanhf(fmaf(y, scale, shift));
+                const float r = y + th * fminf(fmaxf(th + 3.f, 0.f), 6.f) * (1.f / 6.f);
+                const float u = g_out * expf(r - lse);
+                const float vn = u * hardswish_grad(th) * (1.f - th * th), xhat = (y - mean) * rstd;
+                if (WRITE) {
+                    const float pg = (float)a.coef[((size_t)b * a.groups + g) * 2];
+                    const float qg = (float)a.coef[((size_t)b * a.groups + g) * 2 + 1];
+                    const float gy = u + rstd * (a.gn_weight[c] * vn - pg - xhat * qg);
+                    a.grad_conv[((size_t)b * a.C_out + c) * S + (size_t)oh * Wo + ow] = gy;
+                    s0 = gy;
+                } else {
+                    s0 = vn;
+                    s1 = vn * xhat;
+                }
+            }
+            v[2 * j] = s0;
+            v[2 * j + 1] = s1;
+        }
+        warp_sum_transposed(v);   // lane l: the warp's sum of value l
+        warp_sums[warp][lane] = v[0];
+        __syncthreads();
+        if (threadIdx.x < 2 * CO_T && co0 + threadIdx.x / 2 < a.C_out) {
+            double total = 0.0;
+            for (int w = 0; w < GEN_THREADS / 32; ++w) total += warp_sums[w][threadIdx.x];
+            a.partials[(((size_t)b * a.C_out + co0 + threadIdx.x / 2) * t.tiles() + tile) * 2 + threadIdx.x % 2] = total;
         }
     }
-    block_sums2(s0, s1, a.partials + (((size_t)b * a.C_out + c) * gridDim.x + chunk) * 2);
+}
+
+// dL/dx tiled: block (b tiles + tile, chunk of CO_T input channels), tile_conv<FLIP> over dL/dy (t: the conv's
+// transpose, t.H x t.W = Ho x Wo, the output H x W). Sums over (output channel, kh, kw) in fp32, a fixed order.
+__global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
+    const float* __restrict__ grad_conv, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv t)
+{
+    extern __shared__ float4 smem4[];
+    const int H = t.H + t.k.h - 1, W = t.W + t.k.w - 1, tiles_w = (W + TILE_W - 1) / TILE_W;
+    const int tiles = (H + TILE_H - 1) / TILE_H * tiles_w;
+    const int tile = (int)(blockIdx.x % tiles), co0 = blockIdx.y * CO_T;
+    const long long b = blockIdx.x / tiles;
+    const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+    float acc[CO_T];
+    tile_conv<true>(t, grad_conv, weight, b, oh0, ow0, co0, true, reinterpret_cast<float*>(smem4), acc);
+    if (oh >= H || ow >= W) return;
+#pragma unroll
+    for (int j = 0; j < CO_T; ++j)
+        if (co0 + j < t.C_out) grad_x[(((size_t)b * t.C_out + co0 + j) * H + oh) * W + ow] = acc[j];
 }
 
 // Per sample (a block each): per channel the chunks of sum vn and sum vn xhat in order (kept in sums (B, 2C) for
@@ -2146,64 +2173,74 @@ __global__ void __launch_bounds__(GEN_THREADS) channel_grads_general_kernel(
     (kind == 0 ? grad_bias : kind == 1 ? grad_gn_weight : grad_gn_bias)[c] = (float)v;
 }
 
-// dL/dW: a block per weight (co, ci, kh, kw), its products over the batch and the output positions in double.
-__global__ void __launch_bounds__(GEN_THREADS) grad_weight_general_kernel(
-    const float* __restrict__ grad_conv, const float* __restrict__ x, float* __restrict__ grad_weight, int B,
-    int C_in, int C_out, int H, int W, Kernel2 k)
+// dL/dW tiled: block (chunk of CO_T output channels, input channel ci, split): for the (sample, tile) items
+// split, split + splits, ... it stages the tile's dL/dy of the chunk's channels and the input rows the tile reads;
+// a thread takes weights (j, kh, kw) of the chunk, 4 at a time, summing each item's products in fp32 and the items
+// in double; its totals go to partials (splits, C_out, C_in, taps) as floats' doubles, added by
+// grad_weight_reduce_general_kernel in split order.
+constexpr int WG_PER_THREAD = 4, WG_PIX_STRIDE = TILE_H * TILE_W + 1;   // dL/dy rows padded: channels in other banks
+__global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
+    const float* __restrict__ grad_conv, const float* __restrict__ x, double* __restrict__ partials, TileConv t,
+    int B, int splits)
 {
-    long long r = blockIdx.x;
-    const int kw = (int)(r % k.w); r /= k.w;
-    const int kh = (int)(r % k.h); r /= k.h;
-    const int ci = (int)(r % C_in), co = (int)(r / C_in);
-    const int Ho = H - k.h + 1, Wo = W - k.w + 1;
-    const long long S = (long long)Ho * Wo, n = (long long)B * S;
-    double acc = 0.0;
-    for (long long t = threadIdx.x; t < n; t += GEN_THREADS) {
-        const long long b = t / S, p = t % S;
-        const int oh = (int)(p / Wo), ow = (int)(p % Wo);
-        acc = fma((double)__ldg(grad_conv + ((size_t)b * C_out + co) * S + p),
-                  (double)__ldg(x + (((size_t)b * C_in + ci) * H + oh + kh) * W + ow + kw), acc);
-    }
-    __shared__ double red[GEN_THREADS / 32];
+    extern __shared__ float4 smem4[];
+    float* gy_s = reinterpret_cast<float*>(smem4);                 // [CO_T][WG_PIX_STRIDE]
+    float* x_s = gy_s + CO_T * WG_PIX_STRIDE;                      // [rows][cols]
+    const int co0 = blockIdx.x * CO_T, ci = blockIdx.y, split = blockIdx.z;
+    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1, taps = t.k.h * t.k.w, rows = TILE_H + t.k.h - 1;
+    const int cols = t.in_cols(), n_out = CO_T * taps;
+    const long long S = (long long)Ho * Wo, items = (long long)B * t.tiles();
+    for (int og = 0; og < n_out; og += WG_PER_THREAD * GEN_THREADS) {
+        double total[WG_PER_THREAD] = {};
+        for (long long item = split; item < items; item += splits) {
+            const long long b = item / t.tiles();
+            const int tile = (int)(item % t.tiles());
+            const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
+            __syncthreads();
+            for (int i = threadIdx.x; i < CO_T * TILE_H * TILE_W; i += GEN_THREADS) {
+                const int j = i / (TILE_H * TILE_W), py = i / TILE_W % TILE_H, px = i % TILE_W;
+                const int oh = oh0 + py, ow = ow0 + px;
+                gy_s[j * WG_PIX_STRIDE + py * TILE_W + px] = co0 + j < t.C_out && oh < Ho && ow < Wo
+                    ? __ldg(grad_conv + ((size_t)b * t.C_out + co0 + j) * S + (size_t)oh * Wo + ow) : 0.f;
+            }
+            const float* xc = x + ((size_t)b * t.C_in + ci) * t.H * t.W;
+            for (int i = threadIdx.x; i < rows * cols; i += GEN_THREADS) {
+                const int ih = oh0 + i / cols, iw = ow0 + i % cols;
+                x_s[i] = ih < t.H && iw < t.W ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
+            }
+            __syncthreads();
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double v = 0.0;
-        for (int w = 0; w < GEN_THREADS / 32; ++w) v += red[w];
-        grad_weight[blockIdx.x] = (float)v;
+            for (int q = 0; q < WG_PER_THREAD; ++q) {
+                const int o = og + q * GEN_THREADS + threadIdx.x;
+                if (o >= n_out) break;
+                const int j = o / taps, kh = o % taps / t.k.w, kw = o % t.k.w;
+                const float* g = gy_s + j * WG_PIX_STRIDE;
+                const float* xr = x_s + kh * cols + kw;
+                float sum = 0.f;
+                for (int py = 0; py < TILE_H; ++py)
+#pragma unroll 8
+                    for (int px = 0; px < TILE_W; ++px) sum = fmaf(g[py * TILE_W + px], xr[py * cols + px], sum);
+                total[q] += sum;
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < WG_PER_THREAD; ++q) {
+            const int o = og + q * GEN_THREADS + threadIdx.x;
+            if (o >= n_out || co0 + o / taps >= t.C_out) break;
+            partials[(((size_t)split * t.C_out + co0 + o / taps) * t.C_in + ci) * taps + o % taps] = total[q];
+        }
     }
 }
 
-// dL/dx: a thread per input element, the sum over output channels and taps in order.
-__global__ void __launch_bounds__(GEN_THREADS) grad_input_general_kernel(
-    const float* __restrict__ grad_conv, const float* __restrict__ weight, float* __restrict__ grad_x, int B,
-    int C_in, int C_out, int H, int W, Kernel2 k)
+// dL/dW: each weight's split totals added in order.
+__global__ void grad_weight_reduce_general_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                                  long long n, int splits)
 {
-    const int Ho = H - k.h + 1, Wo = W - k.w + 1;
-    const long long n = (long long)B * C_in * H * W, S = (long long)Ho * Wo;
-    for (long long i = blockIdx.x * (long long)GEN_THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * GEN_THREADS) {
-        const int iw = (int)(i % W), ih = (int)(i / W % H), ci = (int)(i / ((long long)W * H) % C_in);
-        const long long b = i / ((long long)W * H * C_in);
-        float acc = 0.f;
-        for (int co = 0; co < C_out; ++co) {
-            const float* g = grad_conv + ((size_t)b * C_out + co) * S;
-            const float* w = weight + ((size_t)co * C_in + ci) * k.h * k.w;
-            for (int kh = 0; kh < k.h; ++kh) {
-                const int oh = ih - kh;
-                if (oh < 0) break;
-                if (oh >= Ho) continue;
-                for (int kw = 0; kw < k.w; ++kw) {
-                    const int ow = iw - kw;
-                    if (ow < 0) break;
-                    if (ow >= Wo) continue;
-                    acc = fmaf(__ldg(g + (size_t)oh * Wo + ow), __ldg(w + kh * k.w + kw), acc);
-                }
-            }
-        }
-        grad_x[i] = acc;
-    }
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double v = 0.0;
+    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
+    grad_weight[i] = (float)v;
 }
 
 // The tuned kernels' envelope (conv_kernel, gram_kernel): kernel 3, C_in <= 16, C_out <= 64; and output rows wider
@@ -2212,13 +2249,18 @@ bool tuned_config(int C_in, int C_out, int kh, int kw, int W) {
     return kh == K && kw == K && C_in <= 16 && C_out <= C_PAD && W - K + 1 > 32;
 }
 
-static int general_chunks(int H, int W, Kernel2 k) {
-    return (int)(((long long)(H - k.h + 1) * (W - k.w + 1) + GEN_CHUNK - 1) / GEN_CHUNK);
+// dL/dW's splits of the (sample, tile) items: about two blocks an SM over (output channel chunk, input channel).
+static int wgrad_splits(int B, int C_in, int C_out, int H, int W, Kernel2 k) {
+    const long long blocks = (long long)((C_out + CO_T - 1) / CO_T) * C_in;
+    const long long items = (long long)B * TileConv{C_in, C_out, H, W, 1, k}.tiles();
+    return (int)std::max<long long>(1, std::min<long long>(items, 2LL * device_info().sms / std::max(1LL, blocks)));
 }
-long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw) {
-    // partials (B, C, chunks or tiles, 2), then sums (B, 2C) and coef (B, G, 2) for the backward
-    const int parts = std::max(general_chunks(H, W, {kh, kw}), TileConv{0, 0, H, W, 0, {kh, kw}}.tiles());
-    return (long long)B * C_out * parts * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2;
+// The general path's workspace (doubles): partials (B, C, tiles, 2), then sums (B, 2C) and coef (B, G, 2) for the
+// backward, then dL/dW's split totals (splits, C_out, C_in, taps).
+long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw) {
+    const int parts = TileConv{0, 0, H, W, 0, {kh, kw}}.tiles();
+    return (long long)B * C_out * parts * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2 +
+           (long long)wgrad_splits(B, C_in, C_out, H, W, {kh, kw}) * C_out * C_in * kh * kw;
 }
 
 // The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; above
@@ -2294,36 +2336,50 @@ cudaError_t general_backward_launch(const float* x, const float* weight, const f
                                     int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw,
                                     cudaStream_t stream) {
     const Kernel2 k{kh, kw};
-    const int chunks = general_chunks(H, W, k);
+    const TileConv t = tile_plan(C_in, C_out, H, W, k);
+    const int chunks = t.tiles();   // partials a (sample, channel): one per tile
     const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
     double* partials = workspace;
     double* sums = partials + (size_t)B * C_out * chunks * 2;
     double* coef = sums + (size_t)B * 2 * C_out;
     GeneralBackward a{x, weight, bias, gn_weight, norm, group_stats, out, grad_out, coef, grad_conv, partials,
                       C_in, C_out, groups, H, W, k};
-    const dim3 grid(chunks, C_out, B);
+    const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
     cudaError_t err;
-    backward_general_kernel<false><<<grid, GEN_THREADS, 0, stream>>>(a);
+    if ((err = allow_smem(backward_tiled_kernel<false>, t.smem_bytes())) != cudaSuccess ||
+        (err = allow_smem(backward_tiled_kernel<true>, t.smem_bytes())) != cudaSuccess)
+        return err;
+    backward_tiled_kernel<false><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(a, t);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     backward_coef_general_kernel<<<B, GEN_THREADS, 0, stream>>>(partials, gn_weight, sums, coef, C_out, groups, chunks,
                                                                 n_channel);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (grad_conv != nullptr) {   // dL/dy, its sums (the bias gradient) into partials
-        backward_general_kernel<true><<<grid, GEN_THREADS, 0, stream>>>(a);
+        backward_tiled_kernel<true><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(a, t);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     channel_grads_general_kernel<<<dim3(C_out, 3), 32, 0, stream>>>(partials, sums, grad_conv != nullptr ? grad_bias : nullptr,
                                                                   grad_gn_weight, grad_gn_bias, B, C_out, chunks);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (grad_weight != nullptr) {
-        grad_weight_general_kernel<<<(unsigned)((long long)C_out * C_in * kh * kw), GEN_THREADS, 0, stream>>>(
-            grad_conv, x, grad_weight, B, C_in, C_out, H, W, k);
+        const int splits = wgrad_splits(B, C_in, C_out, H, W, k);
+        double* w_partials = coef + (size_t)B * groups * 2;
+        const size_t smem = (CO_T * WG_PIX_STRIDE + (size_t)(TILE_H + kh - 1) * t.in_cols()) * sizeof(float);
+        if ((err = allow_smem(grad_weight_tiled_kernel, smem)) != cudaSuccess) return err;
+        grad_weight_tiled_kernel<<<dim3((C_out + CO_T - 1) / CO_T, C_in, splits), GEN_THREADS, smem, stream>>>(
+            grad_conv, x, w_partials, t, B, splits);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        const long long n = (long long)C_out * C_in * kh * kw;
+        grad_weight_reduce_general_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight, n,
+                                                                                          splits);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
-    if (grad_x != nullptr) {
-        const long long n = (long long)B * C_in * H * W;
-        grad_input_general_kernel<<<(unsigned)std::min<long long>((n + GEN_THREADS - 1) / GEN_THREADS, 1 << 20),
-                                    GEN_THREADS, 0, stream>>>(grad_conv, weight, grad_x, B, C_in, C_out, H, W, k);
+    if (grad_x != nullptr) {   // the conv's transpose: dL/dy (C_out channels, Ho x Wo) in, C_in channels out
+        const TileConv tx = tile_plan(C_out, C_in, H - kh + 1, W - kw + 1, k);
+        const long long tiles = (long long)((H + TILE_H - 1) / TILE_H) * ((W + TILE_W - 1) / TILE_W);
+        if ((err = allow_smem(grad_input_tiled_kernel, tx.smem_bytes())) != cudaSuccess) return err;
+        grad_input_tiled_kernel<<<dim3((unsigned)(tiles * B), (C_in + CO_T - 1) / CO_T), GEN_THREADS, tx.smem_bytes(),
+                                  stream>>>(grad_conv, weight, grad_x, tx);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     return cudaSuccess;
@@ -2350,7 +2406,7 @@ cudaError_t logsumexp_launch(const float* x, const float* weight, const float* b
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
-long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw);
+long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw);
 cudaError_t general_forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                    const float* gn_bias, double* workspace, float* norm, float* group_stats,
                                    float* half_norm, void* out, int conv_type, int norm_type, int B, int C_in,
@@ -2462,7 +2518,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
     if (!tuned) {   // the general path
         const auto stream = c10::cuda::getCurrentCUDAStream();
-        auto workspace = at::empty({general_workspace_doubles(B, C_out, groups, H, W, kh, kw)},
+        auto workspace = at::empty({general_workspace_doubles(B, C_in, C_out, groups, H, W, kh, kw)},
                                    x.options().dtype(torch::kFloat64));
         auto [out, norm, group_stats] = empty_outputs();
         const auto xf = converted(x, at::kFloat), wf = converted(weight, at::kFloat), bf = converted(bias, at::kFloat);
@@ -2530,7 +2586,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto grad_gn_weight = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
     auto grad_gn_bias = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
     if (any && !tuned) {   // the general path
-        auto workspace = at::empty({general_workspace_doubles(B, C_out, groups, H, W, kh, kw)},
+        auto workspace = at::empty({general_workspace_doubles(B, C_in, C_out, groups, H, W, kh, kw)},
                                    x.options().dtype(torch::kFloat64));
         auto grad_conv = conv_mask[0] || conv_mask[1] || conv_mask[2] ? at::empty({B, C_out, Ho, Wo}, x.options()) : Tensor();
         const auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };

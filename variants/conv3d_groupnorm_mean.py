@@ -18,10 +18,10 @@ So (the tuned path: kernel 3 on every axis, at most 16 input channels):
     partial per sample it touches. The conv output never touches memory.
   phase 2 (gn_mean_finalize_kernel): per sample, add the partials in a fixed order (double), add the
     conv bias, form the group statistics and the (B,) output. Deterministic: no atomics anywhere.
-  general path (any other kernel size, tuples too, any number of input channels):
-    conv_stats_general_kernel, a thread per output position of one (sample, channel) in turn (64-bit
-    indices), writes S_c and Q_c per chunk of positions, added in order by the same phase 2;
-    conv_grad_y_general_kernel in the backward. Its speed: the next issue's.
+  general path (any other kernel size, tuples too, any number of input channels): conv_stats_general_kernel,
+    tiled: a block 8 x 32 positions of one output depth, a thread 16 output channels at a time (input rows
+    and weights of one kernel depth staged in shared memory, 64-bit indices), writes S_c and Q_c per tile,
+    added in order by the same phase 2; conv_grad_y_general_kernel, tiled the same way (tile_conv3), in the backward.
   backward: given the group statistics (saved, (B, C + 2G) doubles) the output is affine in each
     channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel);
     conv_grad_y_kernel recomputes y in plain FP32 (81 multiply-adds per value, cheaper than keeping
@@ -606,91 +606,164 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
     store_grad_y(acc, bias, coef, grad_y, b, c0, C_out, S, s);
 }
 
-// The general path (any kernel size per axis, any number of input channels): the conv at one output position
-// of channel c, the products in fp32 (exact: the file's conv is plain fp32, half values are exact), summed over
-// input channels and taps.
+// The general path (any kernel size per axis, any number of input channels).
 struct Kernel3 { int d, h, w; };
-template <typename T>
-__device__ __forceinline__ float conv_general_at(const T* __restrict__ x, const T* __restrict__ weight, long long b,
-                                                 int c, int od, int oh, int ow, int C_in, int D, int H, int W,
-                                                 Kernel3 k) {
-    const T* xs = x + (size_t)b * C_in * D * H * W + ((size_t)od * H + oh) * W + ow;
-    const T* wc = weight + (size_t)c * C_in * k.d * k.h * k.w;
-    float acc = 0.f;
-    for (int ci = 0; ci < C_in; ++ci)
-        for (int kd = 0; kd < k.d; ++kd)
-            for (int kh = 0; kh < k.h; ++kh)
-                for (int kw = 0; kw < k.w; ++kw, ++wc)
-                    acc = fmaf(load_float(xs + (((size_t)ci * D + kd) * H + kh) * W + kw), load_float(wc), acc);
-    return acc;
+
+// The general path's statistics, tiled: a block takes TILE_H x TILE_W output positions of one output depth od of
+// one sample (a position a thread) and CO_T output channels at a time (CO_T accumulators a thread). Per input depth
+// od + kd and chunk of ci_t input channels it stages the rows the tile reads and the chunk's weights of that depth
+// (transposed to [ci][kh][kw][co], so a tap's CO_T weights are four broadcast float4 loads) in shared memory; a tap
+// is then one input load and CO_T multiply-adds, in fp32 (half values exact), summed over (ci chunk, kd, ci, kh, kw).
+// Each channel's sum and sum of squares over the tile (the conv without its bias in fp32; in half precision each
+// value rounded as the tuned path rounds it, bias included) go in double, in a fixed order, to partials
+// (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats.
+constexpr int GEN_THREADS = 256, TILE_H = 8, TILE_W = 32, CO_T = 16;
+static_assert(TILE_H * TILE_W == GEN_THREADS, "a position a thread");
+static_assert(2 * CO_T == 32, "a channel's two sums a lane");
+
+struct TileConv3 {
+    int C_in, C_out, D, H, W, ci_t;
+    Kernel3 k;
+    __host__ __device__ int rows() const { return TILE_H + k.h - 1; }
+    __host__ __device__ int cols() const { return TILE_W + k.w - 1; }
+    __host__ __device__ int in_floats() const { return (rows() * cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
+    __host__ __device__ int w_floats() const { return k.h * k.w * CO_T; }               // a channel's at one kd
+    __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
+    __host__ __device__ int tiles_hw() const { return (H - k.h + 1 + TILE_H - 1) / TILE_H * tiles_w(); }
+    __host__ __device__ int tiles() const { return (D - k.d + 1) * tiles_hw(); }
+    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
+};
+
+// The warp's sums of 32 values at once, lane l ending with value l's in v[0]: each of five steps halves the values
+// a lane holds (it keeps the half its lane bit selects and adds its partner's), 31 shuffles, a fixed order.
+template <int HALF = 16>
+__device__ __forceinline__ void warp_sum_transposed(double (&v)[32]) {
+    const bool upper = threadIdx.x & HALF;
+#pragma unroll
+    for (int i = 0; i < HALF; ++i) {
+        const double keep = upper ? v[i + HALF] : v[i], give = upper ? v[i] : v[i + HALF];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, give, HALF);
+    }
+    if constexpr (HALF > 1) warp_sum_transposed<HALF / 2>(v);
 }
 
-// dL/dy on the general path: conv_grad_y_kernel with the weights read through the read-only cache (every
-// thread of a block reads the same one at once) instead of staged.
+// acc[i] = the conv (no bias) of output channel co0 + i at this thread's position (od, oh0 + ty, ow0 + tx) of
+// sample b, summed over (ci chunk, kd, ci, kh, kw); in_s and w_s: the block's staging (t.smem_bytes()).
 template <typename T>
-__global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_general_kernel(
-    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ coef,
-    T* __restrict__ grad_y, int C_in, int C_out, int D, int H, int W, Kernel3 k, long long n_positions)
+__device__ __forceinline__ void tile_conv3(const TileConv3& t, const T* __restrict__ x, const T* __restrict__ weight,
+                                           long long b, int od, int oh0, int ow0, int co0, float* in_s, float* w_s,
+                                           float (&acc)[CO_T])
 {
-    const int c0 = blockIdx.y * BWD_CO;
-    const long long p = (long long)blockIdx.x * BWD_THREADS + threadIdx.x;
-    if (p >= n_positions) return;
-    const int Do = D - k.d + 1, Ho = H - k.h + 1, Wo = W - k.w + 1;
-    const long long S = (long long)Do * Ho * Wo, b = p / S, s = p % S;
-    const int ow = (int)(s % Wo), oh = (int)(s / Wo % Ho), od = (int)(s / ((long long)Wo * Ho));
-    const T* xs = x + (size_t)b * C_in * D * H * W + ((size_t)od * H + oh) * W + ow;
-    const long long taps = (long long)C_in * k.d * k.h * k.w;
-    const T* wj[BWD_CO];   // channel c0 + j's weights (the last channel's past C_out: computed, not stored)
-#pragma unroll
-    for (int j = 0; j < BWD_CO; ++j) wj[j] = weight + min(c0 + j, C_out - 1) * taps;
-    float acc[BWD_CO] = {};
-    long long t = 0;
-    for (int ci = 0; ci < C_in; ++ci)
-        for (int kd = 0; kd < k.d; ++kd)
-            for (int kh = 0; kh < k.h; ++kh)
-                for (int kw = 0; kw < k.w; ++kw, ++t) {
-                    const float v = load_float(xs + (((size_t)ci * D + kd) * H + kh) * W + kw);
-#pragma unroll
-                    for (int j = 0; j < BWD_CO; ++j) acc[j] = fmaf(v, load_float(wj[j] + t), acc[j]);
+    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int rows = t.rows(), cols = t.cols(), taps2 = t.k.h * t.k.w, taps3 = t.k.d * taps2;
+    const int j = threadIdx.x % CO_T, co = co0 + j;   // the weights: a thread per output channel of a tap
+    #pragma unroll
+            for (int i = 0; i < CO_T; ++i) acc[i] = 0.f;
+            for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
+                const int nci = min(t.ci_t, t.C_in - ci0);
+                for (int kd = 0; kd < t.k.d; ++kd) {
+                    __syncthreads();
+                    for (int ci = 0; ci < nci; ++ci) {   // a warp per input row, lanes along it
+                        const T* xc = x + ((((size_t)b * t.C_in + ci0 + ci) * t.D + od + kd) * t.H + oh0) * t.W + ow0;
+                        for (int r = warp; r < rows; r += GEN_THREADS / 32)
+                            for (int col = lane; col < cols; col += 32)
+                                in_s[ci * t.in_floats() + r * cols + col] =
+                                    oh0 + r < t.H && ow0 + col < t.W ? load_float(xc + (size_t)r * t.W + col) : 0.f;
+                    }
+                    // w_s[(ci taps2 + tap) CO_T + j] = weight[co][ci0 + ci][kd][tap]
+                    const T* wc = weight + ((size_t)co * t.C_in + ci0) * taps3 + (size_t)kd * taps2;
+                    for (int ct = threadIdx.x / CO_T; ct < nci * taps2; ct += GEN_THREADS / CO_T)
+                        w_s[ct * CO_T + j] = co < t.C_out ? load_float(wc + (size_t)(ct / taps2) * taps3 + ct % taps2) : 0.f;
+                    __syncthreads();
+                    for (int ci = 0; ci < nci; ++ci) {
+                        const float* in_r = in_s + ci * t.in_floats() + ty * cols + tx;
+                        const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps2 * CO_T);
+                        for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
+    #pragma unroll 4
+                            for (int kw = 0; kw < t.k.w; ++kw, w4 += CO_T / 4) {
+                                const float v = in_r[kw];
+    #pragma unroll
+                                for (int q = 0; q < CO_T / 4; ++q) {
+                                    const float4 w = w4[q];
+                                    acc[4 * q] = fmaf(v, w.x, acc[4 * q]);
+                                    acc[4 * q + 1] = fmaf(v, w.y, acc[4 * q + 1]);
+                                    acc[4 * q + 2] = fmaf(v, w.z, acc[4 * q + 2]);
+                                    acc[4 * q + 3] = fmaf(v, w.w, acc[4 * q + 3]);
+                                }
+                            }
+                        }
+                    }
                 }
-    store_grad_y(acc, bias, coef, grad_y, b, c0, C_out, S, s);
+            }
 }
 
-// The general path's statistics: block (chunk, c, b) takes GEN_CHUNK consecutive output positions of channel c of
-// sample b, a thread each in turn, and writes their sum and sum of squares (the conv without its bias in fp32;
-// in half precision each value rounded as the tuned path rounds it, bias included), added in a fixed order.
-constexpr int GEN_THREADS = 256, GEN_CHUNK = 4 * GEN_THREADS;
+// Block (b tiles + tile, split): channels in chunks of CO_T from split CO_T, gridDim.y CO_T apart.
 template <typename T>
-__global__ void __launch_bounds__(GEN_THREADS) conv_stats_general_kernel(
+__global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
     const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
-    double* __restrict__ partials,        // (B, C_out, chunks, 2)
-    int C_in, int C_out, int D, int H, int W, Kernel3 k)
+    double* __restrict__ partials, TileConv3 t)
 {
-    const int chunk = blockIdx.x, c = blockIdx.y;
-    const long long b = blockIdx.z;
-    const int Do = D - k.d + 1, Ho = H - k.h + 1, Wo = W - k.w + 1;
-    const long long S = (long long)Do * Ho * Wo, end = min(S, (long long)(chunk + 1) * GEN_CHUNK);
-    float sum = 0.f, sum_sq = 0.f;
-    for (long long s = (long long)chunk * GEN_CHUNK + threadIdx.x; s < end; s += GEN_THREADS) {
-        const int ow = (int)(s % Wo), oh = (int)(s / Wo % Ho), od = (int)(s / ((long long)Wo * Ho));
-        float y = conv_general_at(x, weight, b, c, od, oh, ow, C_in, D, H, W, k);
-        if (exact_in_tf32<T>()) y = round_to<T>(round_to<T>(y) + (bias ? load_float(bias + c) : 0.f));
-        sum += y;
-        sum_sq = fmaf(y, y, sum_sq);
-    }
-    __shared__ double warp_sums[GEN_THREADS / 32][2];
-    double d0 = sum, d1 = sum_sq;
+    extern __shared__ float4 smem4[];
+    __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
+    float* in_s = reinterpret_cast<float*>(smem4);
+    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
+    const int tile = (int)(blockIdx.x % t.tiles());
+    const long long b = blockIdx.x / t.tiles();
+    const int od = tile / t.tiles_hw(), oh0 = tile % t.tiles_hw() / t.tiles_w() * TILE_H;
+    const int ow0 = tile % t.tiles_w() * TILE_W;
+    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const bool inside = oh0 + ty < t.H - t.k.h + 1 && ow0 + tx < t.W - t.k.w + 1;
+    for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
+        float acc[CO_T];
+        tile_conv3(t, x, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
+        double v[2 * CO_T];   // (sum, square) of each channel
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) {
-        d0 += __shfl_xor_sync(0xffffffffu, d0, off);
-        d1 += __shfl_xor_sync(0xffffffffu, d1, off);
+        for (int i = 0; i < CO_T; ++i) {
+            float y = acc[i];
+            if (exact_in_tf32<T>() && co0 + i < t.C_out)
+                y = round_to<T>(round_to<T>(y) + (bias ? load_float(bias + co0 + i) : 0.f));
+            y = inside && co0 + i < t.C_out ? y : 0.f;
+            v[2 * i] = y;
+            v[2 * i + 1] = (double)y * y;
+        }
+        warp_sum_transposed(v);   // lane l: the warp's sum of value l
+        warp_sums[warp][lane] = v[0];
+        __syncthreads();
+        if (threadIdx.x < 2 * CO_T && co0 + threadIdx.x / 2 < t.C_out) {
+            double total = 0.0;
+            for (int w = 0; w < GEN_THREADS / 32; ++w) total += warp_sums[w][threadIdx.x];
+            partials[(((size_t)b * t.C_out + co0 + threadIdx.x / 2) * t.tiles() + tile) * 2 + threadIdx.x % 2] = total;
+        }
     }
-    if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][0] = d0; warp_sums[threadIdx.x / 32][1] = d1; }
-    __syncthreads();
-    if (threadIdx.x < 2) {
-        double v = 0.0;
-        for (int w = 0; w < GEN_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
-        partials[(((size_t)b * C_out + c) * gridDim.x + chunk) * 2 + threadIdx.x] = v;
+}
+
+// dL/dy on the general path, tiled as conv_stats_general_kernel (block b tiles + tile, chunk blockIdx.y of CO_T
+// output channels): y recomputed by tile_conv3, then dL/dy = A + B (y - mu) from coef, as store_grad_y writes it.
+template <typename T>
+__global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ coef,
+    T* __restrict__ grad_y, TileConv3 t)
+{
+    extern __shared__ float4 smem4[];
+    float* in_s = reinterpret_cast<float*>(smem4);
+    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
+    const int tile = (int)(blockIdx.x % t.tiles()), co0 = blockIdx.y * CO_T;
+    const long long b = blockIdx.x / t.tiles();
+    const int od = tile / t.tiles_hw(), oh0 = tile % t.tiles_hw() / t.tiles_w() * TILE_H;
+    const int ow0 = tile % t.tiles_w() * TILE_W;
+    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+    float acc[CO_T];
+    tile_conv3(t, x, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
+    if (oh >= Ho || ow >= Wo) return;
+    const long long S = (long long)(t.D - t.k.d + 1) * Ho * Wo, s = ((long long)od * Ho + oh) * Wo + ow;
+#pragma unroll
+    for (int j = 0; j < CO_T; ++j) {
+        const int c = co0 + j;
+        if (c >= t.C_out) break;
+        const float* cf = coef + ((size_t)b * t.C_out + c) * 3;
+        const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[j]) + to_float(bias[c])) : acc[j] + to_float(bias[c]);
+        grad_y[((size_t)b * t.C_out + c) * S + s] = from_float<T>(cf[0] + cf[1] * (y - cf[2]));
     }
 }
 
@@ -750,8 +823,15 @@ bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw) {
     return kd == K && kh == K && kw == K && C_in <= 16;
 }
 
-static int general_chunks(int D, int H, int W, int kd, int kh, int kw) {
-    return (int)(((long long)(D - kd + 1) * (H - kh + 1) * (W - kw + 1) + GEN_CHUNK - 1) / GEN_CHUNK);
+// The tiled kernel's plan: as many input channels a stage as fit 40 KB of shared memory (at least one; beyond 48 KB
+// with the static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
+static TileConv3 tile_plan(int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    TileConv3 t{C_in, C_out, D, H, W, 1, Kernel3{kd, kh, kw}};
+    t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / t.smem_bytes()));
+    return t;
+}
+static int general_chunks(int D, int H, int W, int kd, int kh, int kw) {   // partials a (sample, channel)
+    return tile_plan(1, 1, D, H, W, kd, kh, kw).tiles();
 }
 
 long long conv3d_groupnorm_mean_general_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw) {
@@ -760,13 +840,21 @@ long long conv3d_groupnorm_mean_general_workspace(int B, int C_out, int D, int H
 
 cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
                                                 int conv_type, int B, int C_in, int C_out, int D, int H, int W,
-                                                int kd, int kh, int kw, cudaStream_t stream) {
+                                                int kd, int kh, int kw, int sms, cudaStream_t stream) {
     return with_type(conv_type, [&](auto type) {
         using T = decltype(type);
-        const dim3 grid(general_chunks(D, H, W, kd, kh, kw), C_out, B);
-        conv_stats_general_kernel<T><<<grid, GEN_THREADS, 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), partials, C_in, C_out,
-            D, H, W, Kernel3{kd, kh, kw});
+        const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
+        const size_t smem = t.smem_bytes();
+        if (smem > (40u << 10)) {
+            const cudaError_t err = cudaFuncSetAttribute(conv_stats_general_kernel<T>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            if (err != cudaSuccess) return err;
+        }
+        // chunks of CO_T output channels split over blocks where tiles are few: about two blocks an SM
+        const long long blocks = (long long)B * t.tiles(), chunks = (C_out + CO_T - 1) / CO_T;
+        const int splits = (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * sms / std::max(1LL, blocks)));
+        conv_stats_general_kernel<T><<<dim3((unsigned)blocks, splits), GEN_THREADS, smem, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), partials, t);
         return cudaGetLastError();
     });
 }
@@ -808,14 +896,21 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
         const dim3 grid((unsigned)((B * S + BWD_THREADS - 1) / BWD_THREADS), (C_out + BWD_CO - 1) / BWD_CO);
-        if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw))
+        if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw)) {
             conv_grad_y_kernel<T><<<grid, BWD_THREADS, 0, stream>>>(
                 static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
                 static_cast<T*>(grad_y), C_in, C_out, D, H, W, B * S);
-        else
-            conv_grad_y_general_kernel<T><<<grid, BWD_THREADS, 0, stream>>>(
+        } else {   // the general path: tiles of output positions, CO_T channels a block
+            const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
+            if (t.smem_bytes() > (40u << 10) &&
+                (err = cudaFuncSetAttribute(conv_grad_y_general_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)t.smem_bytes())) != cudaSuccess)
+                return err;
+            conv_grad_y_general_kernel<T><<<dim3((unsigned)((long long)B * t.tiles()), (C_out + CO_T - 1) / CO_T),
+                                            GEN_THREADS, t.smem_bytes(), stream>>>(
                 static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
-                static_cast<T*>(grad_y), C_in, C_out, D, H, W, Kernel3{kd, kh, kw}, B * S);
+                static_cast<T*>(grad_y), t);
+        }
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         gn_param_grad_kernel<TO><<<(2 * C_out + 255) / 256, 256, 0, stream>>>(
             param_terms, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), B, C_out);
@@ -838,7 +933,7 @@ bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw);
 long long conv3d_groupnorm_mean_general_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw);
 cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
                                                 int conv_type, int B, int C_in, int C_out, int D, int H, int W,
-                                                int kd, int kh, int kw, cudaStream_t stream);
+                                                int kd, int kh, int kw, int sms, cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
                                            int norm_type, int B, int C_out, int groups, int D, int H, int W,
@@ -927,7 +1022,7 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
                                           dtype_code(x), B, C_in, C_out, D, H, W, sms, stream));
     else
         check(conv3d_groupnorm_mean_general_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
-                                                  dtype_code(x), B, C_in, C_out, D, H, W, kd, kh, kw, stream));
+                                                  dtype_code(x), B, C_in, C_out, D, H, W, kd, kh, kw, sms, stream));
     check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), b.data_ptr(), gn_weight.contiguous().data_ptr(),
                                          gn_bias.contiguous().data_ptr(), out.data_ptr(), stats.data_ptr<double>(),
                                          dtype_code(x), dtype_code(gn_weight), B, C_out, groups, D, H, W, kd, kh, kw,
