@@ -23,10 +23,14 @@ So (the tuned path: kernel 3 on every axis, at most 16 input channels):
     and weights of one kernel depth staged in shared memory, 64-bit indices), writes S_c and Q_c per tile,
     added in order by the same phase 2; conv_grad_y_general_kernel, tiled the same way (tile_conv3), in the backward.
   backward: given the group statistics (saved, (B, C + 2G) doubles) the output is affine in each
-    channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel);
-    conv_grad_y_kernel recomputes y in plain FP32 (81 multiply-adds per value, cheaper than keeping
-    y) and writes dL/dy; PyTorch's convolution backward gives the conv's gradients (deterministic
-    only with torch.backends.cudnn.deterministic, as in PyTorch).
+    channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel), and
+    dL/dbias its sum, N g_b / C (A_c + B_g (mean_c - mu_g)), in closed form; conv_grad_y_kernel recomputes y
+    in plain FP32 and writes dL/dy (float32); the conv's gradients, split TF32 on mma.sync: dL/dx
+    (grad_input_tc_kernel: per input row the transposed conv as a GEMM, rows = output columns, columns = (kw,
+    ci), depth = taps x output channels), dL/dW (grad_weight_tc_kernel: per output row and kw a GEMM of dL/dy
+    against the input rows, fp32 totals per row, blocks' partials added in order). Outside their bounds
+    (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path: a thread per input
+    element (dL/dx), a block per weight in double (dL/dW). Deterministic: fixed-order sums, no atomics.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
 Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 TF32: cuDNN runs this Conv3d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
@@ -36,8 +40,8 @@ Half values are exact in TF32, so a step is one product instead of three; each c
 rounds it (cuDNN's output, then the bias added), and the output comes from GroupNorm's a m_c + b with its mean
 and 1/std rounded to the dtype, as PyTorch's half GroupNorm stores them (tools/half_rounding.py measured each
 point); GroupNorm's per-element rounding before the mean averages out and is not modelled. Under autocast
-GroupNorm and the mean run in float32. The backward's dL/dy is in the conv's dtype, for PyTorch's convolution
-backward. Measured (run_all.py, one run): bf16 0.201 ms, fp16 0.165 ms against fp32 0.190 ms.
+GroupNorm and the mean run in float32. The backward runs in float32 (dL/dy unrounded, float copies of a half
+input and weight) and rounds each gradient to its tensor's dtype.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add =
 0.147 ms at the 67 TFLOP/s FP32 rate (the floor run_all.py reports); the 38 MB input is 0.01 ms of
@@ -520,16 +524,17 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
 //     A_c = rstd_g (gamma_c / N - sum_{c' in g} gamma_c' / (N cpg)),
 //     B_g = -rstd_g^3 / (N cpg) * sum_{c' in g} gamma_c' (mean_c' - mu_g),
 // with N the positions per channel and cpg the channels per group; dL/dgamma_c = sum_b g_b / C (mean_c - mu_g)
-// rstd_g and dL/dbeta_c = sum_b g_b / C. One block per sample forms (g_b / C A_c, g_b / C B_g, mu_g) per
-// channel and the per-sample parameter terms; conv_grad_y_kernel recomputes y and writes dL/dy;
-// gn_param_grad_kernel adds the parameter terms over the batch in a fixed order.
+// rstd_g, dL/dbeta_c = sum_b g_b / C, and the conv bias's dL/dbias_c = sum_b sum_s dL/dy = sum_b g_b / C N
+// (A_c + B_g (mean_c - mu_g)) (mean_c: the mean of y over its N positions). One block per sample forms
+// (g_b / C A_c, g_b / C B_g, mu_g) per channel and the per-sample terms of those three; conv_grad_y_kernel
+// recomputes y and writes dL/dy; gn_param_grad_kernel adds the terms over the batch in a fixed order.
 template <typename TO>
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
     const TO* __restrict__ grad_out,      // (B)
     const double* __restrict__ stats,     // (B, C_out + 2 groups), from the forward
     const TO* __restrict__ gn_weight,     // (C_out)
     float* __restrict__ coef,             // (B, C_out, 3)
-    double* __restrict__ param_terms,     // (B, 2 C_out)
+    double* __restrict__ param_terms,     // (B, 3 C_out): dgamma, dbeta, dbias terms
     int C_out, int groups, double n_per_channel)
 {
     const int b = blockIdx.x, cpg = C_out / groups;
@@ -544,24 +549,28 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
             spread += to_float(gn_weight[j]) * (st[j] - mu);
         }
         float* cf = coef + ((size_t)b * C_out + c) * 3;
-        cf[0] = (float)(gb * rstd * (to_float(gn_weight[c]) / n_per_channel - gamma_sum / n_group));
-        cf[1] = (float)(-gb * rstd * rstd * rstd * spread / n_group);
+        const double a = gb * rstd * (to_float(gn_weight[c]) / n_per_channel - gamma_sum / n_group);
+        const double slope = -gb * rstd * rstd * rstd * spread / n_group;
+        cf[0] = (float)a;
+        cf[1] = (float)slope;
         cf[2] = (float)mu;
-        param_terms[(size_t)b * 2 * C_out + c] = gb * (st[c] - mu) * rstd;
-        param_terms[(size_t)b * 2 * C_out + C_out + c] = gb;
+        double* terms = param_terms + (size_t)b * 3 * C_out;
+        terms[c] = gb * (st[c] - mu) * rstd;
+        terms[C_out + c] = gb;
+        terms[2 * C_out + c] = n_per_channel * (a + slope * (st[c] - mu));
     }
 }
 
 // dL/dy, y recomputed in plain FP32 (in half precision rounded as the forward rounds it) and dL/dy written
-// in T, for PyTorch's convolution backward: a thread per output position, BWD_CO channels per block (grid
-// y), their weights in shared memory (read by every thread at once: broadcast).
+// in float32 (unrounded in half precision too) for the conv's gradient kernels: a thread per output position,
+// BWD_CO channels per block (grid y), their weights in shared memory (read by every thread at once: broadcast).
 constexpr int BWD_THREADS = 256, BWD_CO = 8, MAX_TAPS = 16 * K * K * K;   // C_in <= 16 (the tuned path's)
 
 // dL/dy at position s of channels c0 .. c0 + BWD_CO - 1 (those that exist) of sample b from their conv sums:
 // y (in half precision rounded as the forward rounds it) and the coefficients.
 template <typename T>
 __device__ __forceinline__ void store_grad_y(const float (&acc)[BWD_CO], const T* __restrict__ bias,
-                                             const float* __restrict__ coef, T* __restrict__ grad_y, long long b,
+                                             const float* __restrict__ coef, float* __restrict__ grad_y, long long b,
                                              int c0, int C_out, long long S, long long s) {
 #pragma unroll
     for (int j = 0; j < BWD_CO; ++j) {
@@ -569,7 +578,7 @@ __device__ __forceinline__ void store_grad_y(const float (&acc)[BWD_CO], const T
         if (c >= C_out) break;
         const float* cf = coef + ((size_t)b * C_out + c) * 3;
         const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[j]) + to_float(bias[c])) : acc[j] + to_float(bias[c]);
-        grad_y[((size_t)b * C_out + c) * S + s] = from_float<T>(cf[0] + cf[1] * (y - cf[2]));
+        grad_y[((size_t)b * C_out + c) * S + s] = cf[0] + cf[1] * (y - cf[2]);
     }
 }
 template <typename T>
@@ -578,7 +587,7 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
     const T* __restrict__ weight,         // (C_out, C_in, K, K, K)
     const T* __restrict__ bias,           // (C_out)
     const float* __restrict__ coef,       // (B, C_out, 3)
-    T* __restrict__ grad_y,               // (B, C_out, Do, Ho, Wo)
+    float* __restrict__ grad_y,           // (B, C_out, Do, Ho, Wo)
     int C_in, int C_out, int D, int H, int W, long long n_positions)
 {
     __shared__ float w_s[BWD_CO][MAX_TAPS];
@@ -742,7 +751,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
 template <typename T>
 __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
     const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ coef,
-    T* __restrict__ grad_y, TileConv3 t)
+    float* __restrict__ grad_y, TileConv3 t)
 {
     extern __shared__ float4 smem4[];
     float* in_s = reinterpret_cast<float*>(smem4);
@@ -763,22 +772,392 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
         if (c >= t.C_out) break;
         const float* cf = coef + ((size_t)b * t.C_out + c) * 3;
         const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[j]) + to_float(bias[c])) : acc[j] + to_float(bias[c]);
-        grad_y[((size_t)b * t.C_out + c) * S + s] = from_float<T>(cf[0] + cf[1] * (y - cf[2]));
+        grad_y[((size_t)b * t.C_out + c) * S + s] = cf[0] + cf[1] * (y - cf[2]);
     }
 }
 
-// dgamma, dbeta: the per-sample terms added over the batch in a fixed order.
-template <typename TO>
-__global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  // (B, 2C)
+// dgamma, dbeta and the conv bias's gradient: the per-sample terms added over the batch in a fixed order.
+template <typename T, typename TO>
+__global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  // (B, 3C)
                                      TO* __restrict__ grad_gn_weight,         // (C)
                                      TO* __restrict__ grad_gn_bias,           // (C)
+                                     T* __restrict__ grad_bias,               // (C), or null: not wanted
                                      int B, int C)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= 2 * C) return;
+    if (c >= 3 * C || (c >= 2 * C && grad_bias == nullptr)) return;
     double v = 0.0;
-    for (int b = 0; b < B; ++b) v += param_terms[(size_t)b * 2 * C + c];
-    if (c < C) grad_gn_weight[c] = from_float<TO>((float)v); else grad_gn_bias[c - C] = from_float<TO>((float)v);
+    for (int b = 0; b < B; ++b) v += param_terms[(size_t)b * 3 * C + c];
+    if (c < C) grad_gn_weight[c] = from_float<TO>((float)v);
+    else if (c < 2 * C) grad_gn_bias[c - C] = from_float<TO>((float)v);
+    else grad_bias[c - 2 * C] = from_float<T>((float)v);
+}
+
+// ---- The conv's own gradients, from dL/dy in float32 (B, C_out, Do, Ho, Wo) and the input and weights in
+// float32 (half precision: float copies, exact): dL/dx and dL/dW. Every sum in a fixed order.
+struct GradDims { int B, C_in, C_out, D, H, W, Do, Ho, Wo; };
+
+// d += a * b on the tensor cores, 16 rows x 8 columns x 8 deep (mma.sync, every GPU since sm_80). Fragments
+// (g = lane / 4, t = lane % 4): a = rows g, g + 8 at depths t, t + 4; b = depths t, t + 4 of column g;
+// d = row g then g + 8, columns 2t, 2t + 1.
+__device__ __forceinline__ void mma_tf32(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// dL/dx on the tensor cores (split TF32), kernel 3, W <= 32, C_in <= 4: per input row (b, id, ih) the transposed
+// conv as a GEMM, rows = output columns ow (32: two 16-row tiles), columns = (kw, ci) (16: two 8-column tiles),
+// depth = the row's valid taps (kd, kh) x output channels; then grad_x[iw] = sum_kw C[iw - kw][kw, ci]. The
+// weights of every (kd, kh, chunk of 8 output channels) step, split, sit in shared memory. A warp takes GI_ROWS
+// neighbouring input rows ih0 + r at once: a step is one dL/dy row (kd, oh) and 8 channels, loaded once and
+// multiplied into row r's C with the weights of kh = ih0 + r - oh wherever that is a tap; rows outside dL/dy
+// are never visited (a warp-uniform step count). Lane (g, t) loads rows ow = g + 8r + 16i (tile i) of channels
+// t and t + 4; columns past Wo read on into the next row (grad_y has a GI_TAIL-float tail) and their C rows are
+// never used. The step after next's loads fly during a step's products. A block takes a contiguous range of all
+// samples' row groups.
+constexpr int GI_MAX_STEPS = 32;
+constexpr int GI_WARPS = 4;
+constexpr int GI_ROWS = 2;    // input rows a warp takes
+constexpr int GI_TAIL = 32;   // floats after grad_y that the last row's columns past Wo may read
+
+__global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
+    const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
+    float* __restrict__ grad_x,           // (B, C_in, D, H, W)
+    GradDims d)
+{
+    __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
+    __shared__ float c_s[GI_WARPS][32][17];         // a warp's C, [ow][kw * 4 + ci]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int chunks = (d.C_out + 7) / 8;
+    for (int i = threadIdx.x; i < K * K * chunks * 128; i += blockDim.x) {
+        const int l = i % 32, j = i / 32 % 2, part = i / 64 % 2, st = i / 128;
+        const int n = 8 * j + l / 4, kw = n / 4, ci = n % 4, kd = st / chunks / K, kh = st / chunks % K;
+        float v[2];
+        for (int h = 0; h < 2; ++h) {
+            const int co = st % chunks * 8 + l % 4 + 4 * h;
+            v[h] = co < d.C_out && kw < K && ci < d.C_in
+                       ? weight[((((size_t)co * d.C_in + ci) * K + kd) * K + kh) * K + kw] : 0.f;
+        }
+        const Split s0 = split(v[0]), s1 = split(v[1]);
+        w_s[st][part][j][l] = part == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
+    }
+    __syncthreads();
+    const int row_groups = (d.H + GI_ROWS - 1) / GI_ROWS;   // per (sample, id)
+    const long long groups = (long long)d.B * d.D * row_groups;
+    const long long g0 = blockIdx.x * groups / gridDim.x, g1 = (blockIdx.x + 1) * groups / gridDim.x;
+    const size_t out_plane = (size_t)d.Do * d.Ho * d.Wo, chunk_stride = 8 * out_plane;
+    long long b = (g0 + warp) / ((long long)d.D * row_groups);   // the warp's first group (b, id, gh); then GI_WARPS on
+    int id = (int)((g0 + warp) / row_groups % d.D), gh = (int)((g0 + warp) % row_groups);
+#pragma unroll 1
+    for (long long grp = g0 + warp; grp < g1; grp += GI_WARPS) {
+        const int ih0 = gh * GI_ROWS, kd0 = max(0, id - d.Do + 1), oh0 = max(0, ih0 - K + 1);
+        const int oh1 = min(d.Ho - 1, ih0 + GI_ROWS - 1);
+        const int steps = (min(K - 1, id) - kd0 + 1) * (oh1 - oh0 + 1) * chunks;
+        const float* lane_gy = grad_y + ((size_t)b * d.C_out + t) * out_plane + g;
+        int c = 0, kd = kd0, oh = oh0;   // the next load's chunk and dL/dy row
+        // A values of a step: [i][r] row g + 8r + 16i of channel 8c + t, [i][r + 2] of channel 8c + t + 4;
+        // channels past C_out read grad_y's start and are zeroed. tap: (weights index of (kd, kh = 0, c),
+        // ih0 - oh: the group's row r takes this step with kh = ih0 - oh + r where that is a tap).
+        const auto load = [&](float (&a)[2][4], int2& tap) {
+            const float* p = lane_gy + c * chunk_stride + ((size_t)(id - kd) * d.Ho + oh) * d.Wo;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const bool ok = 8 * c + t + 4 * h < d.C_out;
+                const float* q = ok ? p + 4 * h * out_plane : grad_y;
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const float v = __ldg(q + 16 * i + 8 * r);
+                        a[i][2 * h + r] = ok ? v : 0.f;
+                    }
+            }
+            tap = make_int2(kd * K * chunks + c, ih0 - oh);
+            if (++c == chunks) {
+                c = 0;
+                if (++oh > oh1) { oh = oh0; ++kd; }
+            }
+        };
+        float raw[2][2][4];
+        int2 tap_at[2];
+        load(raw[0], tap_at[0]);
+        if (steps > 1) load(raw[1], tap_at[1]);
+        float acc[GI_ROWS][2][2][4] = {};   // [row of the group][row tile i][column tile j]
+        const auto step = [&](int st, float (&a)[2][4], int2& tap) {
+            uint32_t big[2][4], small[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const Split v = split(a[i][e]);
+                    big[i][e] = v.big;
+                    small[i][e] = v.small;
+                }
+            const int2 tp = tap;
+            if (st + 2 < steps) load(a, tap);
+#pragma unroll
+            for (int r = 0; r < GI_ROWS; ++r) {
+                const int kh = tp.y + r;
+                if (kh < 0 || kh >= K || ih0 + r >= d.H) continue;
+                const int ws = tp.x + kh * chunks;
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const uint2 wb = w_s[ws][0][j][lane], wsm = w_s[ws][1][j][lane];
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) {
+                        mma_tf32(acc[r][i][j], small[i], wb.x, wb.y);
+                        mma_tf32(acc[r][i][j], big[i], wsm.x, wsm.y);
+                        mma_tf32(acc[r][i][j], big[i], wb.x, wb.y);
+                    }
+                }
+            }
+        };
+#pragma unroll 1
+        for (int st = 0; st < steps; st += 2) {
+            step(st, raw[0], tap_at[0]);
+            if (st + 1 < steps) step(st + 1, raw[1], tap_at[1]);
+        }
+#pragma unroll
+        for (int r = 0; r < GI_ROWS; ++r) {
+            if (ih0 + r >= d.H) break;
+            // C rows g + 16i (c0, c1) and g + 8 + 16i (c2, c3), columns 8j + 2t + e.
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        c_s[warp][16 * i + 8 * (e / 2) + g][8 * j + 2 * t + e % 2] = acc[r][i][j][e];
+            __syncwarp();
+            if (lane < d.W)
+                for (int ci = 0; ci < d.C_in; ++ci) {
+                    float v = 0.f;
+#pragma unroll
+                    for (int kw = 0; kw < K; ++kw)
+                        if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
+                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] = v;
+                }
+            __syncwarp();
+        }
+        for (gh += GI_WARPS; gh >= row_groups; gh -= row_groups)
+            if (++id == d.D) { id = 0; ++b; }
+    }
+}
+__host__ __device__ inline bool tc_input_grad(const GradDims& d) {
+    return d.W <= 32 && d.C_in <= 4 && K * K * ((d.C_out + 7) / 8) <= GI_MAX_STEPS;
+}
+
+// dL/dW on the tensor cores (split TF32), kernel 3, W <= 32 and a multiple of 4, C_in K^2 <= 64: per output row
+// (b, od, oh) and depth k = (ci, kd, kh), with X_k the input row x[b, ci, od + kd, oh + kh, :],
+//   dW[co][k][kw] += sum_iw dL/dy[co][iw - kw] X_k[iw]   (dL/dy zero outside [0, Wo)),
+// for each kw a GEMM (m16n8k8): rows = a chunk's 16 output channels (A: dL/dy shifted by kw), columns = depths
+// k, reduction over the 32 input columns. The reduction's order is free, so lane t takes iw = 8t .. 8t + 7 (two
+// 16-byte loads per depth): at step s its depths t, t + 4 are iw = 8t + 2s and 8t + 2s + 1; columns past W are
+// clamped and meet only zero dL/dy (iw >= W means ow = iw - kw >= Wo). A lane loads dL/dy of its channels g,
+// g + 8 at columns 8t .. 8t + 7, and the 3 before from lane t - 1, so that every shifted A fragment is a
+// register. A warp: one row at a time, 16 depths (grp) and all kw; a block: WGT_RPB rows at a time (warp /
+// groups) x all depth groups (warp % groups), over a contiguous range of the rows of all samples; grid y: chunks
+// of 16 output channels. A row's products add up in the tensor cores, then into fp32 totals (round to nearest:
+// the tensor cores' own additions truncate, which over thousands of rows would bias the sum); at the end the
+// block's warps of a depth group add their totals in order (double) into its partials
+// (blocks, chunks, groups, WGT_CO, WGT_DEPTHS, K).
+constexpr int WGT_CO = 16;                    // output channels a chunk
+constexpr int WGT_TILES = 2;                  // 8-column tiles (depths) per warp
+constexpr int WGT_DEPTHS = 8 * WGT_TILES;
+constexpr int WGT_RPB = 2;                    // rows a block takes at a time
+constexpr int WGT_MAX_GROUPS = 4;             // depth C_in K^2 <= 64
+__host__ __device__ inline int wgt_groups(int depth) { return (depth + WGT_DEPTHS - 1) / WGT_DEPTHS; }
+
+__global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
+    const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
+    double* __restrict__ partials, GradDims d)
+{
+    __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int depth = d.C_in * K * K, groups = wgt_groups(depth), rr = warp / groups, grp = warp % groups;
+    const int co0 = blockIdx.y * WGT_CO, rows_ps = d.Do * d.Ho;
+    const long long rows = (long long)d.B * rows_ps;
+    const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
+    unsigned tap[WGT_TILES];   // input offsets of this lane's depths grp * 16 + 8j + g (padding: 0)
+#pragma unroll
+    for (int j = 0; j < WGT_TILES; ++j) {
+        const int k = grp * WGT_DEPTHS + 8 * j + g;
+        tap[j] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+    }
+    float total[K][WGT_TILES][4] = {};
+#pragma unroll 1
+    for (long long row = r0 + rr; row < r1; row += WGT_RPB) {
+        float acc[K][WGT_TILES][4] = {};
+        const long long b = row / rows_ps;
+        const int rw = (int)(row % rows_ps), od = rw / d.Ho, oh = rw % d.Ho;
+        const float* xr = x + (((size_t)b * d.C_in * d.D + od) * d.H + oh) * d.W;
+        float4 xv[WGT_TILES][2];
+#pragma unroll
+        for (int j = 0; j < WGT_TILES; ++j) {
+            xv[j][0] = __ldg(reinterpret_cast<const float4*>(xr + tap[j] + min(8 * t, d.W - 4)));
+            xv[j][1] = __ldg(reinterpret_cast<const float4*>(xr + tap[j] + min(8 * t + 4, d.W - 4)));
+        }
+        // G[h][3 + m] = dL/dy[co0 + g + 8h][ow = 8t + m], m = -3 .. 7 (zero outside the row and past C_out).
+        float G[2][11];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int co = co0 + g + 8 * h;
+            const float* gr = grad_y + ((size_t)b * d.C_out + min(co, d.C_out - 1)) * rows_ps * d.Wo + (size_t)rw * d.Wo;
+#pragma unroll
+            for (int m = 0; m < 8; ++m)
+                G[h][3 + m] = co < d.C_out && 8 * t + m < d.Wo ? __ldg(gr + 8 * t + m) : 0.f;
+#pragma unroll
+            for (int m = 0; m < 3; ++m) {
+                const float v = __shfl_up_sync(0xffffffffu, G[h][8 + m], 1);   // lane t - 1's columns 5 .. 7
+                G[h][m] = t > 0 ? v : 0.f;
+            }
+        }
+        uint32_t gb[2][11], gs[2][11];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int m = 0; m < 11; ++m) {
+                const Split v = split(G[h][m]);
+                gb[h][m] = v.big;
+                gs[h][m] = v.small;
+            }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            uint32_t xb[WGT_TILES][2], xsm[WGT_TILES][2];
+#pragma unroll
+            for (int j = 0; j < WGT_TILES; ++j) {
+                const float4 v = xv[j][s / 2];
+                const Split p0 = split(s % 2 ? v.z : v.x), p1 = split(s % 2 ? v.w : v.y);
+                xb[j][0] = p0.big; xsm[j][0] = p0.small;
+                xb[j][1] = p1.big; xsm[j][1] = p1.small;
+            }
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) {
+                const int m = 3 + 2 * s - kw;   // a = dL/dy[g, g + 8][8t + 2s - kw (+ 1)]
+                const uint32_t ab[4] = {gb[0][m], gb[1][m], gb[0][m + 1], gb[1][m + 1]};
+                const uint32_t as[4] = {gs[0][m], gs[1][m], gs[0][m + 1], gs[1][m + 1]};
+#pragma unroll
+                for (int j = 0; j < WGT_TILES; ++j) {
+                    mma_tf32(acc[kw][j], as, xb[j][0], xb[j][1]);
+                    mma_tf32(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    mma_tf32(acc[kw][j], ab, xb[j][0], xb[j][1]);
+                }
+            }
+        }
+#pragma unroll
+        for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+            for (int j = 0; j < WGT_TILES; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
+    }
+    // The block's warps of each depth group add their sums in order; c[e]: co = g + 8 (e / 2), k = 8j + 2t + e % 2.
+    for (int q = 0; q < WGT_RPB; ++q) {
+        if (rr == q)
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+                for (int j = 0; j < WGT_TILES; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        double& v = sums[((grp * WGT_CO + g + 8 * (e / 2)) * WGT_DEPTHS + 8 * j + 2 * t + e % 2) * K + kw];
+                        v = (q == 0 ? 0.0 : v) + total[kw][j][e];
+                    }
+        __syncthreads();
+    }
+    const int n_sums = groups * WGT_CO * WGT_DEPTHS * K;
+    for (int i = threadIdx.x; i < n_sums; i += blockDim.x)
+        partials[((size_t)blockIdx.x * gridDim.y + blockIdx.y) * n_sums + i] = sums[i];
+}
+__host__ __device__ inline bool tc_weight_grad(const GradDims& d) {
+    return d.W <= 32 && d.W % 4 == 0 && d.C_in * K * K <= WGT_MAX_GROUPS * WGT_DEPTHS;
+}
+
+// dL/dW from grad_weight_tc_kernel's partials, a thread per weight, the blocks' partials added in order.
+__global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partials, float* __restrict__ grad_weight,
+                                             GradDims d, int wg_blocks)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int taps = K * K * K, depth = d.C_in * K * K, chunks = (d.C_out + WGT_CO - 1) / WGT_CO;
+    const int n_sums = wgt_groups(depth) * WGT_CO * WGT_DEPTHS * K;
+    if (i >= (long long)d.C_out * d.C_in * taps) return;
+    // weight (co, ci, kd, kh, kw) = (co, k, kw): sums[grp][co % WGT_CO][k % WGT_DEPTHS][kw] of chunk co / WGT_CO
+    const int co = (int)(i / (d.C_in * taps)), r = (int)(i % (d.C_in * taps)), k = r / K, kw = r % K;
+    const int slot = (((k / WGT_DEPTHS) * WGT_CO + co % WGT_CO) * WGT_DEPTHS + k % WGT_DEPTHS) * K + kw;
+    double v = 0.0;
+    for (int blk = 0; blk < wg_blocks; ++blk) v += w_partials[((size_t)blk * chunks + co / WGT_CO) * n_sums + slot];
+    grad_weight[i] = (float)v;
+}
+
+// dL/dx elsewhere (any kernel size, any channels): a thread per input element, the sum over output channels and
+// taps in order.
+__global__ void __launch_bounds__(THREADS) grad_input_general_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, GradDims d,
+    Kernel3 k)
+{
+    const long long n = (long long)d.B * d.C_in * d.D * d.H * d.W, S = (long long)d.Do * d.Ho * d.Wo;
+    for (long long i = blockIdx.x * (long long)THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
+        long long r = i;
+        const int iw = (int)(r % d.W); r /= d.W;
+        const int ih = (int)(r % d.H); r /= d.H;
+        const int id = (int)(r % d.D); r /= d.D;
+        const int ci = (int)(r % d.C_in);
+        const long long b = r / d.C_in;
+        float acc = 0.f;
+        for (int co = 0; co < d.C_out; ++co) {
+            const float* g = grad_y + ((size_t)b * d.C_out + co) * S;
+            const float* w = weight + ((size_t)co * d.C_in + ci) * k.d * k.h * k.w;
+            for (int kd = max(0, id - d.Do + 1); kd <= min(k.d - 1, id); ++kd)
+                for (int kh = max(0, ih - d.Ho + 1); kh <= min(k.h - 1, ih); ++kh)
+                    for (int kw = max(0, iw - d.Wo + 1); kw <= min(k.w - 1, iw); ++kw)
+                        acc = fmaf(__ldg(g + ((size_t)(id - kd) * d.Ho + ih - kh) * d.Wo + iw - kw),
+                                   __ldg(w + (kd * k.h + kh) * k.w + kw), acc);
+        }
+        grad_x[i] = acc;
+    }
+}
+
+// dL/dW elsewhere: a block per weight (co, ci, kd, kh, kw), its products over the batch and the output positions
+// in double, added in a fixed order (per thread, then a shuffle tree, then the warps in order).
+__global__ void __launch_bounds__(THREADS) grad_weight_general_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ grad_weight, GradDims d,
+    Kernel3 k)
+{
+    long long r = blockIdx.x;
+    const int kw = (int)(r % k.w); r /= k.w;
+    const int kh = (int)(r % k.h); r /= k.h;
+    const int kd = (int)(r % k.d); r /= k.d;
+    const int ci = (int)(r % d.C_in), co = (int)(r / d.C_in);
+    const long long S = (long long)d.Do * d.Ho * d.Wo, n = (long long)d.B * S;
+    double acc = 0.0;
+    for (long long i = threadIdx.x; i < n; i += THREADS) {
+        const long long b = i / S, p = i % S;
+        const int ow = (int)(p % d.Wo), oh = (int)(p / d.Wo % d.Ho), od = (int)(p / ((long long)d.Wo * d.Ho));
+        const float g = __ldg(grad_y + ((size_t)b * d.C_out + co) * S + p);
+        const float v = __ldg(x + (((size_t)b * d.C_in + ci) * d.D + od + kd) * d.H * d.W + (size_t)(oh + kh) * d.W + ow + kw);
+        acc = fma((double)g, (double)v, acc);
+    }
+    __shared__ double red[THREADS / 32];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double v = 0.0;
+        for (int w = 0; w < THREADS / 32; ++w) v += red[w];
+        grad_weight[blockIdx.x] = (float)v;
+    }
+}
+
+// A tensor's elements converted between float32 and a half type (to nearest even): the backward's float copies
+// and its gradients' roundings.
+template <typename S, typename D>
+__global__ void convert_kernel(const S* __restrict__ in, D* __restrict__ out, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = from_float<D>(to_float(in[i]));
 }
 
 static int units_per_sample(int D, int H, int W) {
@@ -879,11 +1258,13 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
     });
 }
 
-// The backward's kernels; coef (B, C_out, 3) floats and param_terms (B, 2 C_out) doubles of workspace.
+// The backward's kernels up to dL/dy (float32) and the parameters' gradients (grad_bias null: not wanted); coef
+// (B, C_out, 3) floats and param_terms (B, 3 C_out) doubles of workspace.
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight,
-                                           float* coef, double* param_terms, void* grad_y, void* grad_gn_weight,
-                                           void* grad_gn_bias, int conv_type, int norm_type, int B, int C_in,
+                                           float* coef, double* param_terms, float* grad_y, void* grad_bias,
+                                           void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
+                                           int B, int C_in,
                                            int C_out, int groups, int D, int H, int W, int kd, int kh, int kw,
                                            cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
@@ -899,7 +1280,7 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
         if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw)) {
             conv_grad_y_kernel<T><<<grid, BWD_THREADS, 0, stream>>>(
                 static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
-                static_cast<T*>(grad_y), C_in, C_out, D, H, W, B * S);
+                grad_y, C_in, C_out, D, H, W, B * S);
         } else {   // the general path: tiles of output positions, CO_T channels a block
             const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
             if (t.smem_bytes() > (40u << 10) &&
@@ -909,13 +1290,79 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
             conv_grad_y_general_kernel<T><<<dim3((unsigned)((long long)B * t.tiles()), (C_out + CO_T - 1) / CO_T),
                                             GEN_THREADS, t.smem_bytes(), stream>>>(
                 static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
-                static_cast<T*>(grad_y), t);
+                grad_y, t);
         }
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        gn_param_grad_kernel<TO><<<(2 * C_out + 255) / 256, 256, 0, stream>>>(
-            param_terms, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), B, C_out);
+        gn_param_grad_kernel<T, TO><<<(3 * C_out + 255) / 256, 256, 0, stream>>>(
+            param_terms, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), static_cast<T*>(grad_bias),
+            B, C_out);
         return cudaGetLastError();
     });
+}
+
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream) {
+    return with_type(in_type, [&](auto s) {
+        return with_type(out_type, [&](auto o) {
+            using S = decltype(s);
+            using D = decltype(o);
+            const int blocks = (int)std::min<long long>((n + 255) / 256, 8192);
+            convert_kernel<S, D><<<blocks, 256, 0, stream>>>(static_cast<const S*>(in), static_cast<D*>(out), n);
+            return cudaGetLastError();
+        });
+    });
+}
+
+// The conv's gradients: the tensor-core kernels at kernel 3 where their bounds hold (dL/dx: W <= 32, C_in <= 4,
+// C_out <= 24; dL/dW: W <= 32 and a multiple of 4, C_in <= 7, the input 16-byte aligned), the general kernels
+// otherwise. Workspace (doubles): grad_weight_tc_kernel's partials where it runs.
+static GradDims grad_dims(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return GradDims{B, C_in, C_out, D, H, W, D - kd + 1, H - kh + 1, W - kw + 1};
+}
+static bool tc_weight_path(const GradDims& d, const float* x, int kd, int kh, int kw) {
+    return kd == K && kh == K && kw == K && tc_weight_grad(d) && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+static int wgt_blocks(const GradDims& d, int sms) { return std::max(1, 2 * sms / ((d.C_out + WGT_CO - 1) / WGT_CO)); }
+int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
+long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
+                                                int kd, int kh, int kw, int sms) {
+    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
+    if (!tc_weight_path(d, x, kd, kh, kw)) return 0;
+    return (long long)wgt_blocks(d, sms) * ((C_out + WGT_CO - 1) / WGT_CO) * wgt_groups(C_in * K * K) * WGT_CO *
+           WGT_DEPTHS * K;
+}
+
+cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
+                                             float* grad_weight, double* work, int B, int C_in, int C_out, int D,
+                                             int H, int W, int kd, int kh, int kw, int sms, cudaStream_t stream) {
+    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
+    const bool tuned = kd == K && kh == K && kw == K;
+    cudaError_t err;
+    if (grad_x != nullptr) {
+        if (tuned && tc_input_grad(d)) {
+            int per_sm = 0;   // one wave of resident blocks
+            if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_input_tc_kernel, 32 * GI_WARPS, 0)) !=
+                cudaSuccess)
+                return err;
+            grad_input_tc_kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
+        } else {
+            const long long n = (long long)B * C_in * D * H * W;
+            grad_input_general_kernel<<<(unsigned)std::min<long long>((n + THREADS - 1) / THREADS, 1 << 20), THREADS, 0,
+                                        stream>>>(grad_y, weight, grad_x, d, Kernel3{kd, kh, kw});
+        }
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    if (grad_weight == nullptr) return cudaSuccess;
+    if (tc_weight_path(d, x, kd, kh, kw)) {
+        const int n_blocks = wgt_blocks(d, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
+        grad_weight_tc_kernel<<<dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), threads, 0, stream>>>(grad_y, x, work, d);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        const long long n_w = (long long)C_out * C_in * K * K * K;
+        finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
+    } else {
+        grad_weight_general_kernel<<<(unsigned)((long long)C_out * C_in * kd * kh * kw), THREADS, 0, stream>>>(
+            grad_y, x, grad_weight, d, Kernel3{kd, kh, kw});
+    }
+    return cudaGetLastError();
 }
 """
 
@@ -941,10 +1388,17 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
                                            cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight,
-                                           float* coef, double* param_terms, void* grad_y, void* grad_gn_weight,
-                                           void* grad_gn_bias, int conv_type, int norm_type, int B, int C_in,
-                                           int C_out, int groups, int D, int H, int W, int kd, int kh, int kw,
-                                           cudaStream_t stream);
+                                           float* coef, double* param_terms, float* grad_y, void* grad_bias,
+                                           void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
+                                           int B, int C_in, int C_out, int groups, int D, int H, int W, int kd, int kh,
+                                           int kw, cudaStream_t stream);
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
+int conv3d_groupnorm_mean_grad_y_tail();
+long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
+                                                int kd, int kh, int kw, int sms);
+cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
+                                             float* grad_weight, double* work, int B, int C_in, int C_out, int D,
+                                             int H, int W, int kd, int kh, int kw, int sms, cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
 #define OPS_STR_(s) #s
@@ -967,13 +1421,25 @@ static int dtype_code(const Tensor& t) {
 static bool takes_dtype(const Tensor& t) {
     return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
 }
+// t as a contiguous tensor of `dtype`: itself if it is one, else converted by our kernel (to nearest even): the
+// backward's float copies of half inputs (exact) and its gradients' roundings.
+static Tensor converted(const Tensor& t, at::ScalarType dtype) {
+    if (!t.defined()) return t;
+    auto src = t.contiguous();
+    if (src.scalar_type() == dtype) return src;
+    auto dst = at::empty(src.sizes(), src.options().dtype(dtype));
+    if (src.numel() > 0)
+        check(convert_launch(src.data_ptr(), dtype_code(src), dst.data_ptr(), dtype_code(dst), src.numel(),
+                             c10::cuda::getCurrentCUDAStream()));
+    return dst;
+}
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B), stats (B, C + 2G) float64: per
 //     channel the mean of the conv output, then per group mu_g, then rstd_g);
 //   backward(grad_out, x, weight, bias, gn_weight, stats, groups, conv_mask) -> the gradients of x, weight,
-//     bias (PyTorch's convolution backward of our dL/dy, where conv_mask asks), gn_weight and gn_bias.
+//     bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                         const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
     TORCH_CHECK(input.is_cuda(), "conv3d_groupnorm_mean: input must be a CUDA tensor, got ", input.device());
@@ -1037,27 +1503,43 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto x = input.contiguous();
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
-    // dL/dy in the conv's dtype, for PyTorch's convolution backward; the GroupNorm's gradients in its own.
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
-    auto grad_y = at::empty({B, C_out, D - kd + 1, H - kh + 1, W - kw + 1}, x.options());
-    auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
-    auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "conv3d_groupnorm_mean: the output's gradient "
                 "must have the output's dtype");
+    // The gradients in their tensors' dtypes; dL/dx and dL/dW computed in float32 and rounded at the end.
+    const auto f32 = x.options().dtype(at::kFloat);
+    auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
+    auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
+    auto grad_bias = conv_mask[2] ? at::zeros({C_out}, bias.options()) : Tensor();
+    auto grad_x = conv_mask[0] ? at::empty(x.sizes(), f32) : Tensor();
+    auto grad_w = conv_mask[1] ? (B > 0 ? at::empty(w.sizes(), f32) : at::zeros(w.sizes(), f32)) : Tensor();
     if (B > 0) {
-        auto coef = at::empty({B, C_out, 3}, x.options().dtype(torch::kFloat32));
-        auto param_terms = at::empty({B, 2 * C_out}, x.options().dtype(torch::kFloat64));
+        const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
+        const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+        auto grad_y = at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32);
+        auto coef = at::empty({B, C_out, 3}, f32);
+        auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
         check(conv3d_groupnorm_mean_backward(
             grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
             bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), coef.data_ptr<float>(),
-            param_terms.data_ptr<double>(), grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
-            dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw,
-            c10::cuda::getCurrentCUDAStream()));
+            param_terms.data_ptr<double>(), grad_y.data_ptr<float>(), grad_bias.defined() ? grad_bias.data_ptr() : nullptr,
+            grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out,
+            groups, D, H, W, kd, kh, kw, stream));
+        if (grad_x.defined() || grad_w.defined()) {
+            int sms = 0;
+            check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
+            const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
+            auto work = at::empty({conv3d_groupnorm_mean_grads_workspace(xf.data_ptr<float>(), B, C_in, C_out, D, H, W,
+                                                                         kd, kh, kw, sms)},
+                                  x.options().dtype(torch::kFloat64));
+            check(conv3d_groupnorm_mean_conv_grads(
+                grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
+                grad_x.defined() ? grad_x.data_ptr<float>() : nullptr, grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
+                work.data_ptr<double>(), B, C_in, C_out, D, H, W, kd, kh, kw, sms, stream));
+        }
     }
-    // The conv's own gradients: PyTorch's convolution backward.
-    auto conv = at::convolution_backward(grad_y, x, w, at::IntArrayRef{C_out}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false,
-                                         {0, 0, 0}, 1, conv_mask);
-    return {std::get<0>(conv), std::get<1>(conv), std::get<2>(conv), grad_gn_weight, grad_gn_bias};
+    return {converted(grad_x, x.scalar_type()), converted(grad_w, w.scalar_type()), grad_bias, grad_gn_weight,
+            grad_gn_bias};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
