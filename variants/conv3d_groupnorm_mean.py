@@ -75,6 +75,7 @@ from torch.utils.cpp_extension import get_default_build_root, load_inline
 cuda_source = r"""
 #include <cuda_runtime.h>
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -563,8 +564,9 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
 
 // dL/dy, y recomputed in plain FP32 (in half precision rounded as the forward rounds it) and dL/dy written
 // in float32 (unrounded in half precision too) for the conv's gradient kernels: a thread per output position,
-// BWD_CO channels per block (grid y), their weights in shared memory (read by every thread at once: broadcast).
-constexpr int BWD_THREADS = 256, BWD_CO = 8, MAX_TAPS = 16 * K * K * K;   // C_in <= 16 (the tuned path's)
+// BWD_CO channels per block (grid y), their weights in shared memory as [tap][channel] (a tap's BWD_CO weights are
+// BWD_CO / 4 float4 loads, the same address for every thread: broadcast).
+constexpr int BWD_THREADS = 256, BWD_CO = CO_CHUNK, MAX_TAPS = 16 * K * K * K;   // C_in <= 16 (the tuned path's)
 
 // dL/dy at position s of channels c0 .. c0 + BWD_CO - 1 (those that exist) of sample b from their conv sums:
 // y (in half precision rounded as the forward rounds it) and the coefficients.
@@ -590,10 +592,12 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
     float* __restrict__ grad_y,           // (B, C_out, Do, Ho, Wo)
     int C_in, int C_out, int D, int H, int W, long long n_positions)
 {
-    __shared__ float w_s[BWD_CO][MAX_TAPS];
+    __shared__ float4 w_s4[MAX_TAPS][BWD_CO / 4];
+    float* w_s = reinterpret_cast<float*>(w_s4);   // [tap][channel]
     const int c0 = blockIdx.y * BWD_CO, taps = C_in * K * K * K;
     for (int i = threadIdx.x; i < BWD_CO * taps; i += BWD_THREADS)
-        w_s[i / taps][i % taps] = c0 + i / taps < C_out ? to_float(weight[(size_t)(c0 + i / taps) * taps + i % taps]) : 0.f;
+        w_s[i % taps * BWD_CO + i / taps] =
+            c0 + i / taps < C_out ? to_float(weight[(size_t)(c0 + i / taps) * taps + i % taps]) : 0.f;
     __syncthreads();
     const long long p = (long long)blockIdx.x * BWD_THREADS + threadIdx.x;
     if (p >= n_positions) return;
@@ -604,13 +608,21 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
     const T* xs = x + (size_t)b * C_in * D * H * W + (od * H + oh) * W + ow;
     float acc[BWD_CO] = {};
     for (int ci = 0, t = 0; ci < C_in; ++ci)
+#pragma unroll
         for (int kd = 0; kd < K; ++kd)
+#pragma unroll
             for (int kh = 0; kh < K; ++kh)
 #pragma unroll
                 for (int kw = 0; kw < K; ++kw, ++t) {
                     const float v = load_float(xs + ((ci * D + kd) * H + kh) * W + kw);
 #pragma unroll
-                    for (int j = 0; j < BWD_CO; ++j) acc[j] = fmaf(v, w_s[j][t], acc[j]);
+                    for (int q = 0; q < BWD_CO / 4; ++q) {
+                        const float4 w4 = w_s4[t][q];
+                        acc[4 * q] = fmaf(v, w4.x, acc[4 * q]);
+                        acc[4 * q + 1] = fmaf(v, w4.y, acc[4 * q + 1]);
+                        acc[4 * q + 2] = fmaf(v, w4.z, acc[4 * q + 2]);
+                        acc[4 * q + 3] = fmaf(v, w4.w, acc[4 * q + 3]);
+                    }
                 }
     store_grad_y(acc, bias, coef, grad_y, b, c0, C_out, S, s);
 }
@@ -1321,7 +1333,21 @@ static GradDims grad_dims(int B, int C_in, int C_out, int D, int H, int W, int k
 static bool tc_weight_path(const GradDims& d, const float* x, int kd, int kh, int kw) {
     return kd == K && kh == K && kw == K && tc_weight_grad(d) && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
-static int wgt_blocks(const GradDims& d, int sms) { return std::max(1, 2 * sms / ((d.C_out + WGT_CO - 1) / WGT_CO)); }
+// grad_weight_tc_kernel's blocks (grid x): a wave of resident blocks, shared by the chunks (the residency asked
+// once per block size: 32 WGT_RPB groups threads, groups 1 to WGT_MAX_GROUPS).
+static int wgt_threads(const GradDims& d) { return 32 * WGT_RPB * wgt_groups(d.C_in * K * K); }
+static int wgt_blocks(const GradDims& d, int sms) {
+    static std::atomic<int> resident[WGT_MAX_GROUPS + 1];
+    const int groups = wgt_groups(d.C_in * K * K);
+    int per_sm = resident[groups].load();
+    if (per_sm == 0) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_tc_kernel, wgt_threads(d), 0) !=
+            cudaSuccess)
+            per_sm = 2;
+        resident[groups] = per_sm = std::max(1, per_sm);
+    }
+    return std::max(1, per_sm * sms / ((d.C_out + WGT_CO - 1) / WGT_CO));
+}
 int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms) {
@@ -1353,7 +1379,7 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
     }
     if (grad_weight == nullptr) return cudaSuccess;
     if (tc_weight_path(d, x, kd, kh, kw)) {
-        const int n_blocks = wgt_blocks(d, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
+        const int n_blocks = wgt_blocks(d, sms), threads = wgt_threads(d);
         grad_weight_tc_kernel<<<dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), threads, 0, stream>>>(grad_y, x, work, d);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const long long n_w = (long long)C_out * C_in * K * K * K;
