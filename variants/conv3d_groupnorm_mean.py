@@ -30,7 +30,7 @@ So (the tuned path: kernel 3 on every axis, at most 16 input channels):
     ci), depth = taps x output channels), dL/dW (grad_weight_tc_kernel: per output row and kw a GEMM of dL/dy
     against the input rows, fp32 totals per row, blocks' partials added in order). Outside their bounds
     (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path: a thread per input
-    element (dL/dx), a block per weight in double (dL/dW). Deterministic: fixed-order sums, no atomics.
+    element (dL/dx), a block per weight row in double (dL/dW). Deterministic: fixed-order sums, no atomics.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
 Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 TF32: cuDNN runs this Conv3d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
@@ -1132,35 +1132,44 @@ __global__ void __launch_bounds__(THREADS) grad_input_general_kernel(
     }
 }
 
-// dL/dW elsewhere: a block per weight (co, ci, kd, kh, kw), its products over the batch and the output positions
-// in double, added in a fixed order (per thread, then a shuffle tree, then the warps in order).
+// dL/dW elsewhere: a block per weight row (co, ci, kd, kh), its GW_KW taps kw0 .. kw0 + GW_KW - 1 at a time (grid
+// y: chunks of kw), the products over the batch and the output positions in double: a thread takes positions
+// in a fixed stride per sample (32-bit indices within a sample), then a shuffle tree and the warps in order.
+constexpr int GW_KW = 8;
 __global__ void __launch_bounds__(THREADS) grad_weight_general_kernel(
     const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ grad_weight, GradDims d,
     Kernel3 k)
 {
-    long long r = blockIdx.x;
-    const int kw = (int)(r % k.w); r /= k.w;
-    const int kh = (int)(r % k.h); r /= k.h;
-    const int kd = (int)(r % k.d); r /= k.d;
-    const int ci = (int)(r % d.C_in), co = (int)(r / d.C_in);
-    const long long S = (long long)d.Do * d.Ho * d.Wo, n = (long long)d.B * S;
-    double acc = 0.0;
-    for (long long i = threadIdx.x; i < n; i += THREADS) {
-        const long long b = i / S, p = i % S;
-        const int ow = (int)(p % d.Wo), oh = (int)(p / d.Wo % d.Ho), od = (int)(p / ((long long)d.Wo * d.Ho));
-        const float g = __ldg(grad_y + ((size_t)b * d.C_out + co) * S + p);
-        const float v = __ldg(x + (((size_t)b * d.C_in + ci) * d.D + od + kd) * d.H * d.W + (size_t)(oh + kh) * d.W + ow + kw);
-        acc = fma((double)g, (double)v, acc);
-    }
-    __shared__ double red[THREADS / 32];
+    int r = blockIdx.x;
+    const int kh = r % k.h; r /= k.h;
+    const int kd = r % k.d; r /= k.d;
+    const int ci = r % d.C_in, co = r / d.C_in, kw0 = blockIdx.y * GW_KW, n_kw = min(GW_KW, k.w - kw0);
+    const int S = d.Do * d.Ho * d.Wo, plane = d.H * d.W;
+    double acc[GW_KW] = {};
+    for (int b = 0; b < d.B; ++b) {
+        const float* gs = grad_y + ((size_t)b * d.C_out + co) * S;
+        const float* xs = x + (((size_t)b * d.C_in + ci) * d.D + kd) * plane + (size_t)kh * d.W + kw0;
+        for (int p = threadIdx.x; p < S; p += THREADS) {
+            const int ow = p % d.Wo, oh = p / d.Wo % d.Ho, od = p / (d.Wo * d.Ho);
+            const double g = __ldg(gs + p);
+            const float* xp = xs + (size_t)od * plane + oh * d.W + ow;
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+            for (int j = 0; j < GW_KW; ++j)
+                if (j < n_kw) acc[j] = fma(g, (double)__ldg(xp + j), acc[j]);
+        }
+    }
+    __shared__ double red[THREADS / 32][GW_KW];
+#pragma unroll
+    for (int j = 0; j < GW_KW; ++j) {
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][j] = acc[j];
+    }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < n_kw) {
         double v = 0.0;
-        for (int w = 0; w < THREADS / 32; ++w) v += red[w];
-        grad_weight[blockIdx.x] = (float)v;
+        for (int w = 0; w < THREADS / 32; ++w) v += red[w][threadIdx.x];
+        grad_weight[(size_t)blockIdx.x * k.w + kw0 + threadIdx.x] = (float)v;
     }
 }
 
@@ -1385,8 +1394,8 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         const long long n_w = (long long)C_out * C_in * K * K * K;
         finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
     } else {
-        grad_weight_general_kernel<<<(unsigned)((long long)C_out * C_in * kd * kh * kw), THREADS, 0, stream>>>(
-            grad_y, x, grad_weight, d, Kernel3{kd, kh, kw});
+        grad_weight_general_kernel<<<dim3((unsigned)((long long)C_out * C_in * kd * kh), (kw + GW_KW - 1) / GW_KW),
+                                     THREADS, 0, stream>>>(grad_y, x, grad_weight, d, Kernel3{kd, kh, kw});
     }
     return cudaGetLastError();
 }
