@@ -49,11 +49,10 @@ bandwidth. On the tensor cores the same work is 3 x 12.5 GFLOP (32 rows per 30 o
 padded to 32) of TF32, 0.076 ms at ~490 TFLOP/s. Measured on an H100: the conv kernel takes
 0.159 ms (ncu), the tensor pipe about half busy, the rest waiting on gathered loads and on each
 step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us;
-with the host's launch cost run_all.py times 0.18 to 0.20 ms on H100s (0.179 ms, 1.22x the floor,
-7.2x eager, in the README's table). Not taken: the sums of squares by algebra (the input's
-autocorrelation, 585 multiply-adds per input pixel, no conv): a prototype of its core alone, before its
-window bins and edge corrections, took 0.177 ms on an H100, more than this conv kernel; nor the inputs
-staged a unit ahead by cp.async (0.182 ms: the copies cost more to issue than the loads). History:
+with the host's launch cost run_all.py times 0.17 to 0.20 ms on H100s. Backward: three such convs (dL/dy
+recomputed, dL/dx, dL/dW: forward + backward floor 0.44 ms at the FP32 rate) and dL/dy's 243 MB written once,
+read twice (0.24 ms). Measured (H100, torch.profiler): dL/dx 0.76 ms, dL/dW 0.48, dL/dy 0.43; forward +
+backward 1.9 to 2.1 ms, 5.4x to 5.9x eager (whose cuDNN backward takes 10 ms). History, the ideas not taken:
 docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
