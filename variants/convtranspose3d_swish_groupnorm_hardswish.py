@@ -1303,6 +1303,138 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     }
 }
 
+// The same two sweeps with CB output channels a thread (grid y: chunks of CB channels): each position's taps are
+// found once and each input value loaded once for all CB channels, whose weights sit in shared memory as
+// [ci][tap][CB] (a tap's CB weights two float4 broadcasts; rounded to TF32 there when `tf32`). Every channel's
+// conv sums in conv_at's order and each thread takes chain_backward_kernel's positions in its order, so both
+// give the same bits. Used where the weights of CB channels fit CB_SMEM bytes.
+constexpr int CB = 8;
+constexpr int CB_SMEM = 48 * 1024;
+template <bool WRITE, bool GENERAL, typename T, typename TO>
+__global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
+    const double* __restrict__ stats,     // (B, groups, 2): mean, 1/std
+    const TO* __restrict__ grad_out,      // (B, C_out, Do, Ho, Wo)
+    double* __restrict__ partials,        // !WRITE: (B, C_out, chunks, 2) written: sum dz, sum dz n
+    const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
+    T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo)
+    const ConvShape cs, int groups, bool tf32)
+{
+    extern __shared__ float4 w_s4[];     // [ci][tap][CB / 4]
+    __shared__ float chan[8][CB];        // per channel: bias, mu, rstd, gamma, beta, P_g / N, Q_g / N
+    const int C_in = cs.C_in, C_out = cs.C_out, D = cs.D, H = cs.H, W = cs.W;
+    const int kd_n = GENERAL ? cs.k[0] : K, kh_n = GENERAL ? cs.k[1] : K, kw_n = GENERAL ? cs.k[2] : K;
+    const int taps = kd_n * kh_n * kw_n;
+    const int Do = GENERAL ? cs.Do : 2 * D - 1, Ho = GENERAL ? cs.Ho : 2 * H - 1, Wo = GENERAL ? cs.Wo : 2 * W - 1;
+    const int S = Do * Ho * Wo;
+    const int chunk = blockIdx.x, c0 = blockIdx.y * CB, b = blockIdx.z, cpg = C_out / groups;
+    float* w_s = reinterpret_cast<float*>(w_s4);
+    for (int i = threadIdx.x; i < C_in * taps * CB; i += BWD_THREADS) {
+        const int j = i % CB, t = i / CB % taps, ci = i / CB / taps;
+        float w = c0 + j < C_out ? weight[((size_t)ci * C_out + c0 + j) * taps + t] : 0.f;
+        w_s[i] = tf32 ? round_tf32(w) : w;
+    }
+    if (threadIdx.x < CB) {
+        const int j = threadIdx.x, c = min(c0 + j, C_out - 1), grp = c / cpg;
+        chan[0][j] = bias ? bias[c] : 0.f;
+        chan[1][j] = (float)stats[((size_t)b * groups + grp) * 2];
+        chan[2][j] = (float)stats[((size_t)b * groups + grp) * 2 + 1];
+        chan[3][j] = gn_weight[c];
+        chan[4][j] = gn_bias[c];
+        if (WRITE) {
+            double pg = 0.0, qg = 0.0;
+            for (int i = grp * cpg; i < (grp + 1) * cpg; ++i) {
+                pg += gn_weight[i] * sums[((size_t)b * C_out + i) * 2];
+                qg += gn_weight[i] * sums[((size_t)b * C_out + i) * 2 + 1];
+            }
+            chan[5][j] = (float)(pg / ((double)S * cpg));
+            chan[6][j] = (float)(qg / ((double)S * cpg));
+        }
+    }
+    __syncthreads();
+    float s_dz[CB] = {}, s_dzn[CB] = {};
+    const int end = min(S, (chunk + 1) * BWD_CHUNK);
+    for (int pos = chunk * BWD_CHUNK + threadIdx.x; pos < end; pos += BWD_THREADS) {
+        const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
+        float acc[CB] = {};
+        const auto tap = [&](float v, int t) {   // acc += v * (the CB weights of tap t of the current ci)
+            if (tf32) v = round_tf32(v);
+            const float4 lo = w_s4[2 * t], hi = w_s4[2 * t + 1];
+            acc[0] = fmaf(v, lo.x, acc[0]); acc[1] = fmaf(v, lo.y, acc[1]);
+            acc[2] = fmaf(v, lo.z, acc[2]); acc[3] = fmaf(v, lo.w, acc[3]);
+            acc[4] = fmaf(v, hi.x, acc[4]); acc[5] = fmaf(v, hi.y, acc[5]);
+            acc[6] = fmaf(v, hi.z, acc[6]); acc[7] = fmaf(v, hi.w, acc[7]);
+        };
+        if (!GENERAL) {
+            int kd[2], id[2], kh[2], ih[2], kw[2], iw[2];
+            const int nd = axis_taps(od, kd, id), nh = axis_taps(oh, kh, ih), nw = axis_taps(ow, kw, iw);
+            for (int ci = 0; ci < C_in; ++ci) {
+                const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
+                for (int a = 0; a < nd; ++a)
+                    for (int e = 0; e < nh; ++e)
+                        for (int f = 0; f < nw; ++f)
+                            tap(__ldg(xc + ((size_t)id[a] * H + ih[e]) * W + iw[f]),
+                                (ci * K + kd[a]) * K * K + kh[e] * K + kw[f]);
+            }
+        } else {
+            const AxisTaps td = axis_taps_general(od, cs.k[0], cs.s[0], cs.p[0], D);
+            const AxisTaps th = axis_taps_general(oh, cs.k[1], cs.s[1], cs.p[1], H);
+            const AxisTaps tw = axis_taps_general(ow, cs.k[2], cs.s[2], cs.p[2], W);
+            for (int ci = 0; ci < C_in; ++ci) {
+                const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
+                for (int a = 0; a < td.n; ++a) {
+                    const int kd = td.k + a * cs.s[0], id = td.m - a;
+                    for (int e = 0; e < th.n; ++e) {
+                        const int kh = th.k + e * cs.s[1], ih = th.m - e;
+                        const float* xr = xc + ((size_t)id * H + ih) * W;
+                        const int t0 = (ci * kd_n + kd) * kh_n * kw_n + kh * kw_n;
+                        for (int f = 0; f < tw.n; ++f) tap(__ldg(xr + tw.m - f), t0 + tw.k + f * cs.s[2]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < CB; ++j) {
+            if (c0 + j >= C_out) break;
+            const size_t row = ((size_t)b * C_out + c0 + j) * S;
+            const float y = acc[j] + chan[0][j];
+            const float sig = 1.f / (1.f + expf(-y));
+            const float n = (y * sig - chan[1][j]) * chan[2][j];
+            const float z = fmaf(chan[3][j], n, chan[4][j]);
+            const float dz = load_streaming(grad_out + row + pos) *
+                             (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
+            if (WRITE) {
+                const float da = chan[2][j] * (chan[3][j] * dz - chan[5][j] - n * chan[6][j]);
+                store_streaming(grad_y + row + pos, da * sig * (1.f + y * (1.f - sig)));
+            } else {
+                s_dz[j] += dz;
+                s_dzn[j] = fmaf(dz, n, s_dzn[j]);
+            }
+        }
+    }
+    if (!WRITE) {   // per channel the block's sums, in chain_backward_kernel's order
+        __shared__ double warp_sums[BWD_THREADS / 32][CB][2];
+#pragma unroll
+        for (int j = 0; j < CB; ++j) {
+            double d0 = s_dz[j], d1 = s_dzn[j];
+#pragma unroll
+            for (int off = 16; off > 0; off /= 2) {
+                d0 += __shfl_xor_sync(0xffffffffu, d0, off);
+                d1 += __shfl_xor_sync(0xffffffffu, d1, off);
+            }
+            if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][j][0] = d0; warp_sums[threadIdx.x / 32][j][1] = d1; }
+        }
+        __syncthreads();
+        if (threadIdx.x < 2 * CB) {
+            const int j = threadIdx.x / 2, q = threadIdx.x % 2;
+            double v = 0.0;
+            for (int w = 0; w < BWD_THREADS / 32; ++w) v += warp_sums[w][j][q];
+            if (c0 + j < C_out) partials[(((size_t)b * C_out + c0 + j) * gridDim.x + chunk) * 2 + q] = v;
+        }
+    }
+}
+
 // Per (sample, channel): the chunks' partials added in order; then per channel dL/dgamma and dL/dbeta, the
 // samples added in order. One thread per (b, c), then one per (c, kind).
 __global__ void chain_sums_kernel(const double* __restrict__ partials, double* __restrict__ sums, int BC, int chunks) {
@@ -1350,9 +1482,17 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         const dim3 grid(chunks, C_out, B);
         const TO* g = static_cast<const TO*>(grad_out);
         T* gy = static_cast<T*>(grad_y);
+        const size_t cb_smem = (size_t)cs.C_in * cs.k[0] * cs.k[1] * cs.k[2] * CB * sizeof(float);
+        const dim3 cb_grid(chunks, (C_out + CB - 1) / CB, B);
         const auto sweep = [&](auto write) {
             constexpr bool WRITE = decltype(write)::value;
-            if (convt_tuned(cs))
+            if (cb_smem <= CB_SMEM && convt_tuned(cs))
+                chain_backward_channels_kernel<WRITE, false, T, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+            else if (cb_smem <= CB_SMEM)
+                chain_backward_channels_kernel<WRITE, true, T, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+            else if (convt_tuned(cs))
                 chain_backward_kernel<WRITE, false, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
                     x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
             else
