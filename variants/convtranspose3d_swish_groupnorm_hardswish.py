@@ -24,7 +24,7 @@ channels' reciprocals with one MUFU operation, phase 2 folds Swish and the norma
 and stores rows through shared memory. The workspace (partials, counters) is kept per (device, stream).
 Deterministic: every sum is added in a fixed order; the tickets only decide which block does an item.
 Backward (chain_backward_channels_kernel, two sweeps, 8 output channels a thread, their weights in shared
-memory; chain_backward_kernel, a thread per element, where those weights pass 48 KB): the first gathers per
+memory; chain_backward_kernel, a thread per element, where those weights exceed 48 KB): the first gathers per
 (sample, channel) sum dz and sum dz n (dz the gradient at the GroupNorm output, n the normalised value), the
 second writes dL/dy; both recompute y from the input (about ten multiply-adds per value: cheaper than keeping
 the 1 GB y and reading it twice) with the forward's saved group statistics. PyTorch's convolution backward
