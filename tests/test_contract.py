@@ -110,6 +110,14 @@ def test_no_harness_red_flags(name):
         assert not hits, f"{why} at line(s) {hits}"
 
 
+
+@pytest.mark.parametrize("name", NAMES)
+def test_docstring_is_at_most_60_lines(name):
+    """STYLE.md 1: the module docstring, quotes included, spans at most 60 lines (history goes to docs/)."""
+    first = tree(name).body[0]
+    assert isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant), "no module docstring"
+    assert first.end_lineno - first.lineno + 1 <= 60
+
 def project_files():
     """The project's files: in a git checkout, the tracked ones and the untracked ones git does not
     ignore (so that scratch folders a person excludes are not the project); elsewhere every file

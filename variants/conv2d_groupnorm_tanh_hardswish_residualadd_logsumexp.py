@@ -48,8 +48,7 @@ lse_tiled_kernel (one sweep over the channels; two in half). H100 GPU time: Kern
 (eager 0.090), kernel 5 at 16x8x128x128 0.67 (0.65), 16 -> 256 channels 0.71 (0.15: cuDNN's TF32 tensor cores,
 the next step). Its backward is tiled too (backward_tiled_kernel's sweeps, dL/dx tile_conv<FLIP>, dL/dW split
 totals added in order): forward + backward at kernel 5 4.25 ms (eager 1.89), at the previous size 0.246 (0.286).
-TF32: cuDNN runs this Conv2d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
-on (tests/test_gpu.py checks it), so this file is exact under both settings.
+TF32: cuDNN runs this Conv2d in fp32 here even with allow_tf32 on (tests/test_gpu.py checks it): exact under both.
 Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: phase 1 on a float copy of the input
 (exact); phase 2 one TF32 product per step (half values are exact in TF32), then each op rounded as PyTorch
 runs it (tools/half_rounding.py): the conv, plus the bias, GroupNorm with its mean and 1/std rounded to the dtype
