@@ -182,6 +182,15 @@ __device__ __forceinline__ uint32_t split_weight(const T* __restrict__ weight, i
     return part == 0 ? s.big : s.small;
 }
 
+// d += a * b on the tensor cores with mma.sync (every GPU since sm_80; the Hopper forward uses wgmma, the
+// backward's gradient kernels this), 16 rows x 8 columns x 8 deep. Fragments (g = lane / 4, t = lane % 4):
+// a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of column g; d = row g then g+8, columns 2t, 2t+1.
+__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Hopper: one warpgroup multiplies 64 rows (16 per warp, A from registers in the m16n8k8 layout)
 // by the 72 columns read from shared memory, asynchronously; d = a * b, or d += a * b if accumulate.
@@ -204,15 +213,6 @@ __device__ __forceinline__ void wgmma(float (&d)[4 * N_TILES], const uint32_t (&
 __device__ __forceinline__ uint64_t slice_desc(const uint32_t* p) {
     const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
     return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(128 >> 4) << 16 | (uint64_t)(256 >> 4) << 32;
-}
-#else
-// Other GPUs: the same products with mma.sync, 16 rows x 8 columns per instruction. Fragments
-// (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of column g;
-// d = row g then g+8, columns 2t, 2t+1.
-__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 #endif
 
@@ -808,15 +808,6 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  //
 // float32 (half precision: float copies, exact): dL/dx and dL/dW. Every sum in a fixed order.
 struct GradDims { int B, C_in, C_out, D, H, W, Do, Ho, Wo; };
 
-// d += a * b on the tensor cores, 16 rows x 8 columns x 8 deep (mma.sync, every GPU since sm_80). Fragments
-// (g = lane / 4, t = lane % 4): a = rows g, g + 8 at depths t, t + 4; b = depths t, t + 4 of column g;
-// d = row g then g + 8, columns 2t, 2t + 1.
-__device__ __forceinline__ void mma_tf32(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // dL/dx on the tensor cores (split TF32), kernel 3, W <= 32, C_in <= 4: per input row (b, id, ih) the transposed
 // conv as a GEMM, rows = output columns ow (32: two 16-row tiles), columns = (kw, ci) (16: two 8-column tiles),
 // depth = the row's valid taps (kd, kh) x output channels; then grad_x[iw] = sum_kw C[iw - kw][kw, ci]. The
@@ -918,9 +909,9 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                     const uint2 wb = w_s[ws][0][j][lane], wsm = w_s[ws][1][j][lane];
 #pragma unroll
                     for (int i = 0; i < 2; ++i) {
-                        mma_tf32(acc[r][i][j], small[i], wb.x, wb.y);
-                        mma_tf32(acc[r][i][j], big[i], wsm.x, wsm.y);
-                        mma_tf32(acc[r][i][j], big[i], wb.x, wb.y);
+                        mma(acc[r][i][j], small[i], wb.x, wb.y);
+                        mma(acc[r][i][j], big[i], wsm.x, wsm.y);
+                        mma(acc[r][i][j], big[i], wb.x, wb.y);
                     }
                 }
             }
@@ -1052,9 +1043,9 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 const uint32_t as[4] = {gs[0][m], gs[1][m], gs[0][m + 1], gs[1][m + 1]};
 #pragma unroll
                 for (int j = 0; j < WGT_TILES; ++j) {
-                    mma_tf32(acc[kw][j], as, xb[j][0], xb[j][1]);
-                    mma_tf32(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
-                    mma_tf32(acc[kw][j], ab, xb[j][0], xb[j][1]);
+                    mma(acc[kw][j], as, xb[j][0], xb[j][1]);
+                    mma(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    mma(acc[kw][j], ab, xb[j][0], xb[j][1]);
                 }
             }
         }
