@@ -1693,16 +1693,26 @@ __global__ void __launch_bounds__(GW_THREADS) grad_weight_convt_general_kernel(
     }
 }
 
-// dL/dbias from the WRITE sweep's per-(sample, channel, chunk) sums of dL/dy, added in order; in the bias's dtype.
+// dL/dbias from the WRITE sweep's per-(sample, channel, chunk) sums of dL/dy, in the bias's dtype: a block per
+// channel, thread j adding terms j, j + 256, ... in order, then a fixed tree.
+constexpr int BG_THREADS = 256;
 template <typename T>
-__global__ void bias_grad_convt_kernel(const double* __restrict__ partials, T* __restrict__ grad_bias, int B, int C_out,
-                                       int chunks) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C_out) return;
+__global__ void __launch_bounds__(BG_THREADS) bias_grad_convt_kernel(const double* __restrict__ partials,
+                                                                     T* __restrict__ grad_bias, int B, int C_out,
+                                                                     int chunks) {
+    __shared__ double red[BG_THREADS];
+    const int c = blockIdx.x;
+    const long long n = (long long)B * chunks;
     double v = 0.0;
-    for (int b = 0; b < B; ++b)
-        for (int k = 0; k < chunks; ++k) v += partials[(((size_t)b * C_out + c) * chunks + k) * 2];
-    grad_bias[c] = from_float<T>((float)v);
+    for (long long i = threadIdx.x; i < n; i += BG_THREADS)
+        v += partials[(((i / chunks) * C_out + c) * chunks + i % chunks) * 2];
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (int half = BG_THREADS / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) red[threadIdx.x] += red[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) grad_bias[c] = from_float<T>((float)red[0]);
 }
 
 long long conv_grads_workspace(long long B, const ConvShape& cs) {   // doubles: the tuned dL/dW's partials
@@ -1720,8 +1730,8 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
         err = with_type(conv_type, [&](auto t) {
             using T = decltype(t);
-            bias_grad_convt_kernel<T><<<(cs.C_out + 127) / 128, 128, 0, stream>>>(chain_work, static_cast<T*>(grad_bias),
-                                                                                  B, cs.C_out, chunks);
+            bias_grad_convt_kernel<T><<<cs.C_out, BG_THREADS, 0, stream>>>(chain_work, static_cast<T*>(grad_bias), B,
+                                                                           cs.C_out, chunks);
             return cudaGetLastError();
         });
         if (err != cudaSuccess) return err;
