@@ -40,11 +40,10 @@ the conv, plus the bias, the sigmoid, the product) in the dtype; then group_norm
 group): the statistics in PyTorch's own order (its Welford kernel's), so mean and 1/std round to the same value
 in the dtype (an exact mean put one group in 250 on the other bf16 neighbour, failing KernelBench's bf16 check),
 and a x + b, HardSwish in place, each rounded. Autocast: the two-phase kernel with Swish rounded in its dtype,
-GroupNorm and HardSwish in float32. Backward: dL/dy in the conv's dtype.
-TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows
-torch.backends.cudnn.allow_tf32, read at every call: on, the input and weights are rounded to TF32
-(round to nearest even, as cuDNN does; products exact, sums in fp32) as they are staged; off, exact
-fp32. A CUDA graph keeps the setting it was captured with.
+GroupNorm and HardSwish in float32. Backward in float32 (float copies), each gradient rounded to its dtype.
+TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows torch.backends.cudnn.allow_tf32,
+read at every call: on, the input and weights are rounded to TF32 (round to nearest even, as cuDNN does; products
+exact, sums in fp32) as they are staged; off, exact fp32. A CUDA graph keeps the setting it was captured with.
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output
 once, 0.35 ms at an H100's 2.95 TB/s. Per phase the arithmetic is 10.1 multiply-adds per output (0.04
