@@ -26,10 +26,11 @@ Deterministic: every sum is added in a fixed order; the tickets only decide whic
 Backward (chain_backward_channels_kernel, two sweeps, 8 output channels a thread, their weights in shared
 memory; chain_backward_kernel, a thread per element, where those weights exceed 48 KB): the first gathers per
 (sample, channel) sum dz and sum dz n (dz the gradient at the GroupNorm output, n the normalised value), the
-second writes dL/dy; both recompute y from the input (about ten multiply-adds per value: cheaper than keeping
-the 1 GB y and reading it twice) with the forward's saved group statistics. PyTorch's convolution backward
-gives the conv's gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyTorch; an open
-issue). Forward + backward (H100, run_all.py): 9.2 ms, 2.1x eager in fp32, 3.9x in half.
+second writes dL/dy (float32) and its per-chunk sums (dL/dbias); both recompute y from the input (about ten
+multiply-adds per value: cheaper than keeping the 1 GB y) with the forward's saved group statistics. The conv's
+gradients in fp32: grad_input_convt_kernel (a thread per input position, 4 input channels, gathering dL/dy at
+i s - p + k), grad_weight_convt_tuned_kernel (a block per (sample, channel), 81 sums a thread) or, elsewhere,
+a block per weight row; fixed-order sums. H100: forward + backward 7.5 ms against main's 17.8 (cuDNN's).
 Operators (TORCH_LIBRARY, namespace: file name and source hash): model (CUDA, Meta, Autograd, AutocastCUDA
 kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
@@ -39,11 +40,10 @@ the conv, plus the bias, the sigmoid, the product) in the dtype; then group_norm
 group): the statistics in PyTorch's own order (its Welford kernel's), so mean and 1/std round to the same value
 in the dtype (an exact mean put one group in 250 on the other bf16 neighbour, failing KernelBench's bf16 check),
 and a x + b, HardSwish in place, each rounded. Autocast: the two-phase kernel with Swish rounded in its dtype,
-GroupNorm and HardSwish in float32. Backward: dL/dy in the conv's dtype.
-TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows
-torch.backends.cudnn.allow_tf32, read at every call: on, the input and weights are rounded to TF32
-(round to nearest even, as cuDNN does; products exact, sums in fp32) as they are staged; off, exact
-fp32. A CUDA graph keeps the setting it was captured with.
+GroupNorm and HardSwish in float32. Backward in float32 (float copies), each gradient rounded to its dtype.
+TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows torch.backends.cudnn.allow_tf32,
+read at every call: on, the input and weights are rounded to TF32 (round to nearest even, as cuDNN does; products
+exact, sums in fp32) as they are staged; off, exact fp32. A CUDA graph keeps the setting it was captured with.
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output
 once, 0.35 ms at an H100's 2.95 TB/s. Per phase the arithmetic is 10.1 multiply-adds per output (0.04
@@ -1240,7 +1240,7 @@ cudaError_t convt_swish_gn_hardswish_launch(
     });
 }
 
-// T: dL/dy's element type (the conv's, for PyTorch's convolution backward); TO: the output gradient's.
+// T: dL/dy's element type (float32, which the conv's gradient kernels read); TO: the output gradient's.
 // In half precision the chain's gradient is computed in float from float copies of the inputs.
 template <bool WRITE, bool GENERAL, typename T, typename TO>
 __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
@@ -1248,9 +1248,9 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
     const double* __restrict__ stats,     // (B, groups, 2): mean, 1/std
     const TO* __restrict__ grad_out,      // (B, C_out, Do, Ho, Wo)
-    double* __restrict__ partials,        // !WRITE: (B, C_out, chunks, 2) written: sum dz, sum dz n
+    double* __restrict__ partials,        // (B, C_out, chunks, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
-    T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo)
+    T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo), float32 for our conv gradients
     const ConvShape cs, int groups, bool tf32)
 {
     const int C_out = cs.C_out;
@@ -1281,13 +1281,15 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
         const float dz = load_streaming(grad_out + row + pos) * (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
         if (WRITE) {
             const float da = rstd * (gamma * dz - p_n - n * q_n);
-            store_streaming(grad_y + row + pos, da * sig * (1.f + y * (1.f - sig)));
+            const float dy = da * sig * (1.f + y * (1.f - sig));
+            store_streaming(grad_y + row + pos, dy);
+            s_dz += dy;
         } else {
             s_dz += dz;
             s_dzn = fmaf(dz, n, s_dzn);
         }
     }
-    if (!WRITE) {   // the block's sums, in a fixed order: warps by shuffles, then warp 0 over the warps
+    {   // the block's sums, in a fixed order: warps by shuffles, then warp 0 over the warps (WRITE: sum dL/dy)
         __shared__ double warp_sums[BWD_THREADS / 32][2];
         double d0 = s_dz, d1 = s_dzn;
 #pragma unroll
@@ -1318,9 +1320,9 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
     const double* __restrict__ stats,     // (B, groups, 2): mean, 1/std
     const TO* __restrict__ grad_out,      // (B, C_out, Do, Ho, Wo)
-    double* __restrict__ partials,        // !WRITE: (B, C_out, chunks, 2) written: sum dz, sum dz n
+    double* __restrict__ partials,        // (B, C_out, chunks, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
-    T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo)
+    T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo), float32 for our conv gradients
     const ConvShape cs, int groups, bool tf32)
 {
     extern __shared__ float4 w_s4[];     // [ci][tap][CB / 4]
@@ -1408,14 +1410,16 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
                              (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
             if (WRITE) {
                 const float da = chan[2][j] * (chan[3][j] * dz - chan[5][j] - n * chan[6][j]);
-                store_streaming(grad_y + row + pos, da * sig * (1.f + y * (1.f - sig)));
+                const float dy = da * sig * (1.f + y * (1.f - sig));
+                store_streaming(grad_y + row + pos, dy);
+                s_dz[j] += dy;
             } else {
                 s_dz[j] += dz;
                 s_dzn[j] = fmaf(dz, n, s_dzn[j]);
             }
         }
     }
-    if (!WRITE) {   // per channel the block's sums, in chain_backward_kernel's order
+    {   // per channel the block's sums, in chain_backward_kernel's order (WRITE: sum dL/dy, and a zero)
         __shared__ double warp_sums[BWD_THREADS / 32][CB][2];
 #pragma unroll
         for (int j = 0; j < CB; ++j) {
@@ -1467,14 +1471,14 @@ long long chain_backward_workspace(long long B, const ConvShape& cs) {   // doub
     return B * cs.C_out * ((S + BWD_CHUNK - 1) / BWD_CHUNK) * 2 + B * cs.C_out * 2;
 }
 
-// dL/dy (B, C_out, Do, Ho, Wo) in the conv's type and the GroupNorm parameters' gradients in the GroupNorm's
-// (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace.
+// dL/dy (B, C_out, Do, Ho, Wo) in float32 and the GroupNorm parameters' gradients in the GroupNorm's dtype
+// (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace, whose partials
+// then hold the WRITE sweep's sums of dL/dy (conv_grads_launch's bias gradient).
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
                                   int B, const ConvShape& cs, int groups, bool tf32, cudaStream_t stream) {
-    return with_types(conv_type, norm_type, [&](auto t, auto to) {
-        using T = decltype(t);
+    return with_types(conv_type, norm_type, [&](auto, auto to) {
         using TO = decltype(to);
         const int C_out = cs.C_out;
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
@@ -1483,22 +1487,22 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         double* sums = work + (size_t)B * C_out * chunks * 2;
         const dim3 grid(chunks, C_out, B);
         const TO* g = static_cast<const TO*>(grad_out);
-        T* gy = static_cast<T*>(grad_y);
+        float* gy = static_cast<float*>(grad_y);
         const size_t cb_smem = (size_t)cs.C_in * cs.k[0] * cs.k[1] * cs.k[2] * CB * sizeof(float);
         const dim3 cb_grid(chunks, (C_out + CB - 1) / CB, B);
         const auto sweep = [&](auto write) {
             constexpr bool WRITE = decltype(write)::value;
             if (cb_smem <= CB_SMEM && convt_tuned(cs))
-                chain_backward_channels_kernel<WRITE, false, T, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
+                chain_backward_channels_kernel<WRITE, false, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
                     x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
             else if (cb_smem <= CB_SMEM)
-                chain_backward_channels_kernel<WRITE, true, T, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
+                chain_backward_channels_kernel<WRITE, true, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
                     x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
             else if (convt_tuned(cs))
-                chain_backward_kernel<WRITE, false, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
+                chain_backward_kernel<WRITE, false, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
                     x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
             else
-                chain_backward_kernel<WRITE, true, T, TO><<<grid, BWD_THREADS, 0, stream>>>(
+                chain_backward_kernel<WRITE, true, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
                     x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
             return cudaGetLastError();
         };
@@ -1511,6 +1515,247 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         return sweep(std::true_type());
     });
+}
+
+// ---- The transposed conv's own gradients, from dL/dy in float32 and the input and weights in float32 (half
+// precision: float copies, exact). Forward: y[c, o] += x[ci, i] w[ci, c, k] with o = i s - p + k on each axis.
+// dL/dx[ci, i] = sum_c sum_k w[ci, c, k] dL/dy[c, i s - p + k] (o inside the output): a thread per input position
+// and GI_CI input channels (grid y: chunks of them), the weights of as many output channels as fit GI_STAGE float4
+// at a time staged in shared memory as [c][tap][GI_CI] (a float4 broadcast a tap). Summed in the order
+// (c, kd, kh, kw) in fp32.
+constexpr int GI_CI = 4, GI_THREADS = 256, GI_STAGE = 2048;
+__global__ void __launch_bounds__(GI_THREADS) grad_input_convt_kernel(
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
+    const float* __restrict__ weight,     // (C_in, C_out, kd, kh, kw)
+    float* __restrict__ grad_x,           // (B, C_in, D, H, W)
+    const ConvShape cs, long long positions)   // B D H W
+{
+    __shared__ float4 w_s[GI_STAGE];
+    float* w_f = reinterpret_cast<float*>(w_s);
+    const int taps = cs.k[0] * cs.k[1] * cs.k[2], ci0 = blockIdx.y * GI_CI;
+    const int co_stage = max(1, GI_STAGE / taps);
+    const long long p = (long long)blockIdx.x * GI_THREADS + threadIdx.x;
+    const bool active = p < positions;
+    const int iw = (int)(p % cs.W), ih = (int)(p / cs.W % cs.H), id = (int)(p / ((long long)cs.W * cs.H) % cs.D);
+    const long long b = p / ((long long)cs.W * cs.H * cs.D);
+    const size_t out_vol = (size_t)cs.Do * cs.Ho * cs.Wo;
+    float acc[GI_CI] = {};
+    for (int c0 = 0; c0 < cs.C_out; c0 += co_stage) {
+        const int n_c = min(co_stage, cs.C_out - c0);
+        __syncthreads();
+        for (int i = threadIdx.x; i < n_c * taps * GI_CI; i += GI_THREADS) {
+            const int q = i % GI_CI, t = i / GI_CI % taps, cl = i / GI_CI / taps, ci = ci0 + q;
+            w_f[i] = ci < cs.C_in ? weight[((size_t)ci * cs.C_out + c0 + cl) * taps + t] : 0.f;
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int cl = 0; cl < n_c; ++cl) {
+            const float* g = grad_y + ((size_t)b * cs.C_out + c0 + cl) * out_vol;
+            for (int kd = 0; kd < cs.k[0]; ++kd) {
+                const int od = id * cs.s[0] - cs.p[0] + kd;
+                if (od < 0 || od >= cs.Do) continue;
+                for (int kh = 0; kh < cs.k[1]; ++kh) {
+                    const int oh = ih * cs.s[1] - cs.p[1] + kh;
+                    if (oh < 0 || oh >= cs.Ho) continue;
+                    const float* gr = g + ((size_t)od * cs.Ho + oh) * cs.Wo;
+                    const float4* wr = w_s + (size_t)cl * taps + (kd * cs.k[1] + kh) * cs.k[2];
+                    for (int kw = 0; kw < cs.k[2]; ++kw) {
+                        const int ow = iw * cs.s[2] - cs.p[2] + kw;
+                        if (ow < 0 || ow >= cs.Wo) continue;
+                        const float v = __ldg(gr + ow);
+                        const float4 w = wr[kw];
+                        acc[0] = fmaf(v, w.x, acc[0]);
+                        acc[1] = fmaf(v, w.y, acc[1]);
+                        acc[2] = fmaf(v, w.z, acc[2]);
+                        acc[3] = fmaf(v, w.w, acc[3]);
+                    }
+                }
+            }
+        }
+    }
+    if (!active) return;
+#pragma unroll
+    for (int q = 0; q < GI_CI; ++q)
+        if (ci0 + q < cs.C_in)
+            grad_x[(((size_t)b * cs.C_in + ci0 + q) * cs.D + id) * cs.H * cs.W + (size_t)ih * cs.W + iw] = acc[q];
+}
+
+// dL/dW[ci, c, k] = sum_b sum_i x[b, ci, i] dL/dy[b, c, i s - p + k], the tuned configuration (kernel 3, stride 2,
+// padding 1): block (chunk of WT_CI input channels, c, b) takes sample b's input positions, a thread each in
+// turn; per position its 27 dL/dy values (zero outside the output) are loaded once for the chunk's channels,
+// 27 WT_CI sums a thread in fp32; then the block's sums in a fixed order (a shuffle tree in double, the warps in
+// order) to partials (B, C_out, C_in, 27), added over the batch in order by finish_weight_grad_convt_kernel.
+constexpr int WT_CI = 3, WT_THREADS = 256;
+__global__ void __launch_bounds__(WT_THREADS) grad_weight_convt_tuned_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, const ConvShape cs)
+{
+    const int chunks = (cs.C_in + WT_CI - 1) / WT_CI, ci0 = (int)(blockIdx.x % chunks) * WT_CI;
+    const int c = (int)(blockIdx.x / chunks % cs.C_out), b = (int)(blockIdx.x / chunks / cs.C_out);
+    const int D = cs.D, H = cs.H, W = cs.W;
+    const int Do = 2 * D - 1, Ho = 2 * H - 1, Wo = 2 * W - 1, n_in = D * H * W;
+    const float* g = grad_y + ((size_t)b * cs.C_out + c) * Do * Ho * Wo;
+    const float* xb = x + ((size_t)b * cs.C_in + ci0) * n_in;
+    float acc[WT_CI][TAPS] = {};
+    for (int i = threadIdx.x; i < n_in; i += WT_THREADS) {
+        const int iw = i % W, ih = i / W % H, id = i / (W * H);
+        float gv[TAPS];
+#pragma unroll
+        for (int kd = 0; kd < K; ++kd)
+#pragma unroll
+            for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) {
+                    const int od = 2 * id - 1 + kd, oh = 2 * ih - 1 + kh, ow = 2 * iw - 1 + kw;
+                    const bool ok = od >= 0 && od < Do && oh >= 0 && oh < Ho && ow >= 0 && ow < Wo;
+                    gv[(kd * K + kh) * K + kw] = ok ? __ldg(g + ((size_t)od * Ho + oh) * Wo + ow) : 0.f;
+                }
+#pragma unroll
+        for (int q = 0; q < WT_CI; ++q) {
+            const float xv = ci0 + q < cs.C_in ? __ldg(xb + (size_t)q * n_in + i) : 0.f;
+#pragma unroll
+            for (int t = 0; t < TAPS; ++t) acc[q][t] = fmaf(xv, gv[t], acc[q][t]);
+        }
+    }
+    __shared__ double warp_sums[WT_THREADS / 32][WT_CI * TAPS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int q = 0; q < WT_CI; ++q)
+#pragma unroll
+        for (int t = 0; t < TAPS; ++t) {
+            double v = acc[q][t];
+#pragma unroll
+            for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+            if (lane == 0) warp_sums[warp][q * TAPS + t] = v;
+        }
+    __syncthreads();
+    for (int j = threadIdx.x; j < WT_CI * TAPS; j += WT_THREADS) {
+        const int ci = ci0 + j / TAPS;
+        if (ci >= cs.C_in) continue;
+        double v = 0.0;
+        for (int w = 0; w < WT_THREADS / 32; ++w) v += warp_sums[w][j];
+        partials[(((size_t)b * cs.C_out + c) * cs.C_in + ci) * TAPS + j % TAPS] = v;
+    }
+}
+
+// The tuned dL/dW from its partials, a thread per weight (ci, c, k), the samples added in order.
+__global__ void finish_weight_grad_convt_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                                const ConvShape cs, int B) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cs.C_in * cs.C_out * TAPS) return;
+    const int t = i % TAPS, c = i / TAPS % cs.C_out, ci = i / TAPS / cs.C_out;
+    double v = 0.0;
+    for (int b = 0; b < B; ++b) v += partials[(((size_t)b * cs.C_out + c) * cs.C_in + ci) * TAPS + t];
+    grad_weight[i] = (float)v;
+}
+
+// dL/dW elsewhere (any ConvShape): a block per weight row (ci, c, kd, kh), its GW_KW taps kw0 .. at a time (grid
+// y: chunks of kw), the products over the batch and the input positions in double: a thread takes positions in a
+// fixed stride per sample, then a shuffle tree and the warps in order.
+constexpr int GW_KW = 8, GW_THREADS = 128;
+__global__ void __launch_bounds__(GW_THREADS) grad_weight_convt_general_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ grad_weight, const ConvShape cs,
+    int B)
+{
+    int r = blockIdx.x;
+    const int kh = r % cs.k[1]; r /= cs.k[1];
+    const int kd = r % cs.k[0]; r /= cs.k[0];
+    const int c = r % cs.C_out, ci = r / cs.C_out, kw0 = blockIdx.y * GW_KW, n_kw = min(GW_KW, cs.k[2] - kw0);
+    const int n_in = cs.D * cs.H * cs.W;
+    const size_t out_vol = (size_t)cs.Do * cs.Ho * cs.Wo;
+    double acc[GW_KW] = {};
+    for (int b = 0; b < B; ++b) {
+        const float* xs = x + ((size_t)b * cs.C_in + ci) * n_in;
+        const float* g = grad_y + ((size_t)b * cs.C_out + c) * out_vol;
+        for (int i = threadIdx.x; i < n_in; i += GW_THREADS) {
+            const int iw = i % cs.W, ih = i / cs.W % cs.H, id = i / (cs.W * cs.H);
+            const int od = id * cs.s[0] - cs.p[0] + kd, oh = ih * cs.s[1] - cs.p[1] + kh;
+            if (od < 0 || od >= cs.Do || oh < 0 || oh >= cs.Ho) continue;
+            const double xv = __ldg(xs + i);
+            const float* gr = g + ((size_t)od * cs.Ho + oh) * cs.Wo;
+            const int ow0 = iw * cs.s[2] - cs.p[2] + kw0;
+#pragma unroll
+            for (int j = 0; j < GW_KW; ++j)
+                if (j < n_kw && ow0 + j >= 0 && ow0 + j < cs.Wo) acc[j] = fma(xv, (double)__ldg(gr + ow0 + j), acc[j]);
+        }
+    }
+    __shared__ double red[GW_THREADS / 32][GW_KW];
+#pragma unroll
+    for (int j = 0; j < GW_KW; ++j) {
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][j] = acc[j];
+    }
+    __syncthreads();
+    if (threadIdx.x < n_kw) {
+        double v = 0.0;
+        for (int w = 0; w < GW_THREADS / 32; ++w) v += red[w][threadIdx.x];
+        grad_weight[(size_t)blockIdx.x * cs.k[2] + kw0 + threadIdx.x] = (float)v;
+    }
+}
+
+// dL/dbias from the WRITE sweep's per-(sample, channel, chunk) sums of dL/dy, in the bias's dtype: a block per
+// channel, thread j adding terms j, j + 256, ... in order, then a fixed tree.
+constexpr int BG_THREADS = 256;
+template <typename T>
+__global__ void __launch_bounds__(BG_THREADS) bias_grad_convt_kernel(const double* __restrict__ partials,
+                                                                     T* __restrict__ grad_bias, int B, int C_out,
+                                                                     int chunks) {
+    __shared__ double red[BG_THREADS];
+    const int c = blockIdx.x;
+    const long long n = (long long)B * chunks;
+    double v = 0.0;
+    for (long long i = threadIdx.x; i < n; i += BG_THREADS)
+        v += partials[(((i / chunks) * C_out + c) * chunks + i % chunks) * 2];
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (int half = BG_THREADS / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) red[threadIdx.x] += red[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) grad_bias[c] = from_float<T>((float)red[0]);
+}
+
+long long conv_grads_workspace(long long B, const ConvShape& cs) {   // doubles: the tuned dL/dW's partials
+    return convt_tuned(cs) ? B * cs.C_out * cs.C_in * TAPS : 0;
+}
+
+// The conv's gradients (grad_x, grad_weight null: not wanted); grad_bias (the conv's dtype code) from the
+// partials the WRITE sweep left in chain_backward_launch's workspace.
+cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
+                              double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
+                              const ConvShape& cs, cudaStream_t stream) {
+    cudaError_t err;
+    if (grad_bias != nullptr) {
+        const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
+        const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
+        err = with_type(conv_type, [&](auto t) {
+            using T = decltype(t);
+            bias_grad_convt_kernel<T><<<cs.C_out, BG_THREADS, 0, stream>>>(chain_work, static_cast<T*>(grad_bias), B,
+                                                                           cs.C_out, chunks);
+            return cudaGetLastError();
+        });
+        if (err != cudaSuccess) return err;
+    }
+    if (grad_x != nullptr) {
+        const long long positions = (long long)B * cs.D * cs.H * cs.W;
+        grad_input_convt_kernel<<<dim3((unsigned)((positions + GI_THREADS - 1) / GI_THREADS), (cs.C_in + GI_CI - 1) / GI_CI),
+                                  GI_THREADS, 0, stream>>>(grad_y, weight, grad_x, cs, positions);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    if (grad_weight == nullptr) return cudaSuccess;
+    if (convt_tuned(cs)) {
+        grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI)),
+                                         WT_THREADS, 0, stream>>>(
+            grad_y, x, work, cs);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        finish_weight_grad_convt_kernel<<<(cs.C_in * cs.C_out * TAPS + 127) / 128, 128, 0, stream>>>(work, grad_weight,
+                                                                                                     cs, B);
+    } else {
+        grad_weight_convt_general_kernel<<<dim3((unsigned)((long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1]),
+                                                (cs.k[2] + GW_KW - 1) / GW_KW), GW_THREADS, 0, stream>>>(
+            grad_y, x, grad_weight, cs, B);
+    }
+    return cudaGetLastError();
 }
 """
 
@@ -1536,6 +1781,10 @@ cudaError_t convt_swish_gn_hardswish_launch(
     void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type, int norm_type, int B,
     const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream);
 long long chain_backward_workspace(long long B, const ConvShape& cs);
+long long conv_grads_workspace(long long B, const ConvShape& cs);
+cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
+                              double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
+                              const ConvShape& cs, cudaStream_t stream);
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
@@ -1586,6 +1835,17 @@ static Tensor as_float(const Tensor& t) {
     return dst;
 }
 static OptTensor as_float(const OptTensor& t) { return t.has_value() && t->defined() ? OptTensor(as_float(*t)) : t; }
+// A float32 gradient rounded to its tensor's dtype (to nearest even); itself when that is float32.
+static Tensor to_dtype(const Tensor& t, at::ScalarType dtype) {
+    if (!t.defined() || t.scalar_type() == dtype) return t;
+    auto dst = at::empty(t.sizes(), t.options().dtype(dtype));
+    if (t.numel() > 0) {
+        const cudaError_t err = convert_launch(t.data_ptr(), 0, dst.data_ptr(), dtype_code(dst), t.numel(),
+                                               c10::cuda::getCurrentCUDAStream());
+        TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: conversion failed: ", cudaGetErrorString(err));
+    }
+    return dst;
+}
 
 // Dtypes as the reference takes them: the conv's input and parameters of one floating dtype (float32,
 // float16 or bfloat16), the GroupNorm's parameters the same or float32 (torch.autocast's GroupNorm).
@@ -1723,28 +1983,43 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const ConvShape cs = conv_shape(x, w, stride, padding);
     const int64_t B = x.size(0), C_out = cs.C_out, groups = stats.size(1);
     const bool tf32 = allow_tf32_conv();
-    // dL/dy in the conv's dtype, for PyTorch's convolution backward; the GroupNorm's gradients in its own.
-    auto grad_y = at::empty({B, C_out, cs.Do, cs.Ho, cs.Wo}, x.options());
+    TORCH_CHECK(cs.k[0] * cs.k[1] * cs.k[2] <= 2048, "convt_swish_gn_hardswish: the backward takes kernels of at most "
+                "2048 taps");
+    // dL/dy in float32; the conv's gradients in float32, rounded to their tensors' dtypes; the GroupNorm's in its own.
+    const auto f32 = x.options().dtype(at::kFloat);
+    auto grad_y = at::empty({B, C_out, cs.Do, cs.Ho, cs.Wo}, f32);
     auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
     auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
+    const bool any = grad_y.numel() > 0;   // else every gradient is zero (or empty)
+    const auto made = [any](at::IntArrayRef sizes, const at::TensorOptions& o) {
+        return any ? at::empty(sizes, o) : at::zeros(sizes, o);
+    };
+    auto grad_x = conv_mask[0] ? made(x.sizes(), f32) : Tensor();
+    auto grad_w = conv_mask[1] ? made(w.sizes(), f32) : Tensor();
+    auto grad_b = conv_mask[2] && bias.has_value() ? made({C_out}, bias->options()) : Tensor();
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "convt_swish_gn_hardswish: the output's gradient "
                 "must have the output's dtype");
-    if (grad_y.numel() > 0) {
+    if (any) {
+        const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
         auto work = at::empty({chain_backward_workspace(B, cs)}, x.options().dtype(torch::kFloat64));
         const auto xf = as_float(x), wf = as_float(w), gwf = as_float(gn_weight), gbf = as_float(gn_bias);
         const auto bf = as_float(bias);
-        const cudaError_t err = chain_backward_launch(
+        cudaError_t err = chain_backward_launch(
             xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
             gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(), grad_out.contiguous().data_ptr(),
             work.data_ptr<double>(), grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
-            dtype_code(x), dtype_code(gn_weight), B, cs, groups, x.scalar_type() == at::kFloat && tf32,
-            c10::cuda::getCurrentCUDAStream());
+            dtype_code(x), dtype_code(gn_weight), B, cs, groups, x.scalar_type() == at::kFloat && tf32, stream);
+        TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
+        auto conv_work = at::empty({conv_grads_workspace(B, cs)}, x.options().dtype(torch::kFloat64));
+        err = conv_grads_launch(grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
+                                work.data_ptr<double>(), conv_work.data_ptr<double>(),
+                                grad_x.defined() ? grad_x.data_ptr<float>() : nullptr,
+                                grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
+                                grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
     }
-    // The conv's own gradients: PyTorch's convolution backward (transposed).
-    auto conv = at::convolution_backward(grad_y, x, w, at::IntArrayRef{C_out}, stride, padding, {1, 1, 1}, true,
-                                         {0, 0, 0}, 1, conv_mask);
-    return {std::get<0>(conv), std::get<1>(conv), std::get<2>(conv), grad_gn_weight, grad_gn_bias};
+    return {to_dtype(grad_x, x.scalar_type()), to_dtype(grad_w, w.scalar_type()), grad_b, grad_gn_weight,
+            grad_gn_bias};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
