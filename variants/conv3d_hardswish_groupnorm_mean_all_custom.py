@@ -22,7 +22,7 @@ Elsewhere plain-FP32 kernels do the same (conv_hswish_sums_kernel, grad_y_kernel
 grad_weight_smem_kernel or grad_weight_kernel); the tests cover both paths. Kernel sizes other than a cubic 3
 or 4 (tuples too) take the general path: a thread per output position and 16 channels (64-bit indices, weights
 through the read-only cache) for the forward's sums and dL/dy, a thread per input element for dL/dx, a block per
-weight for dL/dW (double sums); the same finalize. Every final sum is in a fixed order: deterministic, no atomics.
+weight row for dL/dW (double sums); the same finalize. Every final sum is in a fixed order: deterministic, no atomics.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta, Autograd
 and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the forward kernels over the element
@@ -1318,34 +1318,44 @@ __global__ void __launch_bounds__(THREADS) grad_input_general_kernel(
     }
 }
 
-// dL/dW on the general path: a block per weight (co, ci, kd, kh, kw), its products over the batch and the output
-// positions in double, added in a fixed order (per thread, then a shuffle tree, then the warps in order).
+// dL/dW on the general path: a block per weight row (co, ci, kd, kh), its GW_KW taps kw0 .. kw0 + GW_KW - 1 at a
+// time (grid y: chunks of kw), the products over the batch and the output positions in double: a thread takes
+// positions in a fixed stride per sample (32-bit indices within a sample), then a shuffle tree and the warps in
+// order.
+constexpr int GW_KW = 8;
 __global__ void __launch_bounds__(THREADS) grad_weight_general_kernel(
     const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ grad_weight, Dims d, Kernel3 k)
 {
-    long long r = blockIdx.x;
-    const int kw = (int)(r % k.w); r /= k.w;
-    const int kh = (int)(r % k.h); r /= k.h;
-    const int kd = (int)(r % k.d); r /= k.d;
-    const int ci = (int)(r % d.C_in), co = (int)(r / d.C_in);
-    const long long S = (long long)d.Do * d.Ho * d.Wo, n = (long long)d.B * S;
-    double acc = 0.0;
-    for (long long t = threadIdx.x; t < n; t += THREADS) {
-        const long long b = t / S, p = t % S;
-        const int ow = (int)(p % d.Wo), oh = (int)(p / d.Wo % d.Ho), od = (int)(p / ((long long)d.Wo * d.Ho));
-        const float g = __ldg(grad_y + ((size_t)b * d.C_out + co) * S + p);
-        const float v = __ldg(x + (((size_t)b * d.C_in + ci) * d.D + od + kd) * d.H * d.W + (size_t)(oh + kh) * d.W + ow + kw);
-        acc = fma((double)g, (double)v, acc);
-    }
-    __shared__ double red[THREADS / 32];
+    int r = blockIdx.x;
+    const int kh = r % k.h; r /= k.h;
+    const int kd = r % k.d; r /= k.d;
+    const int ci = r % d.C_in, co = r / d.C_in, kw0 = blockIdx.y * GW_KW, n_kw = min(GW_KW, k.w - kw0);
+    const int S = d.Do * d.Ho * d.Wo, plane = d.H * d.W;
+    double acc[GW_KW] = {};
+    for (int b = 0; b < d.B; ++b) {
+        const float* gs = grad_y + ((size_t)b * d.C_out + co) * S;
+        const float* xs = x + (((size_t)b * d.C_in + ci) * d.D + kd) * plane + (size_t)kh * d.W + kw0;
+        for (int p = threadIdx.x; p < S; p += THREADS) {
+            const int ow = p % d.Wo, oh = p / d.Wo % d.Ho, od = p / (d.Wo * d.Ho);
+            const double g = __ldg(gs + p);
+            const float* xp = xs + (size_t)od * plane + oh * d.W + ow;
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+            for (int j = 0; j < GW_KW; ++j)
+                if (j < n_kw) acc[j] = fma(g, (double)__ldg(xp + j), acc[j]);
+        }
+    }
+    __shared__ double red[THREADS / 32][GW_KW];
+#pragma unroll
+    for (int j = 0; j < GW_KW; ++j) {
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][j] = acc[j];
+    }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < n_kw) {
         double v = 0.0;
-        for (int w = 0; w < THREADS / 32; ++w) v += red[w];
-        grad_weight[blockIdx.x] = (float)v;
+        for (int w = 0; w < THREADS / 32; ++w) v += red[w][threadIdx.x];
+        grad_weight[(size_t)blockIdx.x * k.w + kw0 + threadIdx.x] = (float)v;
     }
 }
 
@@ -1460,8 +1470,8 @@ static cudaError_t backward_general(const float* x, const float* weight, const f
                                     stream>>>(grad_y, weight, grad_x, d, k);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
-    grad_weight_general_kernel<<<(unsigned)((long long)d.C_out * d.C_in * k.d * k.h * k.w), THREADS, 0, stream>>>(
-        grad_y, x, grad_weight, d, k);
+    grad_weight_general_kernel<<<dim3((unsigned)((long long)d.C_out * d.C_in * k.d * k.h), (k.w + GW_KW - 1) / GW_KW),
+                                 THREADS, 0, stream>>>(grad_y, x, grad_weight, d, k);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     finish_channel_grads_kernel<<<dim3(d.C_out, 3), SUM_THREADS, 0, stream>>>(b_partials, param_terms, grad_bias,
                                                                               grad_gn_weight, grad_gn_bias, d, bps);
