@@ -1814,13 +1814,14 @@ __device__ __forceinline__ float conv_output_general(float conv, float bias) {
     return is_half<T>() ? round_to<T>(round_to<T>(conv) + bias) : conv + bias;
 }
 
-// The general forward's conv, tiled: a block takes TILE_H x TILE_W output pixels of one sample (a pixel a thread)
-// and CO_T output channels at a time (CO_T accumulators a thread). Per chunk of ci_t input channels it stages
-// the input rows the tile reads and the chunk's weights (transposed to [ci][kh][kw][co], so a tap's CO_T weights
-// are four broadcast float4 loads) in shared memory; a tap is then one input load and CO_T multiply-adds. Sums
-// over (ci, kh, kw) in that order, in fp32 (half values exact). Dynamic shared memory: ci_t (rows + weights).
-constexpr int TILE_H = 8, TILE_W = 32, CO_T = 16;
-static_assert(TILE_H * TILE_W == GEN_THREADS, "a pixel a thread");
+// The general forward's conv, tiled: a block takes TILE_H x TILE_W output pixels of one sample (PIX a thread: rows
+// ty, ty + 8, ...) and CO_T output channels at a time (PIX x CO_T accumulators a thread). Per chunk of ci_t input
+// channels it stages the input rows the tile reads and the chunk's weights (transposed to [ci][kh][kw][co], so a
+// tap's CO_T weights are four broadcast float4 loads) in shared memory; a tap is then PIX input loads, four weight
+// loads and PIX x CO_T multiply-adds. Sums over (ci, kh, kw) in that order, in fp32 (half values exact). Dynamic
+// shared memory: ci_t (rows + weights).
+constexpr int TILE_W = 32, CO_T = 16, PIX = 2, TILE_H = PIX * GEN_THREADS / TILE_W, ROW_STEP = GEN_THREADS / TILE_W;
+static_assert(TILE_H * TILE_W == PIX * GEN_THREADS, "PIX pixels a thread");
 static_assert(2 * CO_T == 32, "a channel's two sums a lane");
 
 // The warp's sums of 32 values at once, lane l ending with value l's in v[0]: each of five steps halves the
@@ -1839,30 +1840,34 @@ __device__ __forceinline__ void warp_sum_transposed(double (&v)[32]) {
 struct TileConv {
     int C_in, C_out, H, W, ci_t;
     Kernel2 k;
+    int co_t = CO_T;   // output channels at a time (tile_conv's COT)
     __host__ __device__ int in_cols() const { return TILE_W + k.w - 1; }
     __host__ __device__ int in_floats() const { return ((TILE_H + k.h - 1) * in_cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
-    __host__ __device__ int w_floats() const { return k.h * k.w * CO_T; }                    // per input channel
+    __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }                    // per input channel
     __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
     __host__ __device__ int tiles() const { return (H - k.h + 1 + TILE_H - 1) / TILE_H * tiles_w(); }
     size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
 };
 
-// acc[j] = conv of output channel co0 + j at this thread's pixel (oh0 + ty, ow0 + tx) of sample b.
+// acc[p][j] = conv of output channel co0 + j at this thread's pixel p, (oh0 + ty + p ROW_STEP, ow0 + tx), of sample b.
 // first: the block's first call for this tile (where all input channels fit one stage, later calls keep its rows).
 // FLIP (dL/dx from dL/dy): the conv's transpose, a conv of `x` (here dL/dy, t.C_in = the model's C_out channels)
 // padded by k - 1 with the weights flipped and their channels swapped (t.C_out = the model's C_in).
-template <bool FLIP = false>
+// COT (= t.co_t): CO_T, or 8 where there are at most 8 output channels (dL/dx of a conv with few input channels).
+template <bool FLIP = false, int COT = CO_T>
 __device__ __forceinline__ void tile_conv(const TileConv& t, const float* __restrict__ x, const float* __restrict__ weight,
                                           long long b, int oh0, int ow0, int co0, bool first, float* smem,
-                                          float (&acc)[CO_T])
+                                          float (&acc)[PIX][COT])
 {
     const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float* in_s = smem;
     float* w_s = smem + (size_t)t.ci_t * t.in_floats();
     const int taps = t.k.h * t.k.w, rows = TILE_H + t.k.h - 1, cols = t.in_cols();
-    const int j = threadIdx.x % CO_T, co = co0 + j;   // the weights: a thread per output channel of a tap
+    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
 #pragma unroll
-    for (int i = 0; i < CO_T; ++i) acc[i] = 0.f;
+    for (int p = 0; p < PIX; ++p)
+#pragma unroll
+        for (int i = 0; i < COT; ++i) acc[p][i] = 0.f;
     for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
         const int nci = min(t.ci_t, t.C_in - ci0);
         __syncthreads();
@@ -1878,29 +1883,34 @@ __device__ __forceinline__ void tile_conv(const TileConv& t, const float* __rest
             }
         }
         if (FLIP) {   // w_s[(ci taps + tap) CO_T + j] = weight[ci0 + ci][co][taps - 1 - tap]
-            for (int ct = threadIdx.x / CO_T; ct < nci * taps; ct += GEN_THREADS / CO_T)
-                w_s[ct * CO_T + j] = co < t.C_out ? __ldg(weight + ((size_t)(ci0 + ct / taps) * t.C_out + co) * taps
+            for (int ct = threadIdx.x / COT; ct < nci * taps; ct += GEN_THREADS / COT)
+                w_s[ct * COT + j] = co < t.C_out ? __ldg(weight + ((size_t)(ci0 + ct / taps) * t.C_out + co) * taps
                                                           + taps - 1 - ct % taps) : 0.f;
         } else {   // w_s[(ci taps + tap) CO_T + j] = weight[co][ci0 + ci][tap]: (ci, tap) contiguous in the weight
             const float* wc = weight + ((size_t)co * t.C_in + ci0) * taps;
-            for (int ct = threadIdx.x / CO_T; ct < nci * taps; ct += GEN_THREADS / CO_T)
-                w_s[ct * CO_T + j] = co < t.C_out ? __ldg(wc + ct) : 0.f;
+            for (int ct = threadIdx.x / COT; ct < nci * taps; ct += GEN_THREADS / COT)
+                w_s[ct * COT + j] = co < t.C_out ? __ldg(wc + ct) : 0.f;
         }
         __syncthreads();
         for (int ci = 0; ci < nci; ++ci) {
             const float* in_r = in_s + (ci * rows + ty) * cols + tx;
-            const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps * CO_T);
+            const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps * COT);
             for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
 #pragma unroll 4
-                for (int kw = 0; kw < t.k.w; ++kw, w4 += CO_T / 4) {
-                    const float v = in_r[kw];
+                for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
+                    float v[PIX];
 #pragma unroll
-                    for (int q = 0; q < CO_T / 4; ++q) {
+                    for (int p = 0; p < PIX; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
+#pragma unroll
+                    for (int q = 0; q < COT / 4; ++q) {
                         const float4 w = w4[q];
-                        acc[4 * q] = fmaf(v, w.x, acc[4 * q]);
-                        acc[4 * q + 1] = fmaf(v, w.y, acc[4 * q + 1]);
-                        acc[4 * q + 2] = fmaf(v, w.z, acc[4 * q + 2]);
-                        acc[4 * q + 3] = fmaf(v, w.w, acc[4 * q + 3]);
+#pragma unroll
+                        for (int p = 0; p < PIX; ++p) {
+                            acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
+                            acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
+                            acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
+                            acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
+                        }
                     }
                 }
             }
@@ -1908,12 +1918,30 @@ __device__ __forceinline__ void tile_conv(const TileConv& t, const float* __rest
     }
 }
 
+// The conv kept by an earlier sweep (conv (B, C_out, Ho, Wo), before the bias): acc as tile_conv gives it, read back
+// (0 outside the output), or written there (STORE) from acc.
+template <bool STORE>
+__device__ __forceinline__ void kept_conv(const TileConv& t, float* conv, long long b, int oh0, int ow0, int co0,
+                                          float (&acc)[PIX][CO_T]) {
+    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+#pragma unroll
+    for (int p = 0; p < PIX; ++p)
+#pragma unroll
+        for (int j = 0; j < CO_T; ++j) {
+            const bool inside = oh + p * ROW_STEP < Ho && ow < Wo && co0 + j < t.C_out;
+            float* at = conv + (((size_t)b * t.C_out + co0 + j) * Ho + oh + p * ROW_STEP) * Wo + ow;
+            if (STORE) { if (inside) *at = acc[p][j]; }
+            else acc[p][j] = inside ? *at : 0.f;
+        }
+}
+
 // Block (b tiles + tile, chunk): per output channel of chunks chunk, chunk + gridDim.y, ... the tile's sum and sum
-// of squares of y (double, fixed order) into partials (B, C_out, tiles, 2).
+// of squares of y (double, fixed order) into partials (B, C_out, tiles, 2); the conv kept in conv.
 template <typename T>
 __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    double* __restrict__ partials, TileConv t)
+    double* __restrict__ partials, float* __restrict__ conv, TileConv t)
 {
     extern __shared__ float4 smem4[];
     __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
@@ -1921,17 +1949,21 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
     const long long b = blockIdx.x / t.tiles();
     const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    const bool inside = oh < t.H - t.k.h + 1 && ow < t.W - t.k.w + 1;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
-        float acc[CO_T];
+        float acc[PIX][CO_T];
         tile_conv(t, x, weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4), acc);
-        double v[2 * CO_T];   // (sum, square) of each channel
+        kept_conv<true>(t, conv, b, oh0, ow0, co0, acc);
+        double v[2 * CO_T] = {};   // (sum, square) of each channel, the thread's pixels in order
 #pragma unroll
-        for (int j = 0; j < CO_T; ++j) {
-            const float y = inside && co0 + j < t.C_out ? conv_output_general<T>(acc[j], bias[co0 + j]) : 0.f;
-            v[2 * j] = y;
-            v[2 * j + 1] = (double)y * y;
+        for (int p = 0; p < PIX; ++p) {
+            const bool inside = oh + p * ROW_STEP < t.H - t.k.h + 1 && ow < t.W - t.k.w + 1;
+#pragma unroll
+            for (int j = 0; j < CO_T; ++j) {
+                const float y = inside && co0 + j < t.C_out ? conv_output_general<T>(acc[p][j], bias[co0 + j]) : 0.f;
+                v[2 * j] += y;
+                v[2 * j + 1] += (double)y * y;
+            }
         }
         warp_sum_transposed(v);   // lane l: the warp's sum of value l
         warp_sums[warp][lane] = v[0];
@@ -1991,14 +2023,15 @@ __device__ __forceinline__ float residual_general(float conv, float bias, float 
     return round_to<TO>(y + hs);
 }
 
-// The output, blocks as gn_sums_tiled_kernel's: x_res of CO_T channels at a time from the tiled conv, and
+// The output, blocks as gn_sums_tiled_kernel's: x_res of CO_T channels at a time from the tiled conv (KEPT: from
+// the conv the statistics' sweep kept in conv), and
 // per pixel their logsumexp. fp32 (and autocast, GroupNorm on in float32): one sweep, max and sum kept together
 // (s rescaled when the max grows). Half precision (TO): two passes, the max first, then x - max, exp, the sum,
 // log and + max each rounded, as PyTorch composes logsumexp.
-template <typename T, typename TO>
+template <typename T, typename TO, bool KEPT>
 __global__ void __launch_bounds__(GEN_THREADS, 2) lse_tiled_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    const float* __restrict__ norm, TO* __restrict__ out, TileConv t)
+    const float* __restrict__ norm, float* __restrict__ conv, TO* __restrict__ out, TileConv t)
 {
     extern __shared__ float4 smem4[];
     constexpr int SWEEPS = is_half<TO>() ? 2 : 1;
@@ -2008,36 +2041,45 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) lse_tiled_kernel(
     const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
     const float* nb = norm + (size_t)b * t.C_out * 2;
-    float m = -INFINITY, sum = 0.f;
+    float m[PIX], sum[PIX];
+#pragma unroll
+    for (int p = 0; p < PIX; ++p) { m[p] = -INFINITY; sum[p] = 0.f; }
     for (int sweep = 0; sweep < SWEEPS; ++sweep)
         for (int co0 = 0; co0 < t.C_out; co0 += CO_T) {
-            float acc[CO_T];
-            tile_conv(t, x, weight, b, oh0, ow0, co0, sweep == 0 && co0 == 0, reinterpret_cast<float*>(smem4), acc);
+            float acc[PIX][CO_T];
+            if (KEPT) kept_conv<false>(t, conv, b, oh0, ow0, co0, acc);
+            else tile_conv(t, x, weight, b, oh0, ow0, co0, sweep == 0 && co0 == 0, reinterpret_cast<float*>(smem4), acc);
 #pragma unroll
             for (int j = 0; j < CO_T; ++j) {
                 const int c = co0 + j;
                 if (c >= t.C_out) break;
-                const float r = residual_general<T, TO>(acc[j], bias[c], nb[2 * c], nb[2 * c + 1]);
-                if (SWEEPS == 1) {
-                    if (r > m) { sum = sum * expf(m - r) + 1.f; m = r; }
-                    else sum += expf(r - m);
-                } else if (sweep == 0) {
-                    m = fmaxf(m, r);
-                } else {
-                    sum += round_to<TO>(expf(round_to<TO>(r - m)));
+#pragma unroll
+                for (int p = 0; p < PIX; ++p) {
+                    const float r = residual_general<T, TO>(acc[p][j], bias[c], nb[2 * c], nb[2 * c + 1]);
+                    if (SWEEPS == 1) {
+                        if (r > m[p]) { sum[p] = sum[p] * expf(m[p] - r) + 1.f; m[p] = r; }
+                        else sum[p] += expf(r - m[p]);
+                    } else if (sweep == 0) {
+                        m[p] = fmaxf(m[p], r);
+                    } else {
+                        sum[p] += round_to<TO>(expf(round_to<TO>(r - m[p])));
+                    }
                 }
             }
         }
-    if (oh < Ho && ow < Wo)
-        out[((size_t)b * Ho + oh) * Wo + ow] =
-            from_float<TO>(is_half<TO>() ? round_to<TO>(round_to<TO>(logf(round_to<TO>(sum))) + m) : m + logf(sum));
+#pragma unroll
+    for (int p = 0; p < PIX; ++p)
+        if (oh + p * ROW_STEP < Ho && ow < Wo)
+            out[((size_t)b * Ho + oh + p * ROW_STEP) * Wo + ow] = from_float<TO>(
+                is_half<TO>() ? round_to<TO>(round_to<TO>(logf(round_to<TO>(sum[p]))) + m[p]) : m[p] + logf(sum[p]));
 }
 
 // Backward (float32), with r = x_res, u = g softmax_c(r) = g exp(r - out), t = tanh(z), z = y scale + shift,
 // xhat = (y - mean) rstd and vn = u hardswish'(t) (1 - t^2):
 //   dL/dy = u + rstd (gamma vn - P_g - xhat Q_g),  P_g = sum_{c in g} gamma sum vn / N_g,  Q_g likewise of vn xhat,
 //   dL/dgamma = sum vn xhat, dL/dbeta = sum vn, dL/dbias = sum dL/dy.
-// WRITE = false: the sums of vn and vn xhat per (sample, channel, tile); WRITE: dL/dy and its sum.
+// WRITE = false: the sums of vn and vn xhat per (sample, channel, tile), the conv kept in grad_conv (when there);
+// WRITE: the conv read back from grad_conv, dL/dy written over it, and its sum.
 struct GeneralBackward {
     const float *x, *weight, *bias, *gn_weight, *norm, *group_stats, *out, *grad_out;
     const double* coef;   // (B, G, 2): P_g, Q_g (WRITE)
@@ -2060,43 +2102,57 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const Ge
     const int Ho = a.H - a.k.h + 1, Wo = a.W - a.k.w + 1, cpg = a.C_out / a.groups;
     const long long S = (long long)Ho * Wo;
     const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
-    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    const bool inside = oh < Ho && ow < Wo;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const size_t pix = (size_t)b * S + (inside ? (size_t)oh * Wo + ow : 0);
-    const float g_out = inside ? a.grad_out[pix] : 0.f, lse = inside ? a.out[pix] : 0.f;
-    for (int co0 = blockIdx.y * CO_T; co0 < a.C_out; co0 += gridDim.y * CO_T) {
-        float acc[CO_T];
-        tile_conv(t, a.x, a.weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4),
-                  acc);
-        double v[2 * CO_T];
+    bool inside[PIX];
+    long long pix[PIX];   // within the sample
+    float g_out[PIX], lse[PIX];
 #pragma unroll
-        for (int j = 0; j < CO_T; ++j) {
+    for (int p = 0; p < PIX; ++p) {
+        const int oh = oh0 + threadIdx.x / TILE_W + p * ROW_STEP, ow = ow0 + threadIdx.x % TILE_W;
+        inside[p] = oh < Ho && ow < Wo;
+        pix[p] = inside[p] ? (long long)oh * Wo + ow : 0;
+        g_out[p] = inside[p] ? a.grad_out[b * S + pix[p]] : 0.f;
+        lse[p] = inside[p] ? a.out[b * S + pix[p]] : 0.f;
+    }
+    for (int co0 = blockIdx.y * CO_T; co0 < a.C_out; co0 += gridDim.y * CO_T) {
+        float acc[PIX][CO_T];
+        if (WRITE) {
+            kept_conv<false>(t, a.grad_conv, b, oh0, ow0, co0, acc);
+        } else {
+            tile_conv(t, a.x, a.weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4),
+                      acc);
+            if (a.grad_conv != nullptr) kept_conv<true>(t, a.grad_conv, b, oh0, ow0, co0, acc);
+        }
+        double v[2 * CO_T] = {};   // per channel the two sums, the thread's pixels in order
+#pragma unroll
+        for (int j = 0; j < CO_T; ++j)
+#pragma unroll
+        for (int p = 0; p < PIX; ++p) {
             const int c = co0 + j;
             float s0 = 0.f, s1 = 0.f;
-            if (inside && c < a.C_out) {
+            if (inside[p] && c < a.C_out) {
                 const int g = c / cpg;
                 const float scale = a.norm[((size_t)b * a.C_out + c) * 2], shift = a.norm[((size_t)b * a.C_out + c) * 2 + 1];
                 const float mean = a.group_stats[((size_t)b * a.groups + g) * 2];
                 const float rstd = a.group_stats[((size_t)b * a.groups + g) * 2 + 1];
-                const float y = acc[j] + a.bias[c];
+                const float y = acc[p][j] + a.bias[c];
                 const float th = tanhf(fmaf(y, scale, shift));
                 const float r = y + th * fminf(fmaxf(th + 3.f, 0.f), 6.f) * (1.f / 6.f);
-                const float u = g_out * expf(r - lse);
+                const float u = g_out[p] * expf(r - lse[p]);
                 const float vn = u * hardswish_grad(th) * (1.f - th * th), xhat = (y - mean) * rstd;
                 if (WRITE) {
                     const float pg = (float)a.coef[((size_t)b * a.groups + g) * 2];
                     const float qg = (float)a.coef[((size_t)b * a.groups + g) * 2 + 1];
                     const float gy = u + rstd * (a.gn_weight[c] * vn - pg - xhat * qg);
-                    a.grad_conv[((size_t)b * a.C_out + c) * S + (size_t)oh * Wo + ow] = gy;
+                    a.grad_conv[((size_t)b * a.C_out + c) * S + pix[p]] = gy;
                     s0 = gy;
                 } else {
                     s0 = vn;
                     s1 = vn * xhat;
                 }
             }
-            v[2 * j] = s0;
-            v[2 * j + 1] = s1;
+            v[2 * j] += s0;
+            v[2 * j + 1] += s1;
         }
         warp_sum_transposed(v);   // lane l: the warp's sum of value l
         warp_sums[warp][lane] = v[0];
@@ -2111,22 +2167,25 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const Ge
 
 // dL/dx tiled: block (b tiles + tile, chunk of CO_T input channels), tile_conv<FLIP> over dL/dy (t: the conv's
 // transpose, t.H x t.W = Ho x Wo, the output H x W). Sums over (output channel, kh, kw) in fp32, a fixed order.
+template <int COT>
 __global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
     const float* __restrict__ grad_conv, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv t)
 {
     extern __shared__ float4 smem4[];
     const int H = t.H + t.k.h - 1, W = t.W + t.k.w - 1, tiles_w = (W + TILE_W - 1) / TILE_W;
     const int tiles = (H + TILE_H - 1) / TILE_H * tiles_w;
-    const int tile = (int)(blockIdx.x % tiles), co0 = blockIdx.y * CO_T;
+    const int tile = (int)(blockIdx.x % tiles), co0 = blockIdx.y * COT;
     const long long b = blockIdx.x / tiles;
     const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    float acc[CO_T];
-    tile_conv<true>(t, grad_conv, weight, b, oh0, ow0, co0, true, reinterpret_cast<float*>(smem4), acc);
-    if (oh >= H || ow >= W) return;
+    float acc[PIX][COT];
+    tile_conv<true, COT>(t, grad_conv, weight, b, oh0, ow0, co0, true, reinterpret_cast<float*>(smem4), acc);
 #pragma unroll
-    for (int j = 0; j < CO_T; ++j)
-        if (co0 + j < t.C_out) grad_x[(((size_t)b * t.C_out + co0 + j) * H + oh) * W + ow] = acc[j];
+    for (int p = 0; p < PIX; ++p)
+        if (oh + p * ROW_STEP < H && ow < W)
+#pragma unroll
+            for (int j = 0; j < COT; ++j)
+                if (co0 + j < t.C_out) grad_x[(((size_t)b * t.C_out + co0 + j) * H + oh + p * ROW_STEP) * W + ow] = acc[p][j];
 }
 
 // Per sample (a block each): per channel the chunks of sum vn and sum vn xhat in order (kept in sums (B, 2C) for
@@ -2155,79 +2214,148 @@ __global__ void __launch_bounds__(GEN_THREADS) backward_coef_general_kernel(
     }
 }
 
-// Per channel (a block each): one kind of the channel's sums over the batch (and chunks) in order: dL/dbias from
-// the WRITE pass's partials, or dL/dgamma, dL/dbeta from sums.
-__global__ void __launch_bounds__(GEN_THREADS) channel_grads_general_kernel(
+// Per channel (a warp each): one kind of the channel's sums over the batch (and chunks): dL/dbias from the WRITE
+// pass's partials, or dL/dgamma, dL/dbeta from sums. Lane l adds terms l, l + 32, ... in order, then a fixed tree.
+__global__ void __launch_bounds__(32) channel_grads_general_kernel(
     const double* __restrict__ bias_partials, const double* __restrict__ sums, float* __restrict__ grad_bias,
     float* __restrict__ grad_gn_weight, float* __restrict__ grad_gn_bias, int B, int C_out, int chunks)
 {
     const int c = blockIdx.x, kind = blockIdx.y;   // 0: bias, 1: gamma, 2: beta
-    if (threadIdx.x != 0 || (kind == 0 && grad_bias == nullptr)) return;
+    if (kind == 0 && grad_bias == nullptr) return;
+    const long long n = kind == 0 ? (long long)B * chunks : B;
     double v = 0.0;
-    for (long long b = 0; b < B; ++b) {
-        if (kind == 0)
-            for (int k = 0; k < chunks; ++k) v += bias_partials[(((size_t)b * C_out + c) * chunks + k) * 2];
-        else
-            v += sums[(size_t)b * 2 * C_out + (kind == 1 ? C_out + c : c)];
-    }
-    (kind == 0 ? grad_bias : kind == 1 ? grad_gn_weight : grad_gn_bias)[c] = (float)v;
+    for (long long i = threadIdx.x; i < n; i += 32)
+        v += kind == 0 ? bias_partials[(((size_t)(i / chunks) * C_out + c) * chunks + i % chunks) * 2]
+                       : sums[(size_t)i * 2 * C_out + (kind == 1 ? C_out + c : c)];
+#pragma unroll
+    for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+    if (threadIdx.x == 0) (kind == 0 ? grad_bias : kind == 1 ? grad_gn_weight : grad_gn_bias)[c] = (float)v;
 }
 
-// dL/dW tiled: block (chunk of CO_T output channels, input channel ci, split): for the (sample, tile) items
-// split, split + splits, ... it stages the tile's dL/dy of the chunk's channels and the input rows the tile reads;
-// a thread takes weights (j, kh, kw) of the chunk, 4 at a time, summing each item's products in fp32 and the items
-// in double; its totals go to partials (splits, C_out, C_in, taps) as floats' doubles, added by
-// grad_weight_reduce_general_kernel in split order.
-constexpr int WG_PER_THREAD = 4, WG_PIX_STRIDE = TILE_H * TILE_W + 1;   // dL/dy rows padded: channels in other banks
+// dL/dW tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the (sample, tile)
+// items split, split + splits, ... it stages the tile's dL/dy of the chunk's channels (gy_s[pixel][channel], each
+// quad of channels a float4, the quads swizzled by pixel so that neither the staging stores nor the loads conflict)
+// and the input rows the tile reads of each of its input channels. A thread owns a quad of output channels, an
+// input channel, WG_TAPS taps (tap group) and a part of the tile's rows (row part): per pixel one float4 of dL/dy
+// and WG_TAPS input loads feed 4 WG_TAPS multiply-adds. Each item's products are summed in fp32, the items in
+// double; the row parts' totals are added in order through shared memory into partials (splits, C_out, C_in,
+// taps), added by grad_weight_reduce_general_kernel in split order.
+constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
+struct WgradPlan {
+    int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
+                                      // quads x groups x ci_c (up to GEN_THREADS a round); row parts
+    __host__ __device__ WgradPlan(const TileConv& t) {
+        const int rows_floats = (TILE_H + t.k.h - 1) * t.in_cols();
+        groups = (t.k.h * t.k.w + WG_TAPS - 1) / WG_TAPS;
+        ci_c = max(1, min(min(t.C_in, GEN_THREADS / (WG_QUADS * groups)), (16 << 10) / rows_floats));
+        units = min(WG_QUADS * groups * ci_c, GEN_THREADS);
+        parts = 1;
+        while (parts < TILE_H && 2 * parts * units <= GEN_THREADS) parts *= 2;   // a power of 2 dividing TILE_H
+    }
+};
+__host__ __device__ inline size_t wgrad_smem_floats(const TileConv& t) {
+    const WgradPlan plan(t);
+    const size_t stage = (size_t)TILE_H * TILE_W * CO_T + (size_t)plan.ci_c * (TILE_H + t.k.h - 1) * t.in_cols();
+    const size_t totals = (size_t)GEN_THREADS * WG_TAPS * 4 * 2;   // doubles, as floats
+    return stage > totals ? stage : totals;
+}
+__device__ __forceinline__ int wg_swizzle(int pixel, int quad) { return pixel * CO_T + 4 * (quad ^ ((pixel >> 1) & 3)); }
 __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
     const float* __restrict__ grad_conv, const float* __restrict__ x, double* __restrict__ partials, TileConv t,
     int B, int splits)
 {
+    static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
     extern __shared__ float4 smem4[];
-    float* gy_s = reinterpret_cast<float*>(smem4);                 // [CO_T][WG_PIX_STRIDE]
-    float* x_s = gy_s + CO_T * WG_PIX_STRIDE;                      // [rows][cols]
-    const int co0 = blockIdx.x * CO_T, ci = blockIdx.y, split = blockIdx.z;
-    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1, taps = t.k.h * t.k.w, rows = TILE_H + t.k.h - 1;
-    const int cols = t.in_cols(), n_out = CO_T * taps;
+    float* gy_s = reinterpret_cast<float*>(smem4);                 // [TILE_H TILE_W][CO_T], swizzled quads
+    float* x_s = gy_s + TILE_H * TILE_W * CO_T;                    // [ci_c][rows][cols]
+    double* totals_s = reinterpret_cast<double*>(smem4);           // after the items: [thread][WG_TAPS 4]
+    const int taps = t.k.h * t.k.w;
+    const WgradPlan plan(t);
+    const int co0 = blockIdx.x * CO_T, ci0 = blockIdx.y * plan.ci_c, split = blockIdx.z;
+    const int nci = min(plan.ci_c, t.C_in - ci0), n_units = WG_QUADS * plan.groups * nci;
+    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1, rows = TILE_H + t.k.h - 1;
+    const int cols = t.in_cols();
+    const int rows_a_part = TILE_H / plan.parts;
     const long long S = (long long)Ho * Wo, items = (long long)B * t.tiles();
-    for (int og = 0; og < n_out; og += WG_PER_THREAD * GEN_THREADS) {
-        double total[WG_PER_THREAD] = {};
+    for (int u0 = 0; u0 < n_units; u0 += plan.units) {   // rounds of units (more than GEN_THREADS: huge kernels)
+        const int unit = u0 + (int)threadIdx.x % plan.units, part = (int)threadIdx.x / plan.units;
+        const bool active = part < plan.parts && unit < n_units;
+        const int quad = unit % WG_QUADS, group = unit / WG_QUADS % plan.groups, ci = unit / (WG_QUADS * plan.groups);
+        int offset[WG_TAPS];   // each tap's input offset (kh cols + kw); taps past the last read tap 0's
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i) {
+            const int tap = min(group * WG_TAPS + i, taps - 1);
+            offset[i] = tap / t.k.w * cols + tap % t.k.w;
+        }
+        double total[WG_TAPS][4] = {};
         for (long long item = split; item < items; item += splits) {
             const long long b = item / t.tiles();
             const int tile = (int)(item % t.tiles());
             const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
             __syncthreads();
-            for (int i = threadIdx.x; i < CO_T * TILE_H * TILE_W; i += GEN_THREADS) {
-                const int j = i / (TILE_H * TILE_W), py = i / TILE_W % TILE_H, px = i % TILE_W;
-                const int oh = oh0 + py, ow = ow0 + px;
-                gy_s[j * WG_PIX_STRIDE + py * TILE_W + px] = co0 + j < t.C_out && oh < Ho && ow < Wo
-                    ? __ldg(grad_conv + ((size_t)b * t.C_out + co0 + j) * S + (size_t)oh * Wo + ow) : 0.f;
+            for (int i = threadIdx.x; i < WG_QUADS * TILE_H * TILE_W; i += GEN_THREADS) {   // lanes along pixels
+                const int q = i / (TILE_H * TILE_W), pixel = i % (TILE_H * TILE_W);
+                const int oh = oh0 + pixel / TILE_W, ow = ow0 + pixel % TILE_W;
+                float v[4];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * q + c;
+                    v[c] = co < t.C_out && oh < Ho && ow < Wo
+                        ? __ldg(grad_conv + ((size_t)b * t.C_out + co) * S + (size_t)oh * Wo + ow) : 0.f;
+                }
+                *reinterpret_cast<float4*>(gy_s + wg_swizzle(pixel, q)) = make_float4(v[0], v[1], v[2], v[3]);
             }
-            const float* xc = x + ((size_t)b * t.C_in + ci) * t.H * t.W;
-            for (int i = threadIdx.x; i < rows * cols; i += GEN_THREADS) {
-                const int ih = oh0 + i / cols, iw = ow0 + i % cols;
-                x_s[i] = ih < t.H && iw < t.W ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
+            for (int i = threadIdx.x; i < nci * rows * cols; i += GEN_THREADS) {
+                const int c = i / (rows * cols), ih = oh0 + i / cols % rows, iw = ow0 + i % cols;
+                x_s[i] = ih < t.H && iw < t.W
+                    ? __ldg(x + ((size_t)b * t.C_in + ci0 + c) * t.H * t.W + (size_t)ih * t.W + iw) : 0.f;
             }
             __syncthreads();
+            if (!active) continue;
+            float sum[WG_TAPS][4] = {};
+            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py) {
+                const float* xr = x_s + (ci * rows + py) * cols;
+#pragma unroll 4
+                for (int px = 0; px < TILE_W; ++px) {
+                    const float4 g = *reinterpret_cast<const float4*>(gy_s + wg_swizzle(py * TILE_W + px, quad));
 #pragma unroll
-            for (int q = 0; q < WG_PER_THREAD; ++q) {
-                const int o = og + q * GEN_THREADS + threadIdx.x;
-                if (o >= n_out) break;
-                const int j = o / taps, kh = o % taps / t.k.w, kw = o % t.k.w;
-                const float* g = gy_s + j * WG_PIX_STRIDE;
-                const float* xr = x_s + kh * cols + kw;
-                float sum = 0.f;
-                for (int py = 0; py < TILE_H; ++py)
-#pragma unroll 8
-                    for (int px = 0; px < TILE_W; ++px) sum = fmaf(g[py * TILE_W + px], xr[py * cols + px], sum);
-                total[q] += sum;
+                    for (int i = 0; i < WG_TAPS; ++i) {
+                        const float v = xr[offset[i] + px];
+                        sum[i][0] = fmaf(g.x, v, sum[i][0]);
+                        sum[i][1] = fmaf(g.y, v, sum[i][1]);
+                        sum[i][2] = fmaf(g.z, v, sum[i][2]);
+                        sum[i][3] = fmaf(g.w, v, sum[i][3]);
+                    }
+                }
             }
-        }
 #pragma unroll
-        for (int q = 0; q < WG_PER_THREAD; ++q) {
-            const int o = og + q * GEN_THREADS + threadIdx.x;
-            if (o >= n_out || co0 + o / taps >= t.C_out) break;
-            partials[(((size_t)split * t.C_out + co0 + o / taps) * t.C_in + ci) * taps + o % taps] = total[q];
+            for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) total[i][c] += sum[i][c];
+        }
+        __syncthreads();   // the stage's last reads done: its memory now holds the totals
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) totals_s[(size_t)threadIdx.x * WG_TAPS * 4 + i * 4 + c] = total[i][c];
+        __syncthreads();
+        if (active && part == 0) {   // the row parts in order
+            for (int p = 1; p < plan.parts; ++p)
+#pragma unroll
+                for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        total[i][c] += totals_s[((size_t)p * plan.units + threadIdx.x) * WG_TAPS * 4 + i * 4 + c];
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i) {
+                const int tap = group * WG_TAPS + i;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * quad + c;
+                    if (tap < taps && co < t.C_out)
+                        partials[(((size_t)split * t.C_out + co) * t.C_in + ci0 + ci) * taps + tap] = total[i][c];
+                }
+            }
         }
     }
 }
@@ -2249,9 +2377,13 @@ bool tuned_config(int C_in, int C_out, int kh, int kw, int W) {
     return kh == K && kw == K && C_in <= 16 && C_out <= C_PAD && W - K + 1 > 32;
 }
 
+static int wgrad_ci_chunks(int C_in, int H, int W, Kernel2 k) {
+    const int ci_c = WgradPlan(TileConv{C_in, 0, H, W, 1, k}).ci_c;
+    return (C_in + ci_c - 1) / ci_c;
+}
 // dL/dW's splits of the (sample, tile) items: about two blocks an SM over (output channel chunk, input channel).
 static int wgrad_splits(int B, int C_in, int C_out, int H, int W, Kernel2 k) {
-    const long long blocks = (long long)((C_out + CO_T - 1) / CO_T) * C_in;
+    const long long blocks = (long long)((C_out + CO_T - 1) / CO_T) * wgrad_ci_chunks(C_in, H, W, k);
     const long long items = (long long)B * TileConv{C_in, C_out, H, W, 1, k}.tiles();
     return (int)std::max<long long>(1, std::min<long long>(items, 2LL * device_info().sms / std::max(1LL, blocks)));
 }
@@ -2265,8 +2397,8 @@ long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int 
 
 // The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; above
 // 48 KB with the static arrays, for kernels over about 40 wide, the kernels are allowed what they need).
-static TileConv tile_plan(int C_in, int C_out, int H, int W, Kernel2 k) {
-    TileConv t{C_in, C_out, H, W, 1, k};
+static TileConv tile_plan(int C_in, int C_out, int H, int W, Kernel2 k, int co_t = CO_T) {
+    TileConv t{C_in, C_out, H, W, 1, k, co_t};
     const size_t per_ci = t.smem_bytes();
     t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / per_ci));
     return t;
@@ -2282,18 +2414,24 @@ static cudaError_t allow_smem(K kernel, size_t bytes) {
                                : cudaSuccess;
 }
 template <typename T, typename TO>
-static cudaError_t launch_lse_tiled(const float* x, const float* weight, const float* bias, const float* norm, TO* out,
-                                    int B, const TileConv& t, cudaStream_t stream) {
-    cudaError_t err = allow_smem(lse_tiled_kernel<T, TO>, t.smem_bytes());
+static cudaError_t launch_lse_tiled(const float* x, const float* weight, const float* bias, const float* norm,
+                                    float* conv, TO* out, int B, const TileConv& t, cudaStream_t stream) {
+    const unsigned blocks = (unsigned)((long long)t.tiles() * B);
+    if (conv != nullptr) {
+        lse_tiled_kernel<T, TO, true><<<blocks, GEN_THREADS, 0, stream>>>(x, weight, bias, norm, conv, out, t);
+        return cudaGetLastError();
+    }
+    cudaError_t err = allow_smem(lse_tiled_kernel<T, TO, false>, t.smem_bytes());
     if (err != cudaSuccess) return err;
-    lse_tiled_kernel<T, TO><<<(unsigned)((long long)t.tiles() * B), GEN_THREADS, t.smem_bytes(), stream>>>(x, weight, bias, norm, out, t);
+    lse_tiled_kernel<T, TO, false><<<blocks, GEN_THREADS, t.smem_bytes(), stream>>>(x, weight, bias, norm, conv, out, t);
     return cudaGetLastError();
 }
 
-// The general forward (inputs as floats; dtype codes as forward_launch): statistics, norm (half: then
-// half_norm_kernel into half_norm), the output.
+// The general forward (inputs as floats; dtype codes as forward_launch): statistics (the conv kept in conv, B x
+// C_out x Ho x Wo floats: a write and a read cost less than computing it again), norm (half: then half_norm_kernel
+// into half_norm), the output.
 cudaError_t general_forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                   const float* gn_bias, double* workspace, float* norm, float* group_stats,
+                                   const float* gn_bias, double* workspace, float* conv, float* norm, float* group_stats,
                                    float* half_norm, void* out, int conv_type, int norm_type, int B, int C_in,
                                    int C_out, int groups, int H, int W, int kh, int kw, double eps,
                                    cudaStream_t stream) {
@@ -2305,7 +2443,7 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
         cudaError_t err = allow_smem(gn_sums_tiled_kernel<T>, t.smem_bytes());
         if (err != cudaSuccess) return err;
         const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
-        gn_sums_tiled_kernel<T><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(x, weight, bias, workspace, t);
+        gn_sums_tiled_kernel<T><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(x, weight, bias, workspace, conv, t);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         gn_stats_general_kernel<<<B, GEN_THREADS, 2 * C_out * sizeof(double), stream>>>(
             workspace, gn_weight, gn_bias, norm, group_stats, C_out, groups, t.tiles(), n_channel, eps);
@@ -2316,8 +2454,8 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
                                                                                  half_norm, C_out, groups, n);
             if ((err = cudaGetLastError()) != cudaSuccess) return err;
         }
-        return launch_lse_tiled<T, TO>(x, weight, bias, is_half<T>() ? half_norm : norm, static_cast<TO*>(out), B, t,
-                                       stream);
+        return launch_lse_tiled<T, TO>(x, weight, bias, is_half<T>() ? half_norm : norm, conv, static_cast<TO*>(out), B,
+                                       t, stream);
     });
 }
 
@@ -2325,7 +2463,8 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
 cudaError_t general_logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm,
                                      float* out, int B, int C_in, int C_out, int H, int W, int kh, int kw,
                                      cudaStream_t stream) {
-    return launch_lse_tiled<float, float>(x, weight, bias, norm, out, B, tile_plan(C_in, C_out, H, W, {kh, kw}), stream);
+    return launch_lse_tiled<float, float>(x, weight, bias, norm, nullptr, out, B, tile_plan(C_in, C_out, H, W, {kh, kw}),
+                                          stream);
 }
 
 // The general backward (float32): grad_conv (B, C_out, Ho, Wo) written when any conv gradient is wanted.
@@ -2355,7 +2494,7 @@ cudaError_t general_backward_launch(const float* x, const float* weight, const f
                                                                 n_channel);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (grad_conv != nullptr) {   // dL/dy, its sums (the bias gradient) into partials
-        backward_tiled_kernel<true><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(a, t);
+        backward_tiled_kernel<true><<<grid, GEN_THREADS, 0, stream>>>(a, t);   // no conv: no stage
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     channel_grads_general_kernel<<<dim3(C_out, 3), 32, 0, stream>>>(partials, sums, grad_conv != nullptr ? grad_bias : nullptr,
@@ -2364,9 +2503,10 @@ cudaError_t general_backward_launch(const float* x, const float* weight, const f
     if (grad_weight != nullptr) {
         const int splits = wgrad_splits(B, C_in, C_out, H, W, k);
         double* w_partials = coef + (size_t)B * groups * 2;
-        const size_t smem = (CO_T * WG_PIX_STRIDE + (size_t)(TILE_H + kh - 1) * t.in_cols()) * sizeof(float);
+        const size_t smem = wgrad_smem_floats(t) * sizeof(float);
         if ((err = allow_smem(grad_weight_tiled_kernel, smem)) != cudaSuccess) return err;
-        grad_weight_tiled_kernel<<<dim3((C_out + CO_T - 1) / CO_T, C_in, splits), GEN_THREADS, smem, stream>>>(
+        grad_weight_tiled_kernel<<<dim3((C_out + CO_T - 1) / CO_T, wgrad_ci_chunks(C_in, H, W, k), splits), GEN_THREADS, smem,
+                                   stream>>>(
             grad_conv, x, w_partials, t, B, splits);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const long long n = (long long)C_out * C_in * kh * kw;
@@ -2375,11 +2515,13 @@ cudaError_t general_backward_launch(const float* x, const float* weight, const f
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (grad_x != nullptr) {   // the conv's transpose: dL/dy (C_out channels, Ho x Wo) in, C_in channels out
-        const TileConv tx = tile_plan(C_out, C_in, H - kh + 1, W - kw + 1, k);
+        const int cot = C_in <= 8 ? 8 : CO_T;
+        const TileConv tx = tile_plan(C_out, C_in, H - kh + 1, W - kw + 1, k, cot);
         const long long tiles = (long long)((H + TILE_H - 1) / TILE_H) * ((W + TILE_W - 1) / TILE_W);
-        if ((err = allow_smem(grad_input_tiled_kernel, tx.smem_bytes())) != cudaSuccess) return err;
-        grad_input_tiled_kernel<<<dim3((unsigned)(tiles * B), (C_in + CO_T - 1) / CO_T), GEN_THREADS, tx.smem_bytes(),
-                                  stream>>>(grad_conv, weight, grad_x, tx);
+        const auto kernel = cot == 8 ? grad_input_tiled_kernel<8> : grad_input_tiled_kernel<CO_T>;
+        if ((err = allow_smem(kernel, tx.smem_bytes())) != cudaSuccess) return err;
+        kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, tx.smem_bytes(), stream>>>(
+            grad_conv, weight, grad_x, tx);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     return cudaSuccess;
@@ -2408,7 +2550,7 @@ long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
 long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw);
 cudaError_t general_forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                   const float* gn_bias, double* workspace, float* norm, float* group_stats,
+                                   const float* gn_bias, double* workspace, float* conv, float* norm, float* group_stats,
                                    float* half_norm, void* out, int conv_type, int norm_type, int B, int C_in,
                                    int C_out, int groups, int H, int W, int kh, int kw, double eps,
                                    cudaStream_t stream);
@@ -2524,9 +2666,10 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
         const auto xf = converted(x, at::kFloat), wf = converted(weight, at::kFloat), bf = converted(bias, at::kFloat);
         const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
         auto half_norm = x.scalar_type() != at::kFloat ? at::empty({B, C_out, 2}, f32) : Tensor();
+        auto conv = at::empty({B, C_out, Ho, Wo}, f32);
         check(general_forward_launch(xf.data_ptr<float>(), wf.data_ptr<float>(), bf.data_ptr<float>(),
                                      gwf.data_ptr<float>(), gbf.data_ptr<float>(), workspace.data_ptr<double>(),
-                                     norm.data_ptr<float>(), group_stats.data_ptr<float>(),
+                                     conv.data_ptr<float>(), norm.data_ptr<float>(), group_stats.data_ptr<float>(),
                                      half_norm.defined() ? half_norm.data_ptr<float>() : nullptr, out.data_ptr(),
                                      dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, kh, kw, eps,
                                      stream), "forward");
