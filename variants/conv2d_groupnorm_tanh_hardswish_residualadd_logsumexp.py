@@ -1840,12 +1840,13 @@ __device__ __forceinline__ void warp_sum_transposed(double (&v)[32]) {
 struct TileConv {
     int C_in, C_out, H, W, ci_t;
     Kernel2 k;
-    int co_t = CO_T;   // output channels at a time (tile_conv's COT)
+    int co_t = CO_T;     // output channels at a time (tile_conv's COT)
+    int th = TILE_H;     // the tile's rows (tile_conv's PIXT ROW_STEP)
     __host__ __device__ int in_cols() const { return TILE_W + k.w - 1; }
-    __host__ __device__ int in_floats() const { return ((TILE_H + k.h - 1) * in_cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
+    __host__ __device__ int in_floats() const { return ((th + k.h - 1) * in_cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
     __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }                    // per input channel
     __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
-    __host__ __device__ int tiles() const { return (H - k.h + 1 + TILE_H - 1) / TILE_H * tiles_w(); }
+    __host__ __device__ int tiles() const { return (H - k.h + 1 + th - 1) / th * tiles_w(); }
     size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
 };
 
@@ -1853,19 +1854,20 @@ struct TileConv {
 // first: the block's first call for this tile (where all input channels fit one stage, later calls keep its rows).
 // FLIP (dL/dx from dL/dy): the conv's transpose, a conv of `x` (here dL/dy, t.C_in = the model's C_out channels)
 // padded by k - 1 with the weights flipped and their channels swapped (t.C_out = the model's C_in).
-// COT (= t.co_t): CO_T, or 8 where there are at most 8 output channels (dL/dx of a conv with few input channels).
-template <bool FLIP = false, int COT = CO_T>
+// COT (= t.co_t): CO_T, or 8 where there are at most 8 output channels (dL/dx of a conv with few input channels),
+// then with PIXT = 2 PIX pixels a thread (t.th = PIXT ROW_STEP), so that a tap keeps its 32 multiply-adds.
+template <bool FLIP = false, int COT = CO_T, int PIXT = PIX>
 __device__ __forceinline__ void tile_conv(const TileConv& t, const float* __restrict__ x, const float* __restrict__ weight,
                                           long long b, int oh0, int ow0, int co0, bool first, float* smem,
-                                          float (&acc)[PIX][COT])
+                                          float (&acc)[PIXT][COT])
 {
     const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float* in_s = smem;
     float* w_s = smem + (size_t)t.ci_t * t.in_floats();
-    const int taps = t.k.h * t.k.w, rows = TILE_H + t.k.h - 1, cols = t.in_cols();
+    const int taps = t.k.h * t.k.w, rows = t.th + t.k.h - 1, cols = t.in_cols();
     const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
 #pragma unroll
-    for (int p = 0; p < PIX; ++p)
+    for (int p = 0; p < PIXT; ++p)
 #pragma unroll
         for (int i = 0; i < COT; ++i) acc[p][i] = 0.f;
     for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
@@ -1898,14 +1900,14 @@ __device__ __forceinline__ void tile_conv(const TileConv& t, const float* __rest
             for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
 #pragma unroll 4
                 for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
-                    float v[PIX];
+                    float v[PIXT];
 #pragma unroll
-                    for (int p = 0; p < PIX; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
+                    for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
 #pragma unroll
                     for (int q = 0; q < COT / 4; ++q) {
                         const float4 w = w4[q];
 #pragma unroll
-                        for (int p = 0; p < PIX; ++p) {
+                        for (int p = 0; p < PIXT; ++p) {
                             acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
                             acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
                             acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
@@ -2167,21 +2169,22 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const Ge
 
 // dL/dx tiled: block (b tiles + tile, chunk of CO_T input channels), tile_conv<FLIP> over dL/dy (t: the conv's
 // transpose, t.H x t.W = Ho x Wo, the output H x W). Sums over (output channel, kh, kw) in fp32, a fixed order.
-template <int COT>
+template <int COT, int PIXT>
 __global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
     const float* __restrict__ grad_conv, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv t)
 {
     extern __shared__ float4 smem4[];
+    constexpr int TH = PIXT * ROW_STEP;
     const int H = t.H + t.k.h - 1, W = t.W + t.k.w - 1, tiles_w = (W + TILE_W - 1) / TILE_W;
-    const int tiles = (H + TILE_H - 1) / TILE_H * tiles_w;
+    const int tiles = (H + TH - 1) / TH * tiles_w;
     const int tile = (int)(blockIdx.x % tiles), co0 = blockIdx.y * COT;
     const long long b = blockIdx.x / tiles;
-    const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
+    const int oh0 = tile / tiles_w * TH, ow0 = tile % tiles_w * TILE_W;
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    float acc[PIX][COT];
-    tile_conv<true, COT>(t, grad_conv, weight, b, oh0, ow0, co0, true, reinterpret_cast<float*>(smem4), acc);
+    float acc[PIXT][COT];
+    tile_conv<true, COT, PIXT>(t, grad_conv, weight, b, oh0, ow0, co0, true, reinterpret_cast<float*>(smem4), acc);
 #pragma unroll
-    for (int p = 0; p < PIX; ++p)
+    for (int p = 0; p < PIXT; ++p)
         if (oh + p * ROW_STEP < H && ow < W)
 #pragma unroll
             for (int j = 0; j < COT; ++j)
@@ -2397,8 +2400,8 @@ long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int 
 
 // The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; above
 // 48 KB with the static arrays, for kernels over about 40 wide, the kernels are allowed what they need).
-static TileConv tile_plan(int C_in, int C_out, int H, int W, Kernel2 k, int co_t = CO_T) {
-    TileConv t{C_in, C_out, H, W, 1, k, co_t};
+static TileConv tile_plan(int C_in, int C_out, int H, int W, Kernel2 k, int co_t = CO_T, int th = TILE_H) {
+    TileConv t{C_in, C_out, H, W, 1, k, co_t, th};
     const size_t per_ci = t.smem_bytes();
     t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / per_ci));
     return t;
@@ -2515,10 +2518,10 @@ cudaError_t general_backward_launch(const float* x, const float* weight, const f
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (grad_x != nullptr) {   // the conv's transpose: dL/dy (C_out channels, Ho x Wo) in, C_in channels out
-        const int cot = C_in <= 8 ? 8 : CO_T;
-        const TileConv tx = tile_plan(C_out, C_in, H - kh + 1, W - kw + 1, k, cot);
-        const long long tiles = (long long)((H + TILE_H - 1) / TILE_H) * ((W + TILE_W - 1) / TILE_W);
-        const auto kernel = cot == 8 ? grad_input_tiled_kernel<8> : grad_input_tiled_kernel<CO_T>;
+        const int cot = C_in <= 8 ? 8 : CO_T, th = C_in <= 8 ? 2 * TILE_H : TILE_H;
+        const TileConv tx = tile_plan(C_out, C_in, H - kh + 1, W - kw + 1, k, cot, th);
+        const long long tiles = (long long)((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
+        const auto kernel = cot == 8 ? grad_input_tiled_kernel<8, 2 * PIX> : grad_input_tiled_kernel<CO_T, PIX>;
         if ((err = allow_smem(kernel, tx.smem_bytes())) != cudaSuccess) return err;
         kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, tx.smem_bytes(), stream>>>(
             grad_conv, weight, grad_x, tx);
