@@ -2316,14 +2316,16 @@ __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
             __syncthreads();
             if (!active) continue;
             float sum[WG_TAPS][4] = {};
-            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py) {
-                const float* xr = x_s + (ci * rows + py) * cols;
-#pragma unroll 4
-                for (int px = 0; px < TILE_W; ++px) {
-                    const float4 g = *reinterpret_cast<const float4*>(gy_s + wg_swizzle(py * TILE_W + px, quad));
+            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py)
+            for (int px0 = 0; px0 < TILE_W; px0 += 8) {   // the swizzle repeats every 8 pixels: constant offsets
+                const float* xr = x_s + (ci * rows + py) * cols + px0;
+                const float* gr = gy_s + (py * TILE_W + px0) * CO_T;
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    const float4 g = *reinterpret_cast<const float4*>(gr + wg_swizzle(r, quad));
 #pragma unroll
                     for (int i = 0; i < WG_TAPS; ++i) {
-                        const float v = xr[offset[i] + px];
+                        const float v = xr[offset[i] + r];
                         sum[i][0] = fmaf(g.x, v, sum[i][0]);
                         sum[i][1] = fmaf(g.y, v, sum[i][1]);
                         sum[i][2] = fmaf(g.z, v, sum[i][2]);
