@@ -42,12 +42,12 @@ ms). H100 (torch.profiler): gram_kernel 0.128 ms, gram_stats_kernel 0.026, phase
 run_all.py 0.50 ms. Backward: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.29, input gradient 0.45; forward +
 backward 2.39 ms. History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 Tiled path (other kernel sizes, tuples, over 16 input or 64 output channels, output rows of 32 or fewer): a
-block 8 x 32 pixels, a thread 16 output channels at a time (rows and weights staged in shared memory):
-gn_sums_tiled_kernel (channel chunks split over blocks when tiles are few), gn_stats_general_kernel,
-lse_tiled_kernel (one sweep over the channels; two in half). H100 GPU time: KernelBench's previous size 0.040 ms
-(eager 0.090), kernel 5 at 16x8x128x128 0.67 (0.65), 16 -> 256 channels 0.71 (0.15: cuDNN's TF32 tensor cores,
-the next step). Its backward is tiled too (backward_tiled_kernel's sweeps, dL/dx tile_conv<FLIP>, dL/dW split
-totals added in order): forward + backward at kernel 5 4.25 ms (eager 1.89), at the previous size 0.246 (0.286).
+block 16 x 32 pixels, a thread 2 pixels x 16 output channels at a time (rows and weights staged in shared memory):
+gn_sums_tiled_kernel (statistics; the conv kept, B x C_out x Ho x Wo floats), gn_stats_general_kernel,
+lse_tiled_kernel (the kept conv read back; two sweeps over the channels in half). Backward: backward_tiled_kernel's
+sweeps (the first keeps the conv, the second reads it), dL/dx tile_conv<FLIP> (8 channels x 4 rows a thread for
+few inputs), dL/dW a thread per (4 channels, 4 taps, row part), split totals added in order. H200 GPU time at
+kernel 5, 16x8x128x128: forward 0.30 ms (eager 0.54), forward + backward 1.8 (eager 1.8); previous size 0.027 (0.085).
 TF32: cuDNN runs this Conv2d in fp32 here even with allow_tf32 on (tests/test_gpu.py checks it): exact under both.
 Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: phase 1 on a float copy of the input
 (exact); phase 2 one TF32 product per step (half values are exact in TF32), then each op rounded as PyTorch
