@@ -630,26 +630,28 @@ __global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
 struct Kernel3 { int d, h, w; };
 
 // The general path's statistics, tiled: a block takes TILE_H x TILE_W output positions of one output depth od of
-// one sample (a position a thread) and CO_T output channels at a time (CO_T accumulators a thread). Per input depth
-// od + kd and chunk of ci_t input channels it stages the rows the tile reads and the chunk's weights of that depth
-// (transposed to [ci][kh][kw][co], so a tap's CO_T weights are four broadcast float4 loads) in shared memory; a tap
-// is then one input load and CO_T multiply-adds, in fp32 (half values exact), summed over (ci chunk, kd, ci, kh, kw).
-// Each channel's sum and sum of squares over the tile (the conv without its bias in fp32; in half precision each
-// value rounded as the tuned path rounds it, bias included) go in double, in a fixed order, to partials
-// (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats.
-constexpr int GEN_THREADS = 256, TILE_H = 8, TILE_W = 32, CO_T = 16;
-static_assert(TILE_H * TILE_W == GEN_THREADS, "a position a thread");
+// one sample (PIX a thread: rows ty, ty + ROW_STEP, ...) and CO_T output channels at a time (PIX x CO_T accumulators
+// a thread). Per input depth od + kd and chunk of ci_t input channels it stages the rows the tile reads and the
+// chunk's weights of that depth (transposed to [ci][kh][kw][co], so a tap's CO_T weights are four broadcast float4
+// loads) in shared memory; a tap is then PIX input loads and PIX x CO_T multiply-adds, in fp32 (half values exact),
+// summed over (ci chunk, kd, ci, kh, kw). Each channel's sum and sum of squares over the tile (the conv without its
+// bias in fp32; in half precision each value rounded as the tuned path rounds it, bias included) go in double, in a
+// fixed order, to partials (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats.
+constexpr int GEN_THREADS = 256, TILE_W = 32, CO_T = 16, PIX = 2, ROW_STEP = GEN_THREADS / TILE_W;
+constexpr int TILE_H = PIX * ROW_STEP;
 static_assert(2 * CO_T == 32, "a channel's two sums a lane");
 
 struct TileConv3 {
     int C_in, C_out, D, H, W, ci_t;
     Kernel3 k;
-    __host__ __device__ int rows() const { return TILE_H + k.h - 1; }
+    int co_t = CO_T;     // output channels at a time (tile_conv3's COT)
+    int th = TILE_H;     // the tile's rows (tile_conv3's PIXT ROW_STEP)
+    __host__ __device__ int rows() const { return th + k.h - 1; }
     __host__ __device__ int cols() const { return TILE_W + k.w - 1; }
     __host__ __device__ int in_floats() const { return (rows() * cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
-    __host__ __device__ int w_floats() const { return k.h * k.w * CO_T; }               // a channel's at one kd
+    __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }               // a channel's at one kd
     __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
-    __host__ __device__ int tiles_hw() const { return (H - k.h + 1 + TILE_H - 1) / TILE_H * tiles_w(); }
+    __host__ __device__ int tiles_hw() const { return (H - k.h + 1 + th - 1) / th * tiles_w(); }
     __host__ __device__ int tiles() const { return (D - k.d + 1) * tiles_hw(); }
     size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
 };
@@ -667,54 +669,76 @@ __device__ __forceinline__ void warp_sum_transposed(double (&v)[32]) {
     if constexpr (HALF > 1) warp_sum_transposed<HALF / 2>(v);
 }
 
-// acc[i] = the conv (no bias) of output channel co0 + i at this thread's position (od, oh0 + ty, ow0 + tx) of
-// sample b, summed over (ci chunk, kd, ci, kh, kw); in_s and w_s: the block's staging (t.smem_bytes()).
-template <typename T>
+// acc[p][i] = the conv (no bias) of output channel co0 + i at this thread's position p, (od, oh0 + ty + p ROW_STEP,
+// ow0 + tx), of sample b, summed over (ci chunk, kd, ci, kh, kw); in_s and w_s: the block's staging (t.smem_bytes()).
+// FLIP (dL/dx from dL/dy): the conv's transpose, a conv of `x` (here dL/dy, t.C_in = the model's C_out channels,
+// t.D x t.H x t.W its size) padded by k - 1 with the weights flipped and their channels swapped (t.C_out = the
+// model's C_in). COT (= t.co_t) output channels at a time: 4 or 8 for few of them, PIXT (t.th = PIXT ROW_STEP) rows.
+template <typename T, bool FLIP = false, int COT = CO_T, int PIXT = PIX>
 __device__ __forceinline__ void tile_conv3(const TileConv3& t, const T* __restrict__ x, const T* __restrict__ weight,
                                            long long b, int od, int oh0, int ow0, int co0, float* in_s, float* w_s,
-                                           float (&acc)[CO_T])
+                                           float (&acc)[PIXT][COT])
 {
     const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int rows = t.rows(), cols = t.cols(), taps2 = t.k.h * t.k.w, taps3 = t.k.d * taps2;
-    const int j = threadIdx.x % CO_T, co = co0 + j;   // the weights: a thread per output channel of a tap
-    #pragma unroll
-            for (int i = 0; i < CO_T; ++i) acc[i] = 0.f;
-            for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
-                const int nci = min(t.ci_t, t.C_in - ci0);
-                for (int kd = 0; kd < t.k.d; ++kd) {
-                    __syncthreads();
-                    for (int ci = 0; ci < nci; ++ci) {   // a warp per input row, lanes along it
-                        const T* xc = x + ((((size_t)b * t.C_in + ci0 + ci) * t.D + od + kd) * t.H + oh0) * t.W + ow0;
-                        for (int r = warp; r < rows; r += GEN_THREADS / 32)
-                            for (int col = lane; col < cols; col += 32)
-                                in_s[ci * t.in_floats() + r * cols + col] =
-                                    oh0 + r < t.H && ow0 + col < t.W ? load_float(xc + (size_t)r * t.W + col) : 0.f;
+    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
+#pragma unroll
+    for (int p = 0; p < PIXT; ++p)
+#pragma unroll
+        for (int i = 0; i < COT; ++i) acc[p][i] = 0.f;
+    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
+        const int nci = min(t.ci_t, t.C_in - ci0);
+        for (int kd = 0; kd < t.k.d; ++kd) {
+            const int id = od + kd - (FLIP ? t.k.d - 1 : 0);
+            if (FLIP && (id < 0 || id >= t.D)) continue;   // the padding: no products (uniform across the block)
+            __syncthreads();
+            for (int ci = 0; ci < nci; ++ci) {   // a warp per input row, lanes along it
+                const T* xc = x + (((size_t)b * t.C_in + ci0 + ci) * t.D + id) * t.H * t.W;
+                for (int r = warp; r < rows; r += GEN_THREADS / 32) {
+                    const int ih = oh0 + r - (FLIP ? t.k.h - 1 : 0);
+                    for (int col = lane; col < cols; col += 32) {
+                        const int iw = ow0 + col - (FLIP ? t.k.w - 1 : 0);
+                        const bool in = (!FLIP || (ih >= 0 && iw >= 0)) && ih < t.H && iw < t.W;
+                        in_s[ci * t.in_floats() + r * cols + col] = in ? load_float(xc + (size_t)ih * t.W + iw) : 0.f;
                     }
-                    // w_s[(ci taps2 + tap) CO_T + j] = weight[co][ci0 + ci][kd][tap]
-                    const T* wc = weight + ((size_t)co * t.C_in + ci0) * taps3 + (size_t)kd * taps2;
-                    for (int ct = threadIdx.x / CO_T; ct < nci * taps2; ct += GEN_THREADS / CO_T)
-                        w_s[ct * CO_T + j] = co < t.C_out ? load_float(wc + (size_t)(ct / taps2) * taps3 + ct % taps2) : 0.f;
-                    __syncthreads();
-                    for (int ci = 0; ci < nci; ++ci) {
-                        const float* in_r = in_s + ci * t.in_floats() + ty * cols + tx;
-                        const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps2 * CO_T);
-                        for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
-    #pragma unroll 4
-                            for (int kw = 0; kw < t.k.w; ++kw, w4 += CO_T / 4) {
-                                const float v = in_r[kw];
-    #pragma unroll
-                                for (int q = 0; q < CO_T / 4; ++q) {
-                                    const float4 w = w4[q];
-                                    acc[4 * q] = fmaf(v, w.x, acc[4 * q]);
-                                    acc[4 * q + 1] = fmaf(v, w.y, acc[4 * q + 1]);
-                                    acc[4 * q + 2] = fmaf(v, w.z, acc[4 * q + 2]);
-                                    acc[4 * q + 3] = fmaf(v, w.w, acc[4 * q + 3]);
-                                }
+                }
+            }
+            if (FLIP) {   // w_s[(ci taps2 + tap) COT + j] = weight[ci0 + ci][co][k.d - 1 - kd][taps2 - 1 - tap]
+                for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
+                    w_s[ct * COT + j] = co < t.C_out ? load_float(weight + ((size_t)(ci0 + ct / taps2) * t.C_out + co) * taps3
+                                                                 + (size_t)(t.k.d - 1 - kd) * taps2 + taps2 - 1 - ct % taps2)
+                                                     : 0.f;
+            } else {      // w_s[(ci taps2 + tap) COT + j] = weight[co][ci0 + ci][kd][tap]
+                const T* wc = weight + ((size_t)co * t.C_in + ci0) * taps3 + (size_t)kd * taps2;
+                for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
+                    w_s[ct * COT + j] = co < t.C_out ? load_float(wc + (size_t)(ct / taps2) * taps3 + ct % taps2) : 0.f;
+            }
+            __syncthreads();
+            for (int ci = 0; ci < nci; ++ci) {
+                const float* in_r = in_s + ci * t.in_floats() + ty * cols + tx;
+                const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps2 * COT);
+                for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
+#pragma unroll 4
+                    for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
+                        float v[PIXT];
+#pragma unroll
+                        for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
+#pragma unroll
+                        for (int q = 0; q < COT / 4; ++q) {
+                            const float4 w = w4[q];
+#pragma unroll
+                            for (int p = 0; p < PIXT; ++p) {
+                                acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
+                                acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
+                                acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
+                                acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
                             }
                         }
                     }
                 }
             }
+        }
+    }
 }
 
 // Block (b tiles + tile, split): channels in chunks of CO_T from split CO_T, gridDim.y CO_T apart.
@@ -732,19 +756,22 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
     const int od = tile / t.tiles_hw(), oh0 = tile % t.tiles_hw() / t.tiles_w() * TILE_H;
     const int ow0 = tile % t.tiles_w() * TILE_W;
     const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const bool inside = oh0 + ty < t.H - t.k.h + 1 && ow0 + tx < t.W - t.k.w + 1;
     for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
-        float acc[CO_T];
+        float acc[PIX][CO_T];
         tile_conv3(t, x, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
-        double v[2 * CO_T];   // (sum, square) of each channel
+        double v[2 * CO_T] = {};   // (sum, square) of each channel, the thread's positions in order
 #pragma unroll
-        for (int i = 0; i < CO_T; ++i) {
-            float y = acc[i];
-            if (exact_in_tf32<T>() && co0 + i < t.C_out)
-                y = round_to<T>(round_to<T>(y) + (bias ? load_float(bias + co0 + i) : 0.f));
-            y = inside && co0 + i < t.C_out ? y : 0.f;
-            v[2 * i] = y;
-            v[2 * i + 1] = (double)y * y;
+        for (int p = 0; p < PIX; ++p) {
+            const bool inside = oh0 + ty + p * ROW_STEP < t.H - t.k.h + 1 && ow0 + tx < t.W - t.k.w + 1;
+#pragma unroll
+            for (int i = 0; i < CO_T; ++i) {
+                float y = acc[p][i];
+                if (exact_in_tf32<T>() && co0 + i < t.C_out)
+                    y = round_to<T>(round_to<T>(y) + (bias ? load_float(bias + co0 + i) : 0.f));
+                y = inside && co0 + i < t.C_out ? y : 0.f;
+                v[2 * i] += y;
+                v[2 * i + 1] += (double)y * y;
+            }
         }
         warp_sum_transposed(v);   // lane l: the warp's sum of value l
         warp_sums[warp][lane] = v[0];
@@ -773,17 +800,22 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
     const int ow0 = tile % t.tiles_w() * TILE_W;
     const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    float acc[CO_T];
+    float acc[PIX][CO_T];
     tile_conv3(t, x, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
-    if (oh >= Ho || ow >= Wo) return;
-    const long long S = (long long)(t.D - t.k.d + 1) * Ho * Wo, s = ((long long)od * Ho + oh) * Wo + ow;
+    const long long S = (long long)(t.D - t.k.d + 1) * Ho * Wo;
 #pragma unroll
-    for (int j = 0; j < CO_T; ++j) {
-        const int c = co0 + j;
-        if (c >= t.C_out) break;
-        const float* cf = coef + ((size_t)b * t.C_out + c) * 3;
-        const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[j]) + to_float(bias[c])) : acc[j] + to_float(bias[c]);
-        grad_y[((size_t)b * t.C_out + c) * S + s] = cf[0] + cf[1] * (y - cf[2]);
+    for (int p = 0; p < PIX; ++p) {
+        if (oh + p * ROW_STEP >= Ho || ow >= Wo) break;
+        const long long s = ((long long)od * Ho + oh + p * ROW_STEP) * Wo + ow;
+#pragma unroll
+        for (int j = 0; j < CO_T; ++j) {
+            const int c = co0 + j;
+            if (c >= t.C_out) break;
+            const float* cf = coef + ((size_t)b * t.C_out + c) * 3;
+            const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[p][j]) + to_float(bias[c]))
+                                               : acc[p][j] + to_float(bias[c]);
+            grad_y[((size_t)b * t.C_out + c) * S + s] = cf[0] + cf[1] * (y - cf[2]);
+        }
     }
 }
 
@@ -1094,73 +1126,174 @@ __global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partia
     grad_weight[i] = (float)v;
 }
 
-// dL/dx elsewhere (any kernel size, any channels): a thread per input element, the sum over output channels and
-// taps in order.
-__global__ void __launch_bounds__(THREADS) grad_input_general_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, GradDims d,
-    Kernel3 k)
+// dL/dx elsewhere (any kernel size, any channels), tiled: block (b tiles + tile of dL/dx, chunk of COT input
+// channels), tile_conv3<FLIP> over dL/dy (t: the conv's transpose, t.D x t.H x t.W = Do x Ho x Wo). Sums over
+// (output channel chunk, kd, output channel, kh, kw) in fp32, a fixed order.
+template <int COT, int PIXT>
+__global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv3 t)
 {
-    const long long n = (long long)d.B * d.C_in * d.D * d.H * d.W, S = (long long)d.Do * d.Ho * d.Wo;
-    for (long long i = blockIdx.x * (long long)THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
-        long long r = i;
-        const int iw = (int)(r % d.W); r /= d.W;
-        const int ih = (int)(r % d.H); r /= d.H;
-        const int id = (int)(r % d.D); r /= d.D;
-        const int ci = (int)(r % d.C_in);
-        const long long b = r / d.C_in;
-        float acc = 0.f;
-        for (int co = 0; co < d.C_out; ++co) {
-            const float* g = grad_y + ((size_t)b * d.C_out + co) * S;
-            const float* w = weight + ((size_t)co * d.C_in + ci) * k.d * k.h * k.w;
-            for (int kd = max(0, id - d.Do + 1); kd <= min(k.d - 1, id); ++kd)
-                for (int kh = max(0, ih - d.Ho + 1); kh <= min(k.h - 1, ih); ++kh)
-                    for (int kw = max(0, iw - d.Wo + 1); kw <= min(k.w - 1, iw); ++kw)
-                        acc = fmaf(__ldg(g + ((size_t)(id - kd) * d.Ho + ih - kh) * d.Wo + iw - kw),
-                                   __ldg(w + (kd * k.h + kh) * k.w + kw), acc);
+    extern __shared__ float4 smem4[];
+    float* in_s = reinterpret_cast<float*>(smem4);
+    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
+    constexpr int TH = PIXT * ROW_STEP;
+    const int D = t.D + t.k.d - 1, H = t.H + t.k.h - 1, W = t.W + t.k.w - 1;
+    const int tiles_w = (W + TILE_W - 1) / TILE_W, tiles_hw = (H + TH - 1) / TH * tiles_w;
+    const int tile = (int)(blockIdx.x % ((long long)D * tiles_hw)), co0 = blockIdx.y * COT;
+    const long long b = blockIdx.x / ((long long)D * tiles_hw);
+    const int od = tile / tiles_hw, oh0 = tile % tiles_hw / tiles_w * TH, ow0 = tile % tiles_w * TILE_W;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+    float acc[PIXT][COT];
+    tile_conv3<float, true, COT, PIXT>(t, grad_y, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
+#pragma unroll
+    for (int p = 0; p < PIXT; ++p)
+        if (oh + p * ROW_STEP < H && ow < W)
+#pragma unroll
+            for (int j = 0; j < COT; ++j)
+                if (co0 + j < t.C_out)
+                    grad_x[((((size_t)b * t.C_out + co0 + j) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][j];
+}
+
+// dL/dW elsewhere, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items
+// (sample, output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of
+// the chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so
+// that neither the staging stores nor the loads conflict) and the input rows the tile reads at each kd of each of its
+// input channels. A thread owns a quad of output channels, an input channel, WG_TAPS taps (tap group) and a part of
+// the tile's rows (row part): per position one float4 of dL/dy and WG_TAPS input loads feed 4 WG_TAPS multiply-adds.
+// Each item's products are summed in fp32, the items in double; the row parts' totals are added in order through
+// shared memory into partials (splits, C_out, C_in, taps), added in split order by grad_weight_reduce_kernel.
+constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
+struct WgradPlan {
+    int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
+                                      // quads x groups x ci_c (up to GEN_THREADS a round); row parts
+    __host__ __device__ WgradPlan(int C_in, Kernel3 k) {
+        const int ci_floats = k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
+        groups = (k.d * k.h * k.w + WG_TAPS - 1) / WG_TAPS;
+        ci_c = max(1, min(min(C_in, GEN_THREADS / (WG_QUADS * groups)), (16 << 10) / ci_floats));
+        units = min(WG_QUADS * groups * ci_c, GEN_THREADS);
+        parts = 1;
+        while (parts < TILE_H && 2 * parts * units <= GEN_THREADS) parts *= 2;   // a power of 2 dividing TILE_H
+    }
+};
+static size_t wgrad_smem_bytes(int C_in, Kernel3 k) {
+    const WgradPlan plan(C_in, k);
+    const size_t stage = (size_t)TILE_H * TILE_W * CO_T + (size_t)plan.ci_c * k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
+    const size_t totals = (size_t)GEN_THREADS * WG_TAPS * 4 * 2;   // doubles, as floats
+    return (stage > totals ? stage : totals) * sizeof(float);
+}
+__device__ __forceinline__ int wg_swizzle(int pos, int quad) { return pos * CO_T + 4 * (quad ^ ((pos >> 1) & 3)); }
+__global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, GradDims d, Kernel3 k,
+    int splits)
+{
+    static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
+    extern __shared__ float4 smem4[];
+    float* gy_s = reinterpret_cast<float*>(smem4);                 // [TILE_H TILE_W][CO_T], swizzled quads
+    float* x_s = gy_s + TILE_H * TILE_W * CO_T;                    // [ci_c][kd][rows][cols]
+    double* totals_s = reinterpret_cast<double*>(smem4);           // after the items: [thread][WG_TAPS 4]
+    const int taps = k.d * k.h * k.w, rows = TILE_H + k.h - 1, cols = TILE_W + k.w - 1;
+    const WgradPlan plan(d.C_in, k);
+    const int co0 = blockIdx.x * CO_T, ci0 = blockIdx.y * plan.ci_c, split = blockIdx.z;
+    const int nci = min(plan.ci_c, d.C_in - ci0), n_units = WG_QUADS * plan.groups * nci;
+    const int rows_a_part = TILE_H / plan.parts;
+    const int tiles_w = (d.Wo + TILE_W - 1) / TILE_W, tiles_hw = (d.Ho + TILE_H - 1) / TILE_H * tiles_w;
+    const long long S = (long long)d.Do * d.Ho * d.Wo, items = (long long)d.B * d.Do * tiles_hw;
+    for (int u0 = 0; u0 < n_units; u0 += plan.units) {   // rounds of units (more than GEN_THREADS: huge kernels)
+        const int unit = u0 + (int)threadIdx.x % plan.units, part = (int)threadIdx.x / plan.units;
+        const bool active = part < plan.parts && unit < n_units;
+        const int quad = unit % WG_QUADS, group = unit / WG_QUADS % plan.groups, ci = unit / (WG_QUADS * plan.groups);
+        int offset[WG_TAPS];   // each tap's input offset ((kd rows + kh) cols + kw); taps past the last read tap 0's
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i) {
+            const int tap = min(group * WG_TAPS + i, taps - 1);
+            offset[i] = (tap / (k.h * k.w) * rows + tap / k.w % k.h) * cols + tap % k.w;
         }
-        grad_x[i] = acc;
+        double total[WG_TAPS][4] = {};
+        for (long long item = split; item < items; item += splits) {
+            const long long b = item / ((long long)d.Do * tiles_hw);
+            const int od = (int)(item / tiles_hw % d.Do), tile = (int)(item % tiles_hw);
+            const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
+            __syncthreads();
+            for (int i = threadIdx.x; i < WG_QUADS * TILE_H * TILE_W; i += GEN_THREADS) {   // lanes along positions
+                const int q = i / (TILE_H * TILE_W), pos = i % (TILE_H * TILE_W);
+                const int oh = oh0 + pos / TILE_W, ow = ow0 + pos % TILE_W;
+                float v[4];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * q + c;
+                    v[c] = co < d.C_out && oh < d.Ho && ow < d.Wo
+                        ? __ldg(grad_y + ((size_t)b * d.C_out + co) * S + ((size_t)od * d.Ho + oh) * d.Wo + ow) : 0.f;
+                }
+                *reinterpret_cast<float4*>(gy_s + wg_swizzle(pos, q)) = make_float4(v[0], v[1], v[2], v[3]);
+            }
+            for (int i = threadIdx.x; i < nci * k.d * rows * cols; i += GEN_THREADS) {
+                const int c = i / (k.d * rows * cols), kd = i / (rows * cols) % k.d;
+                const int ih = oh0 + i / cols % rows, iw = ow0 + i % cols;
+                x_s[i] = ih < d.H && iw < d.W
+                    ? __ldg(x + (((size_t)b * d.C_in + ci0 + c) * d.D + od + kd) * d.H * d.W + (size_t)ih * d.W + iw) : 0.f;
+            }
+            __syncthreads();
+            if (!active) continue;
+            float sum[WG_TAPS][4] = {};
+            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py)
+            for (int px0 = 0; px0 < TILE_W; px0 += 8) {   // the swizzle repeats every 8 positions: constant offsets
+                const float* xr = x_s + (size_t)ci * k.d * rows * cols + py * cols + px0;
+                const float* gr = gy_s + (py * TILE_W + px0) * CO_T;
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    const float4 g = *reinterpret_cast<const float4*>(gr + wg_swizzle(r, quad));
+#pragma unroll
+                    for (int i = 0; i < WG_TAPS; ++i) {
+                        const float v = xr[offset[i] + r];
+                        sum[i][0] = fmaf(g.x, v, sum[i][0]);
+                        sum[i][1] = fmaf(g.y, v, sum[i][1]);
+                        sum[i][2] = fmaf(g.z, v, sum[i][2]);
+                        sum[i][3] = fmaf(g.w, v, sum[i][3]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) total[i][c] += sum[i][c];
+        }
+        __syncthreads();   // the stage's last reads done: its memory now holds the totals
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) totals_s[(size_t)threadIdx.x * WG_TAPS * 4 + i * 4 + c] = total[i][c];
+        __syncthreads();
+        if (active && part == 0) {   // the row parts in order
+            for (int p = 1; p < plan.parts; ++p)
+#pragma unroll
+                for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        total[i][c] += totals_s[((size_t)p * plan.units + threadIdx.x) * WG_TAPS * 4 + i * 4 + c];
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i) {
+                const int tap = group * WG_TAPS + i;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * quad + c;
+                    if (tap < taps && co < d.C_out)
+                        partials[(((size_t)split * d.C_out + co) * d.C_in + ci0 + ci) * taps + tap] = total[i][c];
+                }
+            }
+        }
+        __syncthreads();   // the totals read before the next round's stage
     }
 }
 
-// dL/dW elsewhere: a block per weight row (co, ci, kd, kh), its GW_KW taps kw0 .. kw0 + GW_KW - 1 at a time (grid
-// y: chunks of kw), the products over the batch and the output positions in double: a thread takes positions
-// in a fixed stride per sample (32-bit indices within a sample), then a shuffle tree and the warps in order.
-constexpr int GW_KW = 8;
-__global__ void __launch_bounds__(THREADS) grad_weight_general_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ grad_weight, GradDims d,
-    Kernel3 k)
+// dL/dW: each weight's split totals added in order.
+__global__ void grad_weight_reduce_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                          long long n, int splits)
 {
-    int r = blockIdx.x;
-    const int kh = r % k.h; r /= k.h;
-    const int kd = r % k.d; r /= k.d;
-    const int ci = r % d.C_in, co = r / d.C_in, kw0 = blockIdx.y * GW_KW, n_kw = min(GW_KW, k.w - kw0);
-    const int S = d.Do * d.Ho * d.Wo, plane = d.H * d.W;
-    double acc[GW_KW] = {};
-    for (int b = 0; b < d.B; ++b) {
-        const float* gs = grad_y + ((size_t)b * d.C_out + co) * S;
-        const float* xs = x + (((size_t)b * d.C_in + ci) * d.D + kd) * plane + (size_t)kh * d.W + kw0;
-        for (int p = threadIdx.x; p < S; p += THREADS) {
-            const int ow = p % d.Wo, oh = p / d.Wo % d.Ho, od = p / (d.Wo * d.Ho);
-            const double g = __ldg(gs + p);
-            const float* xp = xs + (size_t)od * plane + oh * d.W + ow;
-#pragma unroll
-            for (int j = 0; j < GW_KW; ++j)
-                if (j < n_kw) acc[j] = fma(g, (double)__ldg(xp + j), acc[j]);
-        }
-    }
-    __shared__ double red[THREADS / 32][GW_KW];
-#pragma unroll
-    for (int j = 0; j < GW_KW; ++j) {
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][j] = acc[j];
-    }
-    __syncthreads();
-    if (threadIdx.x < n_kw) {
-        double v = 0.0;
-        for (int w = 0; w < THREADS / 32; ++w) v += red[w][threadIdx.x];
-        grad_weight[(size_t)blockIdx.x * k.w + kw0 + threadIdx.x] = (float)v;
-    }
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double v = 0.0;
+    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
+    grad_weight[i] = (float)v;
 }
 
 // A tensor's elements converted between float32 and a half type (to nearest even): the backward's float copies
@@ -1215,8 +1348,9 @@ bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw) {
 
 // The tiled kernel's plan: as many input channels a stage as fit 40 KB of shared memory (at least one; beyond 48 KB
 // with the static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
-static TileConv3 tile_plan(int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    TileConv3 t{C_in, C_out, D, H, W, 1, Kernel3{kd, kh, kw}};
+static TileConv3 tile_plan(int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw, int co_t = CO_T,
+                           int th = TILE_H) {
+    TileConv3 t{C_in, C_out, D, H, W, 1, Kernel3{kd, kh, kw}, co_t, th};
     t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / t.smem_bytes()));
     return t;
 }
@@ -1347,11 +1481,21 @@ static int wgt_blocks(const GradDims& d, int sms) {
     }
     return std::max(1, per_sm * sms / ((d.C_out + WGT_CO - 1) / WGT_CO));
 }
+// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
+// splits giving about two blocks an SM.
+static dim3 wgrad_grid(const GradDims& d, Kernel3 k, int sms) {
+    const int ci_c = WgradPlan(d.C_in, k).ci_c;
+    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
+    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
+    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
+    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
+}
 int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    if (!tc_weight_path(d, x, kd, kh, kw)) return 0;
+    if (!tc_weight_path(d, x, kd, kh, kw))
+        return (long long)wgrad_grid(d, Kernel3{kd, kh, kw}, sms).z * C_out * C_in * kd * kh * kw;
     return (long long)wgt_blocks(d, sms) * ((C_out + WGT_CO - 1) / WGT_CO) * wgt_groups(C_in * K * K) * WGT_CO *
            WGT_DEPTHS * K;
 }
@@ -1369,10 +1513,18 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
                 cudaSuccess)
                 return err;
             grad_input_tc_kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
-        } else {
-            const long long n = (long long)B * C_in * D * H * W;
-            grad_input_general_kernel<<<(unsigned)std::min<long long>((n + THREADS - 1) / THREADS, 1 << 20), THREADS, 0,
-                                        stream>>>(grad_y, weight, grad_x, d, Kernel3{kd, kh, kw});
+        } else {   // the conv's transpose: dL/dy (C_out channels, Do x Ho x Wo) in, C_in channels out
+            const int cot = C_in <= 4 ? 4 : C_in <= 8 ? 8 : CO_T, th = cot < CO_T ? 2 * TILE_H : TILE_H;
+            const TileConv3 t = tile_plan(C_out, C_in, d.Do, d.Ho, d.Wo, kd, kh, kw, cot, th);
+            const long long tiles = (long long)D * ((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
+            const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 2 * PIX>
+                              : cot == 8 ? grad_input_tiled_kernel<8, 2 * PIX> : grad_input_tiled_kernel<CO_T, PIX>;
+            if (t.smem_bytes() > (40u << 10) &&
+                (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
+                    cudaSuccess)
+                return err;
+            kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
+                grad_y, weight, grad_x, t);
         }
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
@@ -1384,8 +1536,17 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         const long long n_w = (long long)C_out * C_in * K * K * K;
         finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
     } else {
-        grad_weight_general_kernel<<<dim3((unsigned)((long long)C_out * C_in * kd * kh), (kw + GW_KW - 1) / GW_KW),
-                                     THREADS, 0, stream>>>(grad_y, x, grad_weight, d, Kernel3{kd, kh, kw});
+        const Kernel3 k{kd, kh, kw};
+        const dim3 grid = wgrad_grid(d, k, sms);
+        const size_t smem = wgrad_smem_bytes(C_in, k);
+        if (smem > (40u << 10) &&
+            (err = cudaFuncSetAttribute(grad_weight_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem)) != cudaSuccess)
+            return err;
+        grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, work, d, k, (int)grid.z);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        const long long n_w = (long long)C_out * C_in * kd * kh * kw;
+        grad_weight_reduce_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(work, grad_weight, n_w, (int)grid.z);
     }
     return cudaGetLastError();
 }
