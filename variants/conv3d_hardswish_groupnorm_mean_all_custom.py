@@ -1281,82 +1281,249 @@ __global__ void __launch_bounds__(THREADS) grad_y_general_kernel(
     block_channel_sums(s, red, bias_partials + ((b * gridDim.y + blockIdx.y) * bps + blockIdx.x % bps) * CO);
 }
 
-// dL/dx on the general path: a thread per input element, the sum over output channels and taps in order.
-__global__ void __launch_bounds__(THREADS) grad_input_general_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, Dims d, Kernel3 k)
+// The general path's conv gradients, tiled (as problem 23's file computes them). dL/dx: block (b tiles + tile of
+// TILE_H x TILE_W input positions of one input depth, chunk of COT input channels); tile_conv_flip gives a thread's
+// PIXT positions (rows ty, ty + ROW_STEP, ...): the conv's transpose, a conv of dL/dy (C_out channels) padded by
+// k - 1 with the weights flipped and their channels swapped. Per output depth and chunk of ci_t output channels it
+// stages the dL/dy rows the tile reads and the chunk's weights of that depth ([c][kh][kw][ci]: a tap's COT weights
+// are COT / 4 broadcast float4 loads) in shared memory; a tap is PIXT loads and PIXT x COT multiply-adds, summed
+// over (chunk, kd, c, kh, kw) in fp32, a fixed order.
+constexpr int GEN_THREADS = 256, TILE_W = 32, ROW_STEP = GEN_THREADS / TILE_W, TILE_H = 2 * ROW_STEP, CO_T = 16;
+struct FlipConv {
+    int C_in, C_out, D, H, W, ci_t;   // the transpose's: C_in = the model's C_out, D x H x W = Do x Ho x Wo
+    Kernel3 k;
+    int co_t, th;                     // input channels of the model at a time (COT), the tile's rows (PIXT ROW_STEP)
+    __host__ __device__ int rows() const { return th + k.h - 1; }
+    __host__ __device__ int cols() const { return TILE_W + k.w - 1; }
+    __host__ __device__ int in_floats() const { return (rows() * cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
+    __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }
+    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
+};
+template <int COT, int PIXT>
+__global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, FlipConv t)
 {
-    const long long n = (long long)d.B * d.C_in * d.D * d.H * d.W, S = (long long)d.Do * d.Ho * d.Wo;
-    for (long long i = blockIdx.x * (long long)THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
-        long long r = i;
-        const int iw = (int)(r % d.W); r /= d.W;
-        const int ih = (int)(r % d.H); r /= d.H;
-        const int id = (int)(r % d.D); r /= d.D;
-        const int ci = (int)(r % d.C_in);
-        const long long b = r / d.C_in;
-        float acc = 0.f;
-        for (int co = 0; co < d.C_out; ++co) {
-            const float* g = grad_y + ((size_t)b * d.C_out + co) * S;
-            const float* w = weight + ((size_t)co * d.C_in + ci) * k.d * k.h * k.w;
-            for (int kd = 0; kd < k.d; ++kd) {
-                const int od = id - kd;
-                if (od < 0) break;
-                if (od >= d.Do) continue;
-                for (int kh = 0; kh < k.h; ++kh) {
-                    const int oh = ih - kh;
-                    if (oh < 0) break;
-                    if (oh >= d.Ho) continue;
-                    for (int kw = 0; kw < k.w; ++kw) {
-                        const int ow = iw - kw;
-                        if (ow < 0) break;
-                        if (ow >= d.Wo) continue;
-                        acc = fmaf(__ldg(g + ((size_t)od * d.Ho + oh) * d.Wo + ow), __ldg(w + (kd * k.h + kh) * k.w + kw), acc);
+    extern __shared__ float4 smem4[];
+    float* in_s = reinterpret_cast<float*>(smem4);
+    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
+    constexpr int TH = PIXT * ROW_STEP;
+    const int D = t.D + t.k.d - 1, H = t.H + t.k.h - 1, W = t.W + t.k.w - 1;
+    const int tiles_w = (W + TILE_W - 1) / TILE_W, tiles_hw = (H + TH - 1) / TH * tiles_w;
+    const int tile = (int)(blockIdx.x % ((long long)D * tiles_hw)), co0 = blockIdx.y * COT;
+    const long long b = blockIdx.x / ((long long)D * tiles_hw);
+    const int od = tile / tiles_hw, oh0 = tile % tiles_hw / tiles_w * TH, ow0 = tile % tiles_w * TILE_W;
+    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int rows = t.rows(), cols = t.cols(), taps2 = t.k.h * t.k.w, taps3 = t.k.d * taps2;
+    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
+    float acc[PIXT][COT] = {};
+    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
+        const int nci = min(t.ci_t, t.C_in - ci0);
+        for (int kd = 0; kd < t.k.d; ++kd) {
+            const int id = od + kd - (t.k.d - 1);
+            if (id < 0 || id >= t.D) continue;   // the padding: no products (uniform across the block)
+            __syncthreads();
+            for (int ci = 0; ci < nci; ++ci) {   // a warp per row, lanes along it
+                const float* xc = grad_y + (((size_t)b * t.C_in + ci0 + ci) * t.D + id) * t.H * t.W;
+                for (int r = warp; r < rows; r += GEN_THREADS / 32) {
+                    const int ih = oh0 + r - (t.k.h - 1);
+                    for (int col = lane; col < cols; col += 32) {
+                        const int iw = ow0 + col - (t.k.w - 1);
+                        in_s[ci * t.in_floats() + r * cols + col] =
+                            ih >= 0 && iw >= 0 && ih < t.H && iw < t.W ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
+                    }
+                }
+            }
+            // w_s[(ci taps2 + tap) COT + j] = weight[ci0 + ci][co][k.d - 1 - kd][taps2 - 1 - tap]
+            for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
+                w_s[ct * COT + j] = co < t.C_out ? __ldg(weight + ((size_t)(ci0 + ct / taps2) * t.C_out + co) * taps3 +
+                                                         (size_t)(t.k.d - 1 - kd) * taps2 + taps2 - 1 - ct % taps2)
+                                                 : 0.f;
+            __syncthreads();
+            for (int ci = 0; ci < nci; ++ci) {
+                const float* in_r = in_s + ci * t.in_floats() + ty * cols + tx;
+                const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps2 * COT);
+                for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
+#pragma unroll 4
+                    for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
+                        float v[PIXT];
+#pragma unroll
+                        for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
+#pragma unroll
+                        for (int q = 0; q < COT / 4; ++q) {
+                            const float4 w = w4[q];
+#pragma unroll
+                            for (int p = 0; p < PIXT; ++p) {
+                                acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
+                                acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
+                                acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
+                                acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
+                            }
+                        }
                     }
                 }
             }
         }
-        grad_x[i] = acc;
+    }
+    const int oh = oh0 + ty, ow = ow0 + tx;
+#pragma unroll
+    for (int p = 0; p < PIXT; ++p)
+        if (oh + p * ROW_STEP < H && ow < W)
+#pragma unroll
+            for (int c = 0; c < COT; ++c)
+                if (co0 + c < t.C_out)
+                    grad_x[((((size_t)b * t.C_out + co0 + c) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][c];
+}
+
+// dL/dW, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items (sample,
+// output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of the
+// chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so that
+// neither the staging stores nor the loads conflict) and the input rows the tile reads at each kd of each of its
+// input channels. A thread owns a quad of output channels, an input channel, WG_TAPS taps (tap group) and a part of
+// the tile's rows (row part): per position one float4 of dL/dy and WG_TAPS input loads feed 4 WG_TAPS multiply-adds.
+// Each item's products are summed in fp32, the items in double; the row parts' totals are added in order through
+// shared memory into partials (splits, C_out, C_in, taps), added in split order by finish_weight_grad_tiled_kernel.
+constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
+struct WgradPlan {
+    int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
+                                      // quads x groups x ci_c (up to GEN_THREADS a round); row parts
+    __host__ __device__ WgradPlan(int C_in, Kernel3 k) {
+        const int ci_floats = k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
+        groups = (k.d * k.h * k.w + WG_TAPS - 1) / WG_TAPS;
+        ci_c = max(1, min(min(C_in, GEN_THREADS / (WG_QUADS * groups)), (16 << 10) / ci_floats));
+        units = min(WG_QUADS * groups * ci_c, GEN_THREADS);
+        parts = 1;
+        while (parts < TILE_H && 2 * parts * units <= GEN_THREADS) parts *= 2;   // a power of 2 dividing TILE_H
+    }
+};
+static size_t wgrad_smem_bytes(int C_in, Kernel3 k) {
+    const WgradPlan plan(C_in, k);
+    const size_t stage = (size_t)TILE_H * TILE_W * CO_T + (size_t)plan.ci_c * k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
+    const size_t totals = (size_t)GEN_THREADS * WG_TAPS * 4 * 2;   // doubles, as floats
+    return (stage > totals ? stage : totals) * sizeof(float);
+}
+__device__ __forceinline__ int wg_swizzle(int pos, int quad) { return pos * CO_T + 4 * (quad ^ ((pos >> 1) & 3)); }
+__global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, Dims d, Kernel3 k,
+    int splits)
+{
+    static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
+    extern __shared__ float4 smem4[];
+    float* gy_s = reinterpret_cast<float*>(smem4);                 // [TILE_H TILE_W][CO_T], swizzled quads
+    float* x_s = gy_s + TILE_H * TILE_W * CO_T;                    // [ci_c][kd][rows][cols]
+    double* totals_s = reinterpret_cast<double*>(smem4);           // after the items: [thread][WG_TAPS 4]
+    const int taps = k.d * k.h * k.w, rows = TILE_H + k.h - 1, cols = TILE_W + k.w - 1;
+    const WgradPlan plan(d.C_in, k);
+    const int co0 = blockIdx.x * CO_T, ci0 = blockIdx.y * plan.ci_c, split = blockIdx.z;
+    const int nci = min(plan.ci_c, d.C_in - ci0), n_units = WG_QUADS * plan.groups * nci;
+    const int rows_a_part = TILE_H / plan.parts;
+    const int tiles_w = (d.Wo + TILE_W - 1) / TILE_W, tiles_hw = (d.Ho + TILE_H - 1) / TILE_H * tiles_w;
+    const long long S = (long long)d.Do * d.Ho * d.Wo, items = (long long)d.B * d.Do * tiles_hw;
+    for (int u0 = 0; u0 < n_units; u0 += plan.units) {   // rounds of units (more than GEN_THREADS: huge kernels)
+        const int unit = u0 + (int)threadIdx.x % plan.units, part = (int)threadIdx.x / plan.units;
+        const bool active = part < plan.parts && unit < n_units;
+        const int quad = unit % WG_QUADS, group = unit / WG_QUADS % plan.groups, ci = unit / (WG_QUADS * plan.groups);
+        int offset[WG_TAPS];   // each tap's input offset ((kd rows + kh) cols + kw); taps past the last read tap 0's
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i) {
+            const int tap = min(group * WG_TAPS + i, taps - 1);
+            offset[i] = (tap / (k.h * k.w) * rows + tap / k.w % k.h) * cols + tap % k.w;
+        }
+        double total[WG_TAPS][4] = {};
+        for (long long item = split; item < items; item += splits) {
+            const long long b = item / ((long long)d.Do * tiles_hw);
+            const int od = (int)(item / tiles_hw % d.Do), tile = (int)(item % tiles_hw);
+            const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
+            __syncthreads();
+            for (int i = threadIdx.x; i < WG_QUADS * TILE_H * TILE_W; i += GEN_THREADS) {   // lanes along positions
+                const int q = i / (TILE_H * TILE_W), pos = i % (TILE_H * TILE_W);
+                const int oh = oh0 + pos / TILE_W, ow = ow0 + pos % TILE_W;
+                float v[4];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * q + c;
+                    v[c] = co < d.C_out && oh < d.Ho && ow < d.Wo
+                        ? __ldg(grad_y + ((size_t)b * d.C_out + co) * S + ((size_t)od * d.Ho + oh) * d.Wo + ow) : 0.f;
+                }
+                *reinterpret_cast<float4*>(gy_s + wg_swizzle(pos, q)) = make_float4(v[0], v[1], v[2], v[3]);
+            }
+            for (int i = threadIdx.x; i < nci * k.d * rows * cols; i += GEN_THREADS) {
+                const int c = i / (k.d * rows * cols), kd = i / (rows * cols) % k.d;
+                const int ih = oh0 + i / cols % rows, iw = ow0 + i % cols;
+                x_s[i] = ih < d.H && iw < d.W
+                    ? __ldg(x + (((size_t)b * d.C_in + ci0 + c) * d.D + od + kd) * d.H * d.W + (size_t)ih * d.W + iw) : 0.f;
+            }
+            __syncthreads();
+            if (!active) continue;
+            float sum[WG_TAPS][4] = {};
+            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py)
+            for (int px0 = 0; px0 < TILE_W; px0 += 8) {   // the swizzle repeats every 8 positions: constant offsets
+                const float* xr = x_s + (size_t)ci * k.d * rows * cols + py * cols + px0;
+                const float* gr = gy_s + (py * TILE_W + px0) * CO_T;
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    const float4 g = *reinterpret_cast<const float4*>(gr + wg_swizzle(r, quad));
+#pragma unroll
+                    for (int i = 0; i < WG_TAPS; ++i) {
+                        const float v = xr[offset[i] + r];
+                        sum[i][0] = fmaf(g.x, v, sum[i][0]);
+                        sum[i][1] = fmaf(g.y, v, sum[i][1]);
+                        sum[i][2] = fmaf(g.z, v, sum[i][2]);
+                        sum[i][3] = fmaf(g.w, v, sum[i][3]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) total[i][c] += sum[i][c];
+        }
+        __syncthreads();   // the stage's last reads done: its memory now holds the totals
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) totals_s[(size_t)threadIdx.x * WG_TAPS * 4 + i * 4 + c] = total[i][c];
+        __syncthreads();
+        if (active && part == 0) {   // the row parts in order
+            for (int p = 1; p < plan.parts; ++p)
+#pragma unroll
+                for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        total[i][c] += totals_s[((size_t)p * plan.units + threadIdx.x) * WG_TAPS * 4 + i * 4 + c];
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i) {
+                const int tap = group * WG_TAPS + i;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * quad + c;
+                    if (tap < taps && co < d.C_out)
+                        partials[(((size_t)split * d.C_out + co) * d.C_in + ci0 + ci) * taps + tap] = total[i][c];
+                }
+            }
+        }
+        __syncthreads();   // the totals read before the next round's stage
     }
 }
 
-// dL/dW on the general path: a block per weight row (co, ci, kd, kh), its GW_KW taps kw0 .. kw0 + GW_KW - 1 at a
-// time (grid y: chunks of kw), the products over the batch and the output positions in double: a thread takes
-// positions in a fixed stride per sample (32-bit indices within a sample), then a shuffle tree and the warps in
-// order.
-constexpr int GW_KW = 8;
-__global__ void __launch_bounds__(THREADS) grad_weight_general_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ grad_weight, Dims d, Kernel3 k)
+// dL/dW: each weight's split totals added in order.
+__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                                long long n, int splits)
 {
-    int r = blockIdx.x;
-    const int kh = r % k.h; r /= k.h;
-    const int kd = r % k.d; r /= k.d;
-    const int ci = r % d.C_in, co = r / d.C_in, kw0 = blockIdx.y * GW_KW, n_kw = min(GW_KW, k.w - kw0);
-    const int S = d.Do * d.Ho * d.Wo, plane = d.H * d.W;
-    double acc[GW_KW] = {};
-    for (int b = 0; b < d.B; ++b) {
-        const float* gs = grad_y + ((size_t)b * d.C_out + co) * S;
-        const float* xs = x + (((size_t)b * d.C_in + ci) * d.D + kd) * plane + (size_t)kh * d.W + kw0;
-        for (int p = threadIdx.x; p < S; p += THREADS) {
-            const int ow = p % d.Wo, oh = p / d.Wo % d.Ho, od = p / (d.Wo * d.Ho);
-            const double g = __ldg(gs + p);
-            const float* xp = xs + (size_t)od * plane + oh * d.W + ow;
-#pragma unroll
-            for (int j = 0; j < GW_KW; ++j)
-                if (j < n_kw) acc[j] = fma(g, (double)__ldg(xp + j), acc[j]);
-        }
-    }
-    __shared__ double red[THREADS / 32][GW_KW];
-#pragma unroll
-    for (int j = 0; j < GW_KW; ++j) {
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][j] = acc[j];
-    }
-    __syncthreads();
-    if (threadIdx.x < n_kw) {
-        double v = 0.0;
-        for (int w = 0; w < THREADS / 32; ++w) v += red[w][threadIdx.x];
-        grad_weight[(size_t)blockIdx.x * k.w + kw0 + threadIdx.x] = (float)v;
-    }
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double v = 0.0;
+    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
+    grad_weight[i] = (float)v;
+}
+
+// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
+// splits giving about two blocks an SM.
+static dim3 wgrad_grid(const Dims& d, Kernel3 k, int sms) {
+    const int ci_c = WgradPlan(d.C_in, k).ci_c;
+    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
+    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
+    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
+    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
 }
 
 static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
@@ -1445,9 +1612,12 @@ int grad_y_tail() { return GI_TAIL; }
 long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
                                      int kw, int sms) {
     const long long common = ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out;
-    if (!tuned_kernel(kd, kh, kw))   // no weight partials: grad_weight_general_kernel writes the gradient
-        return common + (long long)B * ((C_out + CO - 1) / CO) * general_bps(general_dims(B, C_in, C_out, D, H, W,
-                                                                                          {kd, kh, kw})) * CO;
+    if (!tuned_kernel(kd, kh, kw)) {   // the tiled dL/dW's split totals
+        const Kernel3 k{kd, kh, kw};
+        const Dims d = general_dims(B, C_in, C_out, D, H, W, k);
+        return common + (long long)B * ((C_out + CO - 1) / CO) * general_bps(d) * CO +
+               (long long)wgrad_grid(d, k, sms).z * C_out * C_in * kd * kh * kw;
+    }
     const int K = kd;
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
     return common + (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * CO +
@@ -1456,22 +1626,40 @@ long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out,
 
 // The backward on the general path: dL/dy and its channel sums, dL/dx, dL/dW, then the channel gradients.
 static cudaError_t backward_general(const float* x, const float* weight, const float* bias, const float* coef,
-                                    const double* param_terms, double* b_partials, float* grad_y, float* grad_x,
-                                    float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                                    const Dims& d, Kernel3 k, cudaStream_t stream) {
+                                    const double* param_terms, double* b_partials, double* w_partials, float* grad_y,
+                                    float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
+                                    float* grad_gn_bias, const Dims& d, Kernel3 k, int sms, cudaStream_t stream) {
     const int bps = general_bps(d);
     cudaError_t err;
     grad_y_general_kernel<<<dim3((unsigned)((long long)d.B * bps), (d.C_out + CO - 1) / CO), THREADS, 0, stream>>>(
         x, weight, bias, coef, grad_y, b_partials, d, k, bps);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (grad_x != nullptr) {
-        const long long n = (long long)d.B * d.C_in * d.D * d.H * d.W;
-        grad_input_general_kernel<<<(unsigned)std::min<long long>((n + THREADS - 1) / THREADS, 1 << 20), THREADS, 0,
-                                    stream>>>(grad_y, weight, grad_x, d, k);
+    if (grad_x != nullptr) {   // the conv's transpose: dL/dy (C_out channels, Do x Ho x Wo) in, C_in channels out
+        const int cot = d.C_in <= 4 ? 4 : d.C_in <= 8 ? 8 : CO_T, th = cot < CO_T ? 2 * TILE_H : TILE_H;
+        FlipConv t{d.C_out, d.C_in, d.Do, d.Ho, d.Wo, 1, k, cot, th};
+        t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)d.C_out, (40u << 10) / t.smem_bytes()));
+        const long long tiles = (long long)d.D * ((d.H + th - 1) / th) * ((d.W + TILE_W - 1) / TILE_W);
+        const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 4>
+                          : cot == 8 ? grad_input_tiled_kernel<8, 4> : grad_input_tiled_kernel<CO_T, 2>;
+        if (t.smem_bytes() > (40u << 10) &&
+            (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
+                cudaSuccess)
+            return err;
+        kernel<<<dim3((unsigned)(tiles * d.B), (d.C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
+            grad_y, weight, grad_x, t);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
-    grad_weight_general_kernel<<<dim3((unsigned)((long long)d.C_out * d.C_in * k.d * k.h), (k.w + GW_KW - 1) / GW_KW),
-                                 THREADS, 0, stream>>>(grad_y, x, grad_weight, d, k);
+    const dim3 grid = wgrad_grid(d, k, sms);
+    const size_t smem = wgrad_smem_bytes(d.C_in, k);
+    if (smem > (40u << 10) &&
+        (err = cudaFuncSetAttribute(grad_weight_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
+            cudaSuccess)
+        return err;
+    grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, w_partials, d, k, (int)grid.z);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    const long long n_w = (long long)d.C_out * d.C_in * k.d * k.h * k.w;
+    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight, n_w,
+                                                                                       (int)grid.z);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     finish_channel_grads_kernel<<<dim3(d.C_out, 3), SUM_THREADS, 0, stream>>>(b_partials, param_terms, grad_bias,
                                                                               grad_gn_weight, grad_gn_bias, d, bps);
@@ -1496,8 +1684,8 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, d, G);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (!tuned)
-        return backward_general(x, weight, bias, coef, param_terms, b_partials, grad_y, grad_x, grad_weight, grad_bias,
-                                grad_gn_weight, grad_gn_bias, d, Kernel3{kd, kh, kw}, stream);
+        return backward_general(x, weight, bias, coef, param_terms, b_partials, w_partials, grad_y, grad_x, grad_weight,
+                                grad_bias, grad_gn_weight, grad_gn_bias, d, Kernel3{kd, kh, kw}, sms, stream);
     const dim3 grid_y((unsigned)((long long)B * bps), chunks);
     const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
     if (tc && K == 3)
