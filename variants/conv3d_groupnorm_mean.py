@@ -19,9 +19,10 @@ So (the tuned path: kernel 3 on every axis, at most 16 input channels):
   phase 2 (gn_mean_finalize_kernel): per sample, add the partials in a fixed order (double), add the
     conv bias, form the group statistics and the (B,) output. Deterministic: no atomics anywhere.
   general path (any other kernel size, tuples too, any number of input channels): conv_stats_general_kernel,
-    tiled: a block 8 x 32 positions of one output depth, a thread 16 output channels at a time (input rows
-    and weights of one kernel depth staged in shared memory, 64-bit indices), writes S_c and Q_c per tile,
-    added in order by the same phase 2; conv_grad_y_general_kernel, tiled the same way (tile_conv3), in the backward.
+    tiled: a block 16 x 32 positions of one output depth, a thread 2 positions x 16 output channels at a time
+    (input rows and weights of one kernel depth staged in shared memory, 64-bit indices), writes S_c and Q_c per
+    tile, added in order by the same phase 2; conv_grad_y_general_kernel, tiled the same way (tile_conv3), in the
+    backward, dL/dx tile_conv3<FLIP> over dL/dy and dL/dW tiled (grad_weight_tiled_kernel, split totals in order).
   backward: given the group statistics (saved, (B, C + 2G) doubles) the output is affine in each
     channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel), and
     dL/dbias its sum, N g_b / C (A_c + B_g (mean_c - mu_g)), in closed form; conv_grad_y_kernel recomputes y
@@ -29,8 +30,8 @@ So (the tuned path: kernel 3 on every axis, at most 16 input channels):
     (grad_input_tc_kernel: per input row the transposed conv as a GEMM, rows = output columns, columns = (kw,
     ci), depth = taps x output channels), dL/dW (grad_weight_tc_kernel: per output row and kw a GEMM of dL/dy
     against the input rows, fp32 totals per row, blocks' partials added in order). Outside their bounds
-    (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path: a thread per input
-    element (dL/dx), a block per weight row in double (dL/dW). Deterministic: fixed-order sums, no atomics.
+    (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path the tiled kernels
+    (H200, 16x3x24x32x32 kernel 5: forward 0.34 ms, eager 0.51; forward + backward 2.0, eager 7.4). Deterministic.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
 Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 TF32: cuDNN runs this Conv3d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
