@@ -29,8 +29,9 @@ memory; chain_backward_kernel, a thread per element, where those weights exceed 
 second writes dL/dy (float32) and its per-chunk sums (dL/dbias); both recompute y from the input (about ten
 multiply-adds per value: cheaper than keeping the 1 GB y) with the forward's saved group statistics. The conv's
 gradients in fp32: grad_input_convt_kernel (a thread per input position, 4 input channels, gathering dL/dy at
-i s - p + k), grad_weight_convt_tuned_kernel (a block per (sample, channel), 81 sums a thread) or, elsewhere,
-a block per weight row; fixed-order sums. H100: forward + backward 7.5 ms against main's 17.8 (cuDNN's).
+i s - p + k), grad_weight_convt_tuned_kernel (a block per (sample, channel, part of the positions: parts only at
+small batches), 81 sums a thread) or, elsewhere, a block per weight row; fixed-order sums. H200: forward +
+backward 7.5 ms (eager 16.1; with cuDNN's conv gradients it was 17.8 on an H100).
 Operators (TORCH_LIBRARY, namespace: file name and source hash): model (CUDA, Meta, Autograd, AutocastCUDA
 kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
@@ -1581,22 +1582,31 @@ __global__ void __launch_bounds__(GI_THREADS) grad_input_convt_kernel(
 }
 
 // dL/dW[ci, c, k] = sum_b sum_i x[b, ci, i] dL/dy[b, c, i s - p + k], the tuned configuration (kernel 3, stride 2,
-// padding 1): block (chunk of WT_CI input channels, c, b) takes sample b's input positions, a thread each in
-// turn; per position its 27 dL/dy values (zero outside the output) are loaded once for the chunk's channels,
-// 27 WT_CI sums a thread in fp32; then the block's sums in a fixed order (a shuffle tree in double, the warps in
-// order) to partials (B, C_out, C_in, 27), added over the batch in order by finish_weight_grad_convt_kernel.
+// padding 1): block (chunk of WT_CI input channels, c, b, part) takes part `part` of sample b's input positions (a
+// contiguous range; parts > 1 only where samples are too few to fill the GPU), a thread each in turn; per
+// position its 27 dL/dy values (zero outside the output) are loaded once for the chunk's channels, 27 WT_CI sums
+// a thread in fp32; then the block's sums in a fixed order (a shuffle tree in double, the warps in order) to
+// partials (B parts, C_out, C_in, 27), added over (b, part) in order by finish_weight_grad_convt_kernel.
 constexpr int WT_CI = 3, WT_THREADS = 256;
+static int wt_parts(long long B, const ConvShape& cs) {   // about 512 blocks, at least 4 positions a thread a part
+    const long long blocks = B * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI);
+    const long long most = (long long)cs.D * cs.H * cs.W / (4 * WT_THREADS);
+    return (int)std::max<long long>(1, std::min<long long>(512 / std::max(1LL, blocks), most));
+}
 __global__ void __launch_bounds__(WT_THREADS) grad_weight_convt_tuned_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, const ConvShape cs)
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, const ConvShape cs,
+    int parts)
 {
     const int chunks = (cs.C_in + WT_CI - 1) / WT_CI, ci0 = (int)(blockIdx.x % chunks) * WT_CI;
-    const int c = (int)(blockIdx.x / chunks % cs.C_out), b = (int)(blockIdx.x / chunks / cs.C_out);
+    const int c = (int)(blockIdx.x / chunks % cs.C_out), bp = (int)(blockIdx.x / chunks / cs.C_out);
+    const int b = bp / parts, part = bp % parts;
     const int D = cs.D, H = cs.H, W = cs.W;
     const int Do = 2 * D - 1, Ho = 2 * H - 1, Wo = 2 * W - 1, n_in = D * H * W;
+    const int lo = (int)((long long)n_in * part / parts), hi = (int)((long long)n_in * (part + 1) / parts);
     const float* g = grad_y + ((size_t)b * cs.C_out + c) * Do * Ho * Wo;
     const float* xb = x + ((size_t)b * cs.C_in + ci0) * n_in;
     float acc[WT_CI][TAPS] = {};
-    for (int i = threadIdx.x; i < n_in; i += WT_THREADS) {
+    for (int i = lo + threadIdx.x; i < hi; i += WT_THREADS) {
         const int iw = i % W, ih = i / W % H, id = i / (W * H);
         float gv[TAPS];
 #pragma unroll
@@ -1633,11 +1643,11 @@ __global__ void __launch_bounds__(WT_THREADS) grad_weight_convt_tuned_kernel(
         if (ci >= cs.C_in) continue;
         double v = 0.0;
         for (int w = 0; w < WT_THREADS / 32; ++w) v += warp_sums[w][j];
-        partials[(((size_t)b * cs.C_out + c) * cs.C_in + ci) * TAPS + j % TAPS] = v;
+        partials[(((size_t)bp * cs.C_out + c) * cs.C_in + ci) * TAPS + j % TAPS] = v;
     }
 }
 
-// The tuned dL/dW from its partials, a thread per weight (ci, c, k), the samples added in order.
+// The tuned dL/dW from its partials, a thread per weight (ci, c, k), the (sample, part) terms added in order.
 __global__ void finish_weight_grad_convt_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
                                                 const ConvShape cs, int B) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -1716,7 +1726,7 @@ __global__ void __launch_bounds__(BG_THREADS) bias_grad_convt_kernel(const doubl
 }
 
 long long conv_grads_workspace(long long B, const ConvShape& cs) {   // doubles: the tuned dL/dW's partials
-    return convt_tuned(cs) ? B * cs.C_out * cs.C_in * TAPS : 0;
+    return convt_tuned(cs) ? B * wt_parts(B, cs) * cs.C_out * cs.C_in * TAPS : 0;
 }
 
 // The conv's gradients (grad_x, grad_weight null: not wanted); grad_bias (the conv's dtype code) from the
@@ -1744,12 +1754,12 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
     }
     if (grad_weight == nullptr) return cudaSuccess;
     if (convt_tuned(cs)) {
-        grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI)),
-                                         WT_THREADS, 0, stream>>>(
-            grad_y, x, work, cs);
+        const int parts = wt_parts(B, cs);
+        grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * parts * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI)),
+                                         WT_THREADS, 0, stream>>>(grad_y, x, work, cs, parts);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         finish_weight_grad_convt_kernel<<<(cs.C_in * cs.C_out * TAPS + 127) / 128, 128, 0, stream>>>(work, grad_weight,
-                                                                                                     cs, B);
+                                                                                                     cs, B * parts);
     } else {
         grad_weight_convt_general_kernel<<<dim3((unsigned)((long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1]),
                                                 (cs.k[2] + GW_KW - 1) / GW_KW), GW_THREADS, 0, stream>>>(
