@@ -29,9 +29,8 @@ memory; chain_backward_kernel, a thread per element, where those weights exceed 
 second writes dL/dy (float32) and its per-chunk sums (dL/dbias); both recompute y from the input (about ten
 multiply-adds per value: cheaper than keeping the 1 GB y) with the forward's saved group statistics. The conv's
 gradients in fp32: grad_input_convt_kernel (a thread per input position, 4 input channels, gathering dL/dy at
-i s - p + k), grad_weight_convt_tuned_kernel (a block per (sample, channel, part of the positions: parts only at
-small batches), 81 sums a thread) or, elsewhere, a block per weight row; fixed-order sums. H200: forward +
-backward 7.5 ms (eager 16.1; with cuDNN's conv gradients it was 17.8 on an H100).
+i s - p + k), grad_weight_convt_tuned_kernel (a block per (sample, channel, part of the positions at small
+batches), 81 sums a thread) or a block per weight row; fixed-order sums. H200: fwd+bwd 7.5 ms (eager 16.1).
 Operators (TORCH_LIBRARY, namespace: file name and source hash): model (CUDA, Meta, Autograd, AutocastCUDA
 kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 
