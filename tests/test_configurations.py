@@ -47,6 +47,8 @@ GRIDS[P23] = [
     ("channels_256_out", (4, 256, 3, 32), (2, 4, 4, 5, 6)),
     ("one_channel_per_group", (3, 8, 3, 8), (2, 3, 5, 6, 7)),
     ("one_group", (3, 8, 2, 1), (2, 3, 5, 6, 7)),
+    ("several_tiles_in_channels_6", (6, 16, 5, 4), (2, 6, 7, 40, 70)),
+    ("several_tiles_in_channels_17", (17, 24, 3, 8), (2, 17, 4, 37, 70)),
 ]
 P27 = "conv3d_hardswish_groupnorm_mean_all_custom"
 GRIDS[P27] = [
@@ -63,6 +65,8 @@ GRIDS[P27] = [
     ("one_channel_per_group", (3, 8, 3, 8), (2, 3, 5, 6, 7)),
     ("one_group", (3, 8, 2, 1), (2, 3, 5, 6, 7)),
     ("no_bias", (3, 8, 5, 4, False), (2, 3, 6, 7, 8)),
+    ("several_tiles_in_channels_6", (6, 16, 5, 4), (2, 6, 7, 40, 70)),
+    ("several_tiles_in_channels_17", (17, 16, 5, 4), (2, 17, 6, 37, 70)),
 ]
 P27_KEPT = "conv3d_hardswish_groupnorm_mean"
 GRIDS[P27_KEPT] = [(label, args, shape) for label, args, shape in GRIDS[P27]
@@ -82,6 +86,8 @@ GRIDS[P92] = [
     ("channels_256_out", (4, 256, 3, 32), (2, 4, 5, 6)),
     ("one_channel_per_group", (3, 8, 3, 8), (2, 3, 6, 7)),
     ("one_group", (3, 8, 2, 1), (2, 3, 6, 7)),
+    ("several_tiles_in_channels_6", (6, 16, 5, 4), (2, 6, 40, 70)),
+    ("several_tiles_in_channels_20", (20, 32, 3, 8), (2, 20, 37, 70)),
 ]
 CASES = [(name, label, args, shape) for name, grid in GRIDS.items() for label, args, shape in grid]
 IDS = [f"{name}-{label}" for name, label, _, _ in CASES]
