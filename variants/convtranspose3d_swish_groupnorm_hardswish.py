@@ -1997,12 +1997,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     // dL/dy in float32; the conv's gradients in float32, rounded to their tensors' dtypes; the GroupNorm's in its own.
     const auto f32 = x.options().dtype(at::kFloat);
     auto grad_y = at::empty({B, C_out, cs.Do, cs.Ho, cs.Wo}, f32);
-    auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
-    auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
     const bool any = grad_y.numel() > 0;   // else every gradient is zero (or empty)
-    const auto made = [any](at::IntArrayRef sizes, const at::TensorOptions& o) {
+    const auto made = [any](at::IntArrayRef sizes, const at::TensorOptions& o) {   // any: every entry written
         return any ? at::empty(sizes, o) : at::zeros(sizes, o);
     };
+    auto grad_gn_weight = made({C_out}, gn_weight.options());
+    auto grad_gn_bias = made({C_out}, gn_weight.options());
     auto grad_x = conv_mask[0] ? made(x.sizes(), f32) : Tensor();
     auto grad_w = conv_mask[1] ? made(w.sizes(), f32) : Tensor();
     auto grad_b = conv_mask[2] && bias.has_value() ? made({C_out}, bias->options()) : Tensor();
