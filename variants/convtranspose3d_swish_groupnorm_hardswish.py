@@ -1127,7 +1127,7 @@ __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
 // so one sweep gathers per (sample, channel) sum dz and sum dz n and a second writes dL/dy. Both recompute y
 // from the input in plain FP32 (operands rounded to TF32 when `tf32`, as the forward): about ten multiply-adds
 // per element, cheaper than storing y (4 bytes per element) and reading it twice. Block (chunk, c, b) takes
-// BWD_CHUNK consecutive positions of channel c of sample b, a thread each in turn.
+// chunk_len consecutive positions of channel c of sample b, a thread each in turn.
 constexpr int BWD_THREADS = 256, BWD_CHUNK = 16 * BWD_THREADS;
 
 // Taps along one axis (stride 2, padding 1, kernel 3; outputs 2D - 1): o = 2m takes k = 1 from input m,
@@ -1337,7 +1337,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     double* __restrict__ partials,        // (B, C_out, chunks, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
     T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo), float32 for our conv gradients
-    const ConvShape cs, int groups, bool tf32)
+    const ConvShape cs, int groups, bool tf32, int chunk_len)
 {
     const int C_out = cs.C_out;
     const int Do = GENERAL ? cs.Do : 2 * cs.D - 1, Ho = GENERAL ? cs.Ho : 2 * cs.H - 1, Wo = GENERAL ? cs.Wo : 2 * cs.W - 1;
@@ -1357,8 +1357,8 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     }
     const size_t row = ((size_t)b * C_out + c) * S;
     float s_dz = 0.f, s_dzn = 0.f;
-    const int end = min(S, (chunk + 1) * BWD_CHUNK);
-    for (int pos = chunk * BWD_CHUNK + threadIdx.x; pos < end; pos += BWD_THREADS) {
+    const int end = min(S, (chunk + 1) * chunk_len);
+    for (int pos = chunk * chunk_len + threadIdx.x; pos < end; pos += BWD_THREADS) {
         const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
         const float y = conv_at<GENERAL>(x, weight, b, c, od, oh, ow, cs, tf32) + (bias ? __ldg(bias + c) : 0.f);
         const float sig = 1.f / (1.f + expf(-y));
@@ -1400,6 +1400,14 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
 // give the same bits. Used where the weights of CB channels fit CB_SMEM bytes.
 constexpr int CB = 8;
 constexpr int CB_SMEM = 48 * 1024;
+// The sweeps' chunk of positions (chunk_len): BWD_CHUNK, halved (down to 2 BWD_THREADS) while the channels kernel
+// would have fewer than 256 blocks: small batches fill the GPU. A function of the shape only (the same bits on every
+// GPU); the benchmark's batch keeps BWD_CHUNK.
+static int bwd_chunk(long long B, int C_out, long long S) {
+    int len = BWD_CHUNK;
+    while (len > 2 * BWD_THREADS && (S + len - 1) / len * ((C_out + CB - 1) / CB) * B < 256) len /= 2;
+    return len;
+}
 template <bool WRITE, bool GENERAL, typename T, typename TO>
 __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
@@ -1409,7 +1417,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     double* __restrict__ partials,        // (B, C_out, chunks, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
     T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo), float32 for our conv gradients
-    const ConvShape cs, int groups, bool tf32)
+    const ConvShape cs, int groups, bool tf32, int chunk_len)
 {
     extern __shared__ float4 w_s4[];     // [ci][tap][CB / 4]
     __shared__ float chan[8][CB];        // per channel: bias, mu, rstd, gamma, beta, P_g / N, Q_g / N
@@ -1444,8 +1452,8 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     }
     __syncthreads();
     float s_dz[CB] = {}, s_dzn[CB] = {};
-    const int end = min(S, (chunk + 1) * BWD_CHUNK);
-    for (int pos = chunk * BWD_CHUNK + threadIdx.x; pos < end; pos += BWD_THREADS) {
+    const int end = min(S, (chunk + 1) * chunk_len);
+    for (int pos = chunk * chunk_len + threadIdx.x; pos < end; pos += BWD_THREADS) {
         const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
         float acc[CB] = {};
         const auto tap = [&](float v, int t) {   // acc += v * (the CB weights of tap t of the current ci)
@@ -1554,7 +1562,8 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, TO* __rest
 
 long long chain_backward_workspace(long long B, const ConvShape& cs) {   // doubles
     const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-    return B * cs.C_out * ((S + BWD_CHUNK - 1) / BWD_CHUNK) * 2 + B * cs.C_out * 2;
+    const int len = bwd_chunk(B, cs.C_out, S);
+    return B * cs.C_out * ((S + len - 1) / len) * 2 + B * cs.C_out * 2;
 }
 
 // dL/dy (B, C_out, Do, Ho, Wo) in float32 and the GroupNorm parameters' gradients in the GroupNorm's dtype
@@ -1568,7 +1577,7 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         using TO = decltype(to);
         const int C_out = cs.C_out;
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-        const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
+        const int len = bwd_chunk(B, C_out, S), chunks = (int)((S + len - 1) / len);
         double* partials = work;
         double* sums = work + (size_t)B * C_out * chunks * 2;
         const dim3 grid(chunks, C_out, B);
@@ -1580,16 +1589,16 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
             constexpr bool WRITE = decltype(write)::value;
             if (cb_smem <= CB_SMEM && convt_tuned(cs))
                 chain_backward_channels_kernel<WRITE, false, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             else if (cb_smem <= CB_SMEM)
                 chain_backward_channels_kernel<WRITE, true, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             else if (convt_tuned(cs))
                 chain_backward_kernel<WRITE, false, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             else
                 chain_backward_kernel<WRITE, true, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             return cudaGetLastError();
         };
         cudaError_t err = sweep(std::false_type());
@@ -1822,7 +1831,7 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
     cudaError_t err;
     if (grad_bias != nullptr) {
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-        const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
+        const int len = bwd_chunk(B, cs.C_out, S), chunks = (int)((S + len - 1) / len);
         err = with_type(conv_type, [&](auto t) {
             using T = decltype(t);
             bias_grad_convt_kernel<T><<<cs.C_out, BG_THREADS, 0, stream>>>(chain_work, static_cast<T*>(grad_bias), B,
