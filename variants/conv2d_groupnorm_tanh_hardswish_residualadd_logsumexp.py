@@ -1837,6 +1837,23 @@ __device__ __forceinline__ void warp_sum_transposed(double (&v)[32]) {
     if constexpr (HALF > 1) warp_sum_transposed<HALF / 2>(v);
 }
 
+// The block's per-channel pair of sums over a tile: each thread's 2 CO_T values (channel j's at 2j, 2j + 1) added
+// across the warp (warp_sum_transposed), then the warps in order, into partials (B, C_out, tiles, 2) at channels
+// co0 .. co0 + CO_T - 1; the trailing barrier lets the caller's next chunk reuse warp_sums.
+__device__ __forceinline__ void store_tile_sums(double (&v)[32], double (&warp_sums)[GEN_THREADS / 32][2 * CO_T],
+                                                double* __restrict__ partials, long long b, int C_out, int co0,
+                                                int tiles, int tile) {
+    warp_sum_transposed(v);   // lane l: the warp's sum of value l
+    warp_sums[threadIdx.x / 32][threadIdx.x % 32] = v[0];
+    __syncthreads();
+    if (threadIdx.x < 2 * CO_T && co0 + threadIdx.x / 2 < C_out) {
+        double total = 0.0;
+        for (int w = 0; w < GEN_THREADS / 32; ++w) total += warp_sums[w][threadIdx.x];
+        partials[(((size_t)b * C_out + co0 + threadIdx.x / 2) * tiles + tile) * 2 + threadIdx.x % 2] = total;
+    }
+    __syncthreads();
+}
+
 struct TileConv {
     int C_in, C_out, H, W, ci_t;
     Kernel2 k;
@@ -1951,7 +1968,6 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
     const long long b = blockIdx.x / t.tiles();
     const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
         float acc[PIX][CO_T];
         tile_conv(t, x, weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4), acc);
@@ -1967,14 +1983,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
                 v[2 * j + 1] += (double)y * y;
             }
         }
-        warp_sum_transposed(v);   // lane l: the warp's sum of value l
-        warp_sums[warp][lane] = v[0];
-        __syncthreads();
-        if (threadIdx.x < 2 * CO_T && co0 + threadIdx.x / 2 < t.C_out) {
-            double v = 0.0;
-            for (int w = 0; w < GEN_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
-            partials[(((size_t)b * t.C_out + co0 + threadIdx.x / 2) * t.tiles() + tile) * 2 + threadIdx.x % 2] = v;
-        }
+        store_tile_sums(v, warp_sums, partials, b, t.C_out, co0, t.tiles(), tile);
     }
 }
 
@@ -2104,7 +2113,6 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const Ge
     const int Ho = a.H - a.k.h + 1, Wo = a.W - a.k.w + 1, cpg = a.C_out / a.groups;
     const long long S = (long long)Ho * Wo;
     const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     bool inside[PIX];
     long long pix[PIX];   // within the sample
     float g_out[PIX], lse[PIX];
@@ -2156,14 +2164,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const Ge
             v[2 * j] += s0;
             v[2 * j + 1] += s1;
         }
-        warp_sum_transposed(v);   // lane l: the warp's sum of value l
-        warp_sums[warp][lane] = v[0];
-        __syncthreads();
-        if (threadIdx.x < 2 * CO_T && co0 + threadIdx.x / 2 < a.C_out) {
-            double total = 0.0;
-            for (int w = 0; w < GEN_THREADS / 32; ++w) total += warp_sums[w][threadIdx.x];
-            a.partials[(((size_t)b * a.C_out + co0 + threadIdx.x / 2) * t.tiles() + tile) * 2 + threadIdx.x % 2] = total;
-        }
+        store_tile_sums(v, warp_sums, a.partials, b, a.C_out, co0, t.tiles(), tile);
     }
 }
 

@@ -1212,10 +1212,10 @@ __device__ __forceinline__ void conv_general(float (&acc)[CO], const T* __restri
                     if (t == staged) {   // uniform across the block: the next GC_TAPS taps' weights
                         __syncthreads();
                         float* ws = reinterpret_cast<float*>(w_s);
-                        for (int i = threadIdx.x; i < GC_TAPS * CO; i += THREADS) {
+                        const int n = (int)min((long long)GC_TAPS, taps - t) * CO;   // taps past the last: never read
+                        for (int i = threadIdx.x; i < n; i += THREADS) {
                             const int j = i % CO;
-                            const long long tap = t + i / CO;
-                            ws[i] = co0 + j < d.C_out && tap < taps ? load_float(weight + (co0 + j) * taps + tap) : 0.f;
+                            ws[i] = co0 + j < d.C_out ? load_float(weight + (co0 + j) * taps + t + i / CO) : 0.f;
                         }
                         __syncthreads();
                         staged = t + GC_TAPS;
