@@ -1746,7 +1746,7 @@ long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan) {
     plan[0] = (int)std::max(1LL, std::min(items, (long long)std::max(w.blocks, 1) * d.sms));
     const long long per_band = (long long)B * ((Wo + GI_OUT - 1) / GI_OUT) * ci_chunks;
     const long long bands = std::max(1LL, (long long)std::max(in.blocks, 1) * d.sms / std::max(per_band, 1LL));
-    plan[1] = (int)std::max(8LL, (H + bands - 1) / bands);
+    plan[1] = (int)std::max(2LL, (H + bands - 1) / bands);   // 8 rows a band at least left 16 blocks at batch 1
     return (long long)B * units_per_sample(H, W) * N_STATS * sizeof(double) +
            (long long)ci_chunks * plan[0] * C_PAD * GW_TAPS * sizeof(float);
 }

@@ -1695,9 +1695,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                 "must have the output's dtype");
     // The gradients in their tensors' dtypes; dL/dx and dL/dW computed in float32 and rounded at the end.
     const auto f32 = x.options().dtype(at::kFloat);
-    auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
-    auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
-    auto grad_bias = conv_mask[2] ? at::zeros({C_out}, bias.options()) : Tensor();
+    // B > 0: gn_param_grad_kernel writes every entry of these three (no fill kernels to launch).
+    const auto made = [B](int64_t n, const at::TensorOptions& o) { return B > 0 ? at::empty({n}, o) : at::zeros({n}, o); };
+    auto grad_gn_weight = made(C_out, gn_weight.options());
+    auto grad_gn_bias = made(C_out, gn_weight.options());
+    auto grad_bias = conv_mask[2] ? made(C_out, bias.options()) : Tensor();
     auto grad_x = conv_mask[0] ? at::empty(x.sizes(), f32) : Tensor();
     auto grad_w = conv_mask[1] ? (B > 0 ? at::empty(w.sizes(), f32) : at::zeros(w.sizes(), f32)) : Tensor();
     if (B > 0) {

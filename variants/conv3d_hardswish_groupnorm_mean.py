@@ -427,8 +427,9 @@ std::tuple<Tensor, Tensor, Tensor> hardswish_gn_mean_backward_cuda(const Tensor&
     auto g = grad_out.contiguous();
     const int64_t B = y.size(0), C = y.size(1), S = y.size(2) * y.size(3) * y.size(4);
     auto grad_y = at::empty_like(y);
-    auto grad_gn_weight = at::zeros({C}, gn_weight.options());   // B > 0: every entry written by gn_param_grad_kernel
-    auto grad_gn_bias = at::zeros({C}, gn_weight.options());
+    // B > 0: every entry written by gn_param_grad_kernel (no fill kernels to launch)
+    auto grad_gn_weight = B > 0 ? at::empty({C}, gn_weight.options()) : at::zeros({C}, gn_weight.options());
+    auto grad_gn_bias = B > 0 ? at::empty({C}, gn_weight.options()) : at::zeros({C}, gn_weight.options());
     if (B > 0) {
         auto param_terms = at::empty({B, 2 * C}, y.options().dtype(torch::kFloat64));
         check(hardswish_gn_mean_backward_launch(

@@ -1047,6 +1047,79 @@ __global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
     }
 }
 
+// The general path's GroupNorm and HardSwish in float32, split over GN_CHUNK-element pieces of each (sample, group)
+// so that small batches fill the GPU (group_norm_hardswish_kernel takes a block per (sample, group): 64 blocks at
+// 16 x 4; it stays for the half types, whose rounded mean and 1/std need PyTorch's order of sums).
+// gn_partials_kernel: a block per piece, its Welford state; gn_finalize_kernel: per (sample, group) the pieces
+// combined in order, then mean and 1/std as group_norm_hardswish_kernel forms them; gn_apply_kernel: a block per
+// piece normalises it in place and applies HardSwish. Scratch: gn_scratch_bytes.
+constexpr long long GN_CHUNK = 65536;
+constexpr int GN_SPLIT_THREADS = 256;
+static long long gn_chunks(long long n) { return (n + GN_CHUNK - 1) / GN_CHUNK; }
+long long gn_scratch_bytes(long long B, int C_out, int groups, long long vol) {
+    return B * groups * (gn_chunks((long long)(C_out / groups) * vol) * (long long)sizeof(Welford) + 2 * sizeof(float));
+}
+template <typename TO>
+__global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_partials_kernel(const TO* __restrict__ out,
+                                                                      Welford* __restrict__ part, long long n, int chunks)
+{
+    __shared__ Welford warps[GN_SPLIT_THREADS / 32];
+    const long long bg = blockIdx.x / chunks, lo = (blockIdx.x % chunks) * GN_CHUNK, hi = min(n, lo + GN_CHUNK);
+    const TO* const x = out + bg * n;   // the group's channels: contiguous
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    Welford w = {0.f, 0.f, 0.f};
+    long long j = lo + threadIdx.x;
+    for (; j + 7LL * GN_SPLIT_THREADS < hi; j += 8LL * GN_SPLIT_THREADS) {   // eight loads in flight, then in order
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = to_float(x[j + k * GN_SPLIT_THREADS]);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) w = welford_add(w, v[k]);
+    }
+    for (; j < hi; j += GN_SPLIT_THREADS) w = welford_add(w, to_float(x[j]));
+    w = welford_warp(w);
+    if (lane == 0) warps[warp] = w;
+    __syncthreads();
+    if (warp == 0) {
+        w = welford_warp(lane < GN_SPLIT_THREADS / 32 ? warps[lane] : Welford{0.f, 0.f, 0.f});
+        if (lane == 0) part[blockIdx.x] = w;
+    }
+}
+template <typename TO>
+__global__ void gn_finalize_kernel(const Welford* __restrict__ part, float* __restrict__ mean_rstd,
+                                   double* __restrict__ stats, int chunks, long long n_bg, float eps)
+{
+    const long long bg = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (bg >= n_bg) return;
+    Welford w = part[bg * chunks];
+    for (int k = 1; k < chunks; ++k) w = welford_combine(w, part[bg * chunks + k]);
+    const float mean = w.mean, rstd = rsqrtf(w.m2 / w.nf + round_to<TO>(eps));
+    mean_rstd[bg * 2] = round_to<TO>(mean);
+    mean_rstd[bg * 2 + 1] = round_to<TO>(rstd);
+    stats[bg * 2] = mean;   // the backward's statistics unrounded
+    stats[bg * 2 + 1] = rstd;
+}
+template <typename TO>
+__global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
+    TO* __restrict__ out, const float* __restrict__ mean_rstd, const float* __restrict__ gn_weight,
+    const float* __restrict__ gn_bias, int C_out, int groups, long long vol, int chunks)
+{
+    const int cpg = C_out / groups;
+    const long long n = (long long)cpg * vol, bg = blockIdx.x / chunks;
+    const long long lo = (blockIdx.x % chunks) * GN_CHUNK, hi = min(n, lo + GN_CHUNK);
+    TO* const x = out + bg * n;
+    const int grp = (int)(bg % groups);
+    for (int c = (int)(lo / vol); c < cpg && (long long)c * vol < hi; ++c) {   // the channels the piece spans
+        const int ch = grp * cpg + c;
+        const float a = mean_rstd[bg * 2 + 1] * gn_weight[ch], b = -a * mean_rstd[bg * 2] + gn_bias[ch];
+        const long long end = min(hi, (long long)(c + 1) * vol);
+        for (long long i = max(lo, (long long)c * vol) + threadIdx.x; i < end; i += GN_SPLIT_THREADS) {
+            const float z = round_to<TO>(a * to_float(x[i]) + b);
+            x[i] = from_float<TO>(z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f));
+        }
+    }
+}
+
 // Backward. With y the conv output, a = Swish(y), n = (a - mu_g) rstd_g, z = gamma_c n + beta_c, out = HardSwish(z)
 // and dz = grad_out HardSwish'(z): dL/dgamma_c = sum dz n, dL/dbeta_c = sum dz, and
 //     dL/dy = rstd_g (gamma_c dz - P_g / N - n Q_g / N) Swish'(y),
@@ -1054,7 +1127,7 @@ __global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
 // so one sweep gathers per (sample, channel) sum dz and sum dz n and a second writes dL/dy. Both recompute y
 // from the input in plain FP32 (operands rounded to TF32 when `tf32`, as the forward): about ten multiply-adds
 // per element, cheaper than storing y (4 bytes per element) and reading it twice. Block (chunk, c, b) takes
-// BWD_CHUNK consecutive positions of channel c of sample b, a thread each in turn.
+// chunk_len consecutive positions of channel c of sample b, a thread each in turn.
 constexpr int BWD_THREADS = 256, BWD_CHUNK = 16 * BWD_THREADS;
 
 // Taps along one axis (stride 2, padding 1, kernel 3; outputs 2D - 1): o = 2m takes k = 1 from input m,
@@ -1210,7 +1283,7 @@ cudaError_t convt_swish_gn_hardswish_launch(
             static_cast<TO*>(out), gn_weight, gn_bias, stats, cs.C_out, groups, vol, (float)eps);
         return cudaGetLastError();
     };
-    if (!convt_tuned(cs)) {
+    if (!convt_tuned(cs)) {   // `data`: gn_scratch_bytes
         return with_types(conv_type, norm_type, [&](auto t, auto to) {
             using TO = decltype(to);
             const long long positions = (long long)B * vol;
@@ -1218,8 +1291,21 @@ cudaError_t convt_swish_gn_hardswish_launch(
                             (cs.C_out + GEN_CO - 1) / GEN_CO);
             convt_swish_general_kernel<decltype(t), TO><<<grid, BWD_THREADS, 0, stream>>>(
                 x, weight, bias, static_cast<TO*>(out), cs, positions, tf32);
-            const cudaError_t err = cudaGetLastError();
-            return err != cudaSuccess ? err : normalise(to);
+            cudaError_t err = cudaGetLastError();
+            if (err != cudaSuccess || is_half<TO>()) return err != cudaSuccess ? err : normalise(to);   // PyTorch's order
+            const long long n = (long long)(cs.C_out / groups) * vol, n_bg = (long long)B * groups;
+            const int chunks = (int)gn_chunks(n);
+            Welford* part = static_cast<Welford*>(data);
+            float* mean_rstd = reinterpret_cast<float*>(part + n_bg * chunks);
+            gn_partials_kernel<TO><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
+                static_cast<const TO*>(out), part, n, chunks);
+            if ((err = cudaGetLastError()) != cudaSuccess) return err;
+            gn_finalize_kernel<TO><<<(unsigned)((n_bg + 127) / 128), 128, 0, stream>>>(part, mean_rstd, stats, chunks,
+                                                                                    n_bg, (float)eps);
+            if ((err = cudaGetLastError()) != cudaSuccess) return err;
+            gn_apply_kernel<TO><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
+                static_cast<TO*>(out), mean_rstd, gn_weight, gn_bias, cs.C_out, groups, vol, chunks);
+            return cudaGetLastError();
         });
     }
     Params p;
@@ -1251,7 +1337,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     double* __restrict__ partials,        // (B, C_out, chunks, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
     T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo), float32 for our conv gradients
-    const ConvShape cs, int groups, bool tf32)
+    const ConvShape cs, int groups, bool tf32, int chunk_len)
 {
     const int C_out = cs.C_out;
     const int Do = GENERAL ? cs.Do : 2 * cs.D - 1, Ho = GENERAL ? cs.Ho : 2 * cs.H - 1, Wo = GENERAL ? cs.Wo : 2 * cs.W - 1;
@@ -1271,8 +1357,8 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     }
     const size_t row = ((size_t)b * C_out + c) * S;
     float s_dz = 0.f, s_dzn = 0.f;
-    const int end = min(S, (chunk + 1) * BWD_CHUNK);
-    for (int pos = chunk * BWD_CHUNK + threadIdx.x; pos < end; pos += BWD_THREADS) {
+    const int end = min(S, (chunk + 1) * chunk_len);
+    for (int pos = chunk * chunk_len + threadIdx.x; pos < end; pos += BWD_THREADS) {
         const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
         const float y = conv_at<GENERAL>(x, weight, b, c, od, oh, ow, cs, tf32) + (bias ? __ldg(bias + c) : 0.f);
         const float sig = 1.f / (1.f + expf(-y));
@@ -1314,6 +1400,14 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
 // give the same bits. Used where the weights of CB channels fit CB_SMEM bytes.
 constexpr int CB = 8;
 constexpr int CB_SMEM = 48 * 1024;
+// The sweeps' chunk of positions (chunk_len): BWD_CHUNK, halved (down to 2 BWD_THREADS) while the channels kernel
+// would have fewer than 256 blocks: small batches fill the GPU. A function of the shape only (the same bits on every
+// GPU); the benchmark's batch keeps BWD_CHUNK.
+static int bwd_chunk(long long B, int C_out, long long S) {
+    int len = BWD_CHUNK;
+    while (len > 2 * BWD_THREADS && (S + len - 1) / len * ((C_out + CB - 1) / CB) * B < 256) len /= 2;
+    return len;
+}
 template <bool WRITE, bool GENERAL, typename T, typename TO>
 __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
@@ -1323,7 +1417,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     double* __restrict__ partials,        // (B, C_out, chunks, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
     T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo), float32 for our conv gradients
-    const ConvShape cs, int groups, bool tf32)
+    const ConvShape cs, int groups, bool tf32, int chunk_len)
 {
     extern __shared__ float4 w_s4[];     // [ci][tap][CB / 4]
     __shared__ float chan[8][CB];        // per channel: bias, mu, rstd, gamma, beta, P_g / N, Q_g / N
@@ -1358,8 +1452,8 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     }
     __syncthreads();
     float s_dz[CB] = {}, s_dzn[CB] = {};
-    const int end = min(S, (chunk + 1) * BWD_CHUNK);
-    for (int pos = chunk * BWD_CHUNK + threadIdx.x; pos < end; pos += BWD_THREADS) {
+    const int end = min(S, (chunk + 1) * chunk_len);
+    for (int pos = chunk * chunk_len + threadIdx.x; pos < end; pos += BWD_THREADS) {
         const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
         float acc[CB] = {};
         const auto tap = [&](float v, int t) {   // acc += v * (the CB weights of tap t of the current ci)
@@ -1468,7 +1562,8 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, TO* __rest
 
 long long chain_backward_workspace(long long B, const ConvShape& cs) {   // doubles
     const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-    return B * cs.C_out * ((S + BWD_CHUNK - 1) / BWD_CHUNK) * 2 + B * cs.C_out * 2;
+    const int len = bwd_chunk(B, cs.C_out, S);
+    return B * cs.C_out * ((S + len - 1) / len) * 2 + B * cs.C_out * 2;
 }
 
 // dL/dy (B, C_out, Do, Ho, Wo) in float32 and the GroupNorm parameters' gradients in the GroupNorm's dtype
@@ -1482,7 +1577,7 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         using TO = decltype(to);
         const int C_out = cs.C_out;
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-        const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
+        const int len = bwd_chunk(B, C_out, S), chunks = (int)((S + len - 1) / len);
         double* partials = work;
         double* sums = work + (size_t)B * C_out * chunks * 2;
         const dim3 grid(chunks, C_out, B);
@@ -1494,16 +1589,16 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
             constexpr bool WRITE = decltype(write)::value;
             if (cb_smem <= CB_SMEM && convt_tuned(cs))
                 chain_backward_channels_kernel<WRITE, false, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             else if (cb_smem <= CB_SMEM)
                 chain_backward_channels_kernel<WRITE, true, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             else if (convt_tuned(cs))
                 chain_backward_kernel<WRITE, false, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             else
                 chain_backward_kernel<WRITE, true, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32);
+                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             return cudaGetLastError();
         };
         cudaError_t err = sweep(std::false_type());
@@ -1736,7 +1831,7 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
     cudaError_t err;
     if (grad_bias != nullptr) {
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-        const int chunks = (int)((S + BWD_CHUNK - 1) / BWD_CHUNK);
+        const int len = bwd_chunk(B, cs.C_out, S), chunks = (int)((S + len - 1) / len);
         err = with_type(conv_type, [&](auto t) {
             using T = decltype(t);
             bias_grad_convt_kernel<T><<<cs.C_out, BG_THREADS, 0, stream>>>(chain_work, static_cast<T*>(grad_bias), B,
@@ -1779,6 +1874,7 @@ cpp_source = r"""
 #include <utility>
 
 long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W);
+long long gn_scratch_bytes(long long B, int C_out, int groups, long long vol);
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
 struct ConvShape {   // as in the CUDA source
     int C_in, C_out, D, H, W, Do, Ho, Wo;
@@ -1967,12 +2063,15 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const Workspace ws = tuned ? workspace_for(x, stream, B, convt_data_bytes(B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W))
                                : Workspace();
+    // The general path's GroupNorm scratch (its pieces' Welford states, each group's mean and 1/std).
+    const auto gn_scratch = tuned ? Tensor()
+        : at::empty({gn_scratch_bytes(B, cs.C_out, groups, (int64_t)cs.Do * cs.Ho * cs.Wo)}, x.options().dtype(at::kByte));
     // Half precision: the inputs as floats (exact), the roundings in the kernel.
     const auto xf = as_float(x), wf = as_float(w), gwf = as_float(gn_weight), gbf = as_float(gn_bias);
     const auto bf = as_float(bias);
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
-        gwf.data_ptr<float>(), gbf.data_ptr<float>(), tuned ? ws.data() : nullptr, tuned ? ws.counters() : nullptr,
+        gwf.data_ptr<float>(), gbf.data_ptr<float>(), tuned ? ws.data() : gn_scratch.data_ptr(), tuned ? ws.counters() : nullptr,
         tuned ? ws.done() : nullptr, tuned ? ws.ready() : nullptr, out.data_ptr(), stats.data_ptr<double>(),
         dtype_code(x), dtype_code(gn_weight), B, cs, groups, eps, x.scalar_type() == at::kFloat && allow_tf32_conv(),
         stream);
@@ -1997,12 +2096,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     // dL/dy in float32; the conv's gradients in float32, rounded to their tensors' dtypes; the GroupNorm's in its own.
     const auto f32 = x.options().dtype(at::kFloat);
     auto grad_y = at::empty({B, C_out, cs.Do, cs.Ho, cs.Wo}, f32);
-    auto grad_gn_weight = at::zeros({C_out}, gn_weight.options());
-    auto grad_gn_bias = at::zeros({C_out}, gn_weight.options());
     const bool any = grad_y.numel() > 0;   // else every gradient is zero (or empty)
-    const auto made = [any](at::IntArrayRef sizes, const at::TensorOptions& o) {
+    const auto made = [any](at::IntArrayRef sizes, const at::TensorOptions& o) {   // any: every entry written
         return any ? at::empty(sizes, o) : at::zeros(sizes, o);
     };
+    auto grad_gn_weight = made({C_out}, gn_weight.options());
+    auto grad_gn_bias = made({C_out}, gn_weight.options());
     auto grad_x = conv_mask[0] ? made(x.sizes(), f32) : Tensor();
     auto grad_w = conv_mask[1] ? made(w.sizes(), f32) : Tensor();
     auto grad_b = conv_mask[2] && bias.has_value() ? made({C_out}, bias->options()) : Tensor();
