@@ -25,11 +25,12 @@ So (the tuned path: kernel 3 on every axis, at most 16 input channels):
     backward, dL/dx tile_conv3<FLIP> over dL/dy and dL/dW tiled (grad_weight_tiled_kernel, split totals in order).
   backward: given the group statistics (saved, (B, C + 2G) doubles) the output is affine in each
     channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel), and
-    dL/dbias its sum, N g_b / C (A_c + B_g (mean_c - mu_g)), in closed form; conv_grad_y_kernel recomputes y
-    in plain FP32 and writes dL/dy (float32); the conv's gradients, split TF32 on mma.sync: dL/dx
-    (grad_input_tc_kernel: per input row the transposed conv as a GEMM, rows = output columns, columns = (kw,
-    ci), depth = taps x output channels), dL/dW (grad_weight_tc_kernel: per output row and kw a GEMM of dL/dy
-    against the input rows, fp32 totals per row, blocks' partials added in order). Outside their bounds
+    dL/dbias its sum, N g_b / C (A_c + B_g (mean_c - mu_g)), in closed form; conv_gn_stats_kernel<GRAD> (phase
+    1's conv) writes dL/dy (float32) in place of the sums; the conv's gradients, split TF32 on mma.sync: dL/dx
+    (grad_input_stream_kernel, 66 samples or more: a block a sample, each dL/dy row read once as a GEMM against
+    every (kd, kh, kw, ci) tap, added in order into a ring of 3 input planes in shared memory; fewer samples:
+    grad_input_tc_kernel, a GEMM per input row), dL/dW (grad_weight_tc_kernel: per output row and kw a GEMM of
+    dL/dy against the input rows, fp32 totals per row, blocks' partials added in order). Outside their bounds
     (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path the tiled kernels
     (H200, 16x3x24x32x32 kernel 5: forward 0.34 ms, eager 0.51; forward + backward 2.0, eager 7.4). Deterministic.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
@@ -52,9 +53,8 @@ padded to 32) of TF32, 0.076 ms at ~490 TFLOP/s. Measured on an H100: the conv k
 step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us;
 with the host's launch cost run_all.py times 0.17 to 0.20 ms on H100s. Backward: three such convs (dL/dy
 recomputed, dL/dx, dL/dW: forward + backward floor 0.44 ms at the FP32 rate) and dL/dy's 243 MB written once,
-read twice (0.24 ms). Measured (H100, torch.profiler): dL/dx 0.76 ms, dL/dW 0.48, dL/dy 0.43; forward +
-backward 1.9 to 2.1 ms, 5.4x to 5.9x eager (whose cuDNN backward takes 10 ms). History, the ideas not taken:
-docs/conv3d_groupnorm_mean.md.
+read twice (0.24 ms). Measured (H200, torch.profiler): dL/dW 0.49 ms, dL/dx 0.37, dL/dy 0.22; forward +
+backward 1.55 ms as a harness times it, 7.9x eager (cuDNN's backward 10 ms). History: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
