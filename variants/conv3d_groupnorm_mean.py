@@ -25,11 +25,12 @@ So (the tuned path: kernel 3 on every axis, at most 16 input channels):
     backward, dL/dx tile_conv3<FLIP> over dL/dy and dL/dW tiled (grad_weight_tiled_kernel, split totals in order).
   backward: given the group statistics (saved, (B, C + 2G) doubles) the output is affine in each
     channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel), and
-    dL/dbias its sum, N g_b / C (A_c + B_g (mean_c - mu_g)), in closed form; conv_grad_y_kernel recomputes y
-    in plain FP32 and writes dL/dy (float32); the conv's gradients, split TF32 on mma.sync: dL/dx
-    (grad_input_tc_kernel: per input row the transposed conv as a GEMM, rows = output columns, columns = (kw,
-    ci), depth = taps x output channels), dL/dW (grad_weight_tc_kernel: per output row and kw a GEMM of dL/dy
-    against the input rows, fp32 totals per row, blocks' partials added in order). Outside their bounds
+    dL/dbias its sum, N g_b / C (A_c + B_g (mean_c - mu_g)), in closed form; conv_gn_stats_kernel<GRAD> (phase
+    1's conv) writes dL/dy (float32) in place of the sums; the conv's gradients, split TF32 on mma.sync: dL/dx
+    (grad_input_stream_kernel, 66 samples or more: a block a sample, each dL/dy row read once as a GEMM against
+    every (kd, kh, kw, ci) tap, added in order into a ring of 3 input planes in shared memory; fewer samples:
+    grad_input_tc_kernel, a GEMM per input row), dL/dW (grad_weight_tc_kernel: per output row and kw a GEMM of
+    dL/dy against the input rows, fp32 totals per row, blocks' partials added in order). Outside their bounds
     (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path the tiled kernels
     (H200, 16x3x24x32x32 kernel 5: forward 0.34 ms, eager 0.51; forward + backward 2.0, eager 7.4). Deterministic.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
@@ -52,9 +53,8 @@ padded to 32) of TF32, 0.076 ms at ~490 TFLOP/s. Measured on an H100: the conv k
 step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us;
 with the host's launch cost run_all.py times 0.17 to 0.20 ms on H100s. Backward: three such convs (dL/dy
 recomputed, dL/dx, dL/dW: forward + backward floor 0.44 ms at the FP32 rate) and dL/dy's 243 MB written once,
-read twice (0.24 ms). Measured (H100, torch.profiler): dL/dx 0.76 ms, dL/dW 0.48, dL/dy 0.43; forward +
-backward 1.9 to 2.1 ms, 5.4x to 5.9x eager (whose cuDNN backward takes 10 ms). History, the ideas not taken:
-docs/conv3d_groupnorm_mean.md.
+read twice (0.24 ms). Measured (H200, torch.profiler): dL/dW 0.49 ms, dL/dx 0.37, dL/dy 0.22; forward +
+backward 1.55 ms as a harness times it, 7.9x eager (cuDNN's backward 10 ms). History: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
@@ -258,13 +258,17 @@ __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32
 // uint2, the input offsets of depths (k, k + 4) for k = step * 8 + t.
 // T: the element type. In half precision each output is rounded as PyTorch's conv rounds it, then the
 // bias added and rounded again (PyTorch adds the bias after cuDNN's conv), and the sums are of that value.
-template <bool WIDE, typename T>
+// GRAD (the backward's dL/dy): in place of the sums, each output y (bias added; in half precision rounded as above)
+// gives dL/dy = coef_0 + coef_1 (y - coef_2), written in float32 to grad_y (B, C_out, Do, Ho, Wo).
+template <bool WIDE, typename T, bool GRAD = false>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const T* __restrict__ x,               // (B, C_in, D, H, W), contiguous
     const T* __restrict__ weight,          // (C_out, C_in, K, K, K), contiguous
-    const T* __restrict__ bias,            // (C_out) or nullptr; half precision only (fp32: the finalize adds it)
+    const T* __restrict__ bias,            // (C_out) or nullptr; half precision or GRAD only (else the finalize adds it)
     double* __restrict__ partials,         // (B * units_per_sample, n_chunks, N_STATS), at run starts
-    int C_in, int C_out, int D, int H, int W, int units_per_sample, long long n_units)
+    int C_in, int C_out, int D, int H, int W, int units_per_sample, long long n_units,
+    const float* __restrict__ coef = nullptr,   // GRAD: (B, C_out, 3)
+    float* __restrict__ grad_y = nullptr)       // GRAD: (B, C_out, Do, Ho, Wo)
 {
     extern __shared__ __align__(128) uint32_t w_s[];
     __shared__ double lane_sums[WARPS][LANE_STATS][32];
@@ -274,8 +278,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const int chunk = blockIdx.y, n_chunks = gridDim.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     constexpr bool EXACT = exact_in_tf32<T>();
-    float bias_lane[N_TILES / K][2] = {};   // half precision: the bias of this lane's channels jc * 8 + 2 t + e
-    if (EXACT && bias != nullptr)
+    float bias_lane[N_TILES / K][2] = {};   // half precision, GRAD: the bias of this lane's channels jc * 8 + 2 t + e
+    if ((EXACT || GRAD) && bias != nullptr)
         for (int jc = 0; jc < N_TILES / K; ++jc)
             for (int e = 0; e < 2; ++e) {
                 const int co = chunk * CO_CHUNK + jc * 8 + 2 * t + e;
@@ -306,7 +310,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     // one and count nothing), the input offset of the segment's first column and the rows [lo, hi)
     // whose outputs it counts.
     const T* xb;
-    unsigned row;
+    unsigned row, out_row;   // the segment's first column in the input and in the output (GRAD)
     int lo, hi;
     const auto locate = [&]() {
         // The host checks one sample is < 2^31 elements. Opaque to the compiler, so that each load's
@@ -318,6 +322,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
         lo = q < segments ? seg * SEG_OUT - start : SEG;
         hi = min(SEG_OUT, Wo - start);
         row = (od * H + oh) * W + start;
+        out_row = (od * Ho + oh) * Wo + start;
     };
     // The GEMM's rows are the segment's columns in any order: this lane's rows g and g + 8 of
     // tile i (r = 0, 1) are its columns 4 g + s, s = 2 i + r, so that out[R] needs the lane's
@@ -378,7 +383,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
 #endif
         }
         // The next unit's first inputs, in flight during this unit's sums.
-        const int lo_u = lo, hi_u = hi;
+        const int lo_u = lo, hi_u = hi, b_u = b;
+        const unsigned out_row_u = out_row;
         const bool run_ends = u + 1 == u_end || unit + 1 == units_per_sample;
         if (++unit == units_per_sample) {
             unit = 0;
@@ -407,6 +413,22 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
                 c1[4] = __shfl_sync(0xffffffffu, c1[0], (lane + 4) % 32);
                 c2[4] = __shfl_sync(0xffffffffu, c2[0], (lane + 4) % 32);
                 c2[5] = __shfl_sync(0xffffffffu, c2[1], (lane + 4) % 32);
+                if (GRAD) {
+                    const int co = chunk * CO_CHUNK + jc * 8 + 2 * t + e;
+                    if (co < C_out) {
+                        const float* cf = coef + ((size_t)b_u * C_out + co) * 3;
+                        const float a = cf[0], slope = cf[1], mu = cf[2];
+                        float* gy = grad_y + ((size_t)b_u * C_out + co) * ((size_t)Do * Ho * Wo) + out_row_u;
+#pragma unroll
+                        for (int s = 0; s < 4; ++s) {
+                            float v = c0[s] + c1[s + 1] + c2[s + 2];
+                            v = EXACT ? round_to<T>(round_to<T>(v) + bias_lane[jc][e]) : v + bias_lane[jc][e];
+                            const int R = 4 * g + s;
+                            if (R >= lo_u && R < hi_u) gy[R] = a + slope * (v - mu);
+                        }
+                    }
+                    continue;
+                }
                 float sum = 0.f, sq = 0.f;
 #pragma unroll
                 for (int s = 0; s < 4; ++s) {
@@ -422,7 +444,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
                 lane_sums[warp][stat][lane] += sum;
                 lane_sums[warp][stat + 1][lane] += sq;
             }
-        if (run_ends) {
+        if (!GRAD && run_ends) {
             __syncthreads();
             if (threadIdx.x < N_STATS) {   // channel c's sum (kind 0) or sum of squares (kind 1)
                 const int kind = threadIdx.x / CO_CHUNK, c = threadIdx.x % CO_CHUNK;
@@ -527,7 +549,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
 // with N the positions per channel and cpg the channels per group; dL/dgamma_c = sum_b g_b / C (mean_c - mu_g)
 // rstd_g, dL/dbeta_c = sum_b g_b / C, and the conv bias's dL/dbias_c = sum_b sum_s dL/dy = sum_b g_b / C N
 // (A_c + B_g (mean_c - mu_g)) (mean_c: the mean of y over its N positions). One block per sample forms
-// (g_b / C A_c, g_b / C B_g, mu_g) per channel and the per-sample terms of those three; conv_grad_y_kernel
+// (g_b / C A_c, g_b / C B_g, mu_g) per channel and the per-sample terms of those three; conv_gn_stats_kernel<GRAD>
 // recomputes y and writes dL/dy; gn_param_grad_kernel adds the terms over the batch in a fixed order.
 template <typename TO>
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
@@ -560,71 +582,6 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
         terms[C_out + c] = gb;
         terms[2 * C_out + c] = n_per_channel * (a + slope * (st[c] - mu));
     }
-}
-
-// dL/dy, y recomputed in plain FP32 (in half precision rounded as the forward rounds it) and dL/dy written
-// in float32 (unrounded in half precision too) for the conv's gradient kernels: a thread per output position,
-// BWD_CO channels per block (grid y), their weights in shared memory as [tap][channel] (a tap's BWD_CO weights are
-// BWD_CO / 4 float4 loads, the same address for every thread: broadcast).
-constexpr int BWD_THREADS = 256, BWD_CO = CO_CHUNK, MAX_TAPS = 16 * K * K * K;   // C_in <= 16 (the tuned path's)
-
-// dL/dy at position s of channels c0 .. c0 + BWD_CO - 1 (those that exist) of sample b from their conv sums:
-// y (in half precision rounded as the forward rounds it) and the coefficients.
-template <typename T>
-__device__ __forceinline__ void store_grad_y(const float (&acc)[BWD_CO], const T* __restrict__ bias,
-                                             const float* __restrict__ coef, float* __restrict__ grad_y, long long b,
-                                             int c0, int C_out, long long S, long long s) {
-#pragma unroll
-    for (int j = 0; j < BWD_CO; ++j) {
-        const int c = c0 + j;
-        if (c >= C_out) break;
-        const float* cf = coef + ((size_t)b * C_out + c) * 3;
-        const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[j]) + to_float(bias[c])) : acc[j] + to_float(bias[c]);
-        grad_y[((size_t)b * C_out + c) * S + s] = cf[0] + cf[1] * (y - cf[2]);
-    }
-}
-template <typename T>
-__global__ void __launch_bounds__(BWD_THREADS) conv_grad_y_kernel(
-    const T* __restrict__ x,              // (B, C_in, D, H, W), contiguous
-    const T* __restrict__ weight,         // (C_out, C_in, K, K, K)
-    const T* __restrict__ bias,           // (C_out)
-    const float* __restrict__ coef,       // (B, C_out, 3)
-    float* __restrict__ grad_y,           // (B, C_out, Do, Ho, Wo)
-    int C_in, int C_out, int D, int H, int W, long long n_positions)
-{
-    __shared__ float4 w_s4[MAX_TAPS][BWD_CO / 4];
-    float* w_s = reinterpret_cast<float*>(w_s4);   // [tap][channel]
-    const int c0 = blockIdx.y * BWD_CO, taps = C_in * K * K * K;
-    for (int i = threadIdx.x; i < BWD_CO * taps; i += BWD_THREADS)
-        w_s[i % taps * BWD_CO + i / taps] =
-            c0 + i / taps < C_out ? to_float(weight[(size_t)(c0 + i / taps) * taps + i % taps]) : 0.f;
-    __syncthreads();
-    const long long p = (long long)blockIdx.x * BWD_THREADS + threadIdx.x;
-    if (p >= n_positions) return;
-    const int Do = D - K + 1, Ho = H - K + 1, Wo = W - K + 1;
-    const long long S = (long long)Do * Ho * Wo;
-    const long long b = p / S;
-    const int s = (int)(p % S), ow = s % Wo, oh = s / Wo % Ho, od = s / (Wo * Ho);
-    const T* xs = x + (size_t)b * C_in * D * H * W + (od * H + oh) * W + ow;
-    float acc[BWD_CO] = {};
-    for (int ci = 0, t = 0; ci < C_in; ++ci)
-#pragma unroll
-        for (int kd = 0; kd < K; ++kd)
-#pragma unroll
-            for (int kh = 0; kh < K; ++kh)
-#pragma unroll
-                for (int kw = 0; kw < K; ++kw, ++t) {
-                    const float v = load_float(xs + ((ci * D + kd) * H + kh) * W + kw);
-#pragma unroll
-                    for (int q = 0; q < BWD_CO / 4; ++q) {
-                        const float4 w4 = w_s4[t][q];
-                        acc[4 * q] = fmaf(v, w4.x, acc[4 * q]);
-                        acc[4 * q + 1] = fmaf(v, w4.y, acc[4 * q + 1]);
-                        acc[4 * q + 2] = fmaf(v, w4.z, acc[4 * q + 2]);
-                        acc[4 * q + 3] = fmaf(v, w4.w, acc[4 * q + 3]);
-                    }
-                }
-    store_grad_y(acc, bias, coef, grad_y, b, c0, C_out, S, s);
 }
 
 // The general path (any kernel size per axis, any number of input channels).
@@ -786,7 +743,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
 }
 
 // dL/dy on the general path, tiled as conv_stats_general_kernel (block b tiles + tile, chunk blockIdx.y of CO_T
-// output channels): y recomputed by tile_conv3, then dL/dy = A + B (y - mu) from coef, as store_grad_y writes it.
+// output channels): y recomputed by tile_conv3, then dL/dy = A + B (y - mu) from coef, as the tuned path writes it.
 template <typename T>
 __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
     const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ coef,
@@ -979,6 +936,172 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
         for (gh += GI_WARPS; gh >= row_groups; gh -= row_groups)
             if (++id == d.D) { id = 0; ++b; }
     }
+}
+// dL/dx streamed (split TF32, kernel 3, W <= 32, C_in <= 3, C_out <= 32, samples at least half the SMs): a block
+// takes one sample and walks its dL/dy planes od in order. Per dL/dy row (od, oh) a warp forms
+// C[ow][kw, m] = sum_co dL/dy[co][ow] w[co][m][kw], m = (kd, kh, ci): rows = the row's columns (tile i holds
+// ow = 4g + 2i and 4g + 2i + 1, the forward's order), columns = (kw, m) kw-major, m padded to MT 8-column tiles,
+// depth = output channels (8 a step). Each dL/dy value is loaded once and meets every tap (grad_input_tc_kernel
+// loads it once per (kd, kh)). Then dx[iw][m] = sum_kw C[iw - kw][kw, m] in registers (the rows before 4g from
+// lane g - 1), added to input row (od + kd, oh + kh) in shared memory: a ring of 3 input planes. A round's warps
+// take rows 3 apart, whose targets are disjoint, and rounds are separated by barriers, so each input element's
+// additions come in a fixed order (od, oh, then kw). A plane done (id = od) is written out and its slot cleared.
+constexpr int GS_WARPS = 20;     // two a row: each half of the m tiles
+constexpr int GS_ROWS = GS_WARPS / 2;
+constexpr int GS_MAX_CHUNKS = 4;   // C_out <= 32
+constexpr int GS_RS = 33;          // the ring's row stride (floats)
+__host__ __device__ inline int gs_m_tiles(int C_in) { return (K * K * C_in + 7) / 8; }
+inline size_t gs_smem_bytes(const GradDims& d) {
+    return (size_t)((d.C_out + 7) / 8) * 2 * K * gs_m_tiles(d.C_in) * 32 * sizeof(uint2) +
+           (size_t)K * d.H * d.C_in * GS_RS * sizeof(float);
+}
+
+template <int CI>   // input channels
+__global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
+    const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
+    float* __restrict__ grad_x,           // (B, C_in, D, H, W)
+    GradDims d)
+{
+    constexpr int MT = (K * K * CI + 7) / 8, NT = K * MT, M = K * K * CI, MTH = (MT + 1) / 2;
+    extern __shared__ __align__(16) uint2 gs_smem[];
+    const int chunks = (d.C_out + 7) / 8;
+    const uint2* w_s = gs_smem;                                            // [chunk][big, small][NT][lane]
+    float* ring = reinterpret_cast<float*>(gs_smem + chunks * 2 * NT * 32);  // [slot][ih][ci][GS_RS]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int rw = warp / 2, m0 = warp % 2 * MTH;   // the warp's row of a round, its first m tile
+    for (int i = threadIdx.x; i < chunks * 2 * NT * 32; i += blockDim.x) {
+        const int l = i % 32, j = i / 32 % NT, part = i / (32 * NT) % 2, c = i / (64 * NT);
+        const int kw = j / MT, m = 8 * (j % MT) + l / 4;
+        float v[2];
+        for (int h = 0; h < 2; ++h) {
+            const int co = 8 * c + l % 4 + 4 * h, ci = m % CI, kh = m / CI % K, kd = m / (K * CI);
+            v[h] = co < d.C_out && m < M ? weight[((((size_t)co * CI + ci) * K + kd) * K + kh) * K + kw] : 0.f;
+        }
+        const Split s0 = split(v[0]), s1 = split(v[1]);
+        gs_smem[i] = part == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
+    }
+    const int ring_floats = K * d.H * CI * GS_RS;
+    for (int i = threadIdx.x; i < ring_floats; i += blockDim.x) ring[i] = 0.f;
+    __syncthreads();
+
+    const int b = blockIdx.x;
+    const int out_plane = d.Do * d.Ho * d.Wo;   // a sample's dL/dy is under 2^31 floats (stream_input_grad)
+    const size_t in_plane = (size_t)d.H * d.W;
+    const float* gy_b = grad_y + (size_t)b * d.C_out * out_plane;
+    const auto write_plane = [&](int id) {   // plane id done: to grad_x, its slot cleared
+        float* slot = ring + id % K * d.H * CI * GS_RS;
+        for (int r = warp; r < CI * d.H; r += GS_WARPS) {   // a warp a row (ci, ih), a lane a column
+            const int ci = r / d.H, ih = r % d.H;
+            if (lane < d.W) {
+                float& v = slot[(ih * CI + ci) * GS_RS + lane];
+                grad_x[(((size_t)b * CI + ci) * d.D + id) * in_plane + (size_t)ih * d.W + lane] = v;
+                v = 0.f;
+            }
+        }
+    };
+    // The rounds in order: (od, class cls of rows oh = cls + K r, the round's first r0); this warp's row
+    // oh = cls + K (r0 + warp) where that is under Ho. Each load brings one 8-channel chunk of a row (the
+    // lane's A values: [tile i][e], ow = 4g + 2i + e % 2, channel 8c + t + 4 (e / 2)); the next chunk, or the
+    // next round's first, is loaded while this one's products run.
+    int od = 0, cls = 0, r0 = 0;
+    const auto rows_of = [&](int k) { return (d.Ho - k + K - 1) / K; };
+    const auto load = [&](float (&a)[2][4], int l_od, int l_oh, int c) {
+        const float* gy = gy_b + (l_od * d.Ho + l_oh) * d.Wo;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int i = e / 4, ow = 4 * g + 2 * i + e % 2, co = 8 * c + t + 4 * (e / 2 % 2);
+            a[i][e % 4] = co < d.C_out && ow < d.Wo ? __ldg(gy + co * out_plane + ow) : 0.f;
+        }
+    };
+    float a[2][4];
+    if (cls + K * rw < d.Ho) load(a, od, cls + K * rw, 0);
+#pragma unroll 1
+    while (od < d.Do) {
+        const int oh = cls + K * (r0 + rw);
+        int n_od = od, n_cls = cls, n_r0 = r0 + GS_ROWS;   // the next round
+        if (n_r0 >= rows_of(n_cls)) {
+            n_r0 = 0;
+            if (++n_cls == K) { n_cls = 0; ++n_od; }
+        }
+        const int n_oh = n_cls + K * (n_r0 + rw);
+        const bool next = n_od < d.Do && n_oh < d.Ho;
+        if (oh < d.Ho) {
+            float acc[2][K][MTH][4] = {};   // [tile i][kw][m tile m0 + jj]
+#pragma unroll 1
+            for (int c = 0; c < chunks; ++c) {
+                uint32_t big[2][4], small[2][4];
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const Split v = split(a[i][e]);
+                        big[i][e] = v.big;
+                        small[i][e] = v.small;
+                    }
+                if (c + 1 < chunks) load(a, od, oh, c + 1);
+                else if (next) load(a, n_od, n_oh, 0);
+                // product by product over every (tile, column tile): 2 NT independent accumulators between two
+                // products into the same one
+                const uint2* wc = w_s + c * 2 * NT * 32 + lane;
+#pragma unroll
+                for (int p = 0; p < 3; ++p)
+#pragma unroll
+                    for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+                        for (int jj = 0; jj < MTH; ++jj) {
+                            if (MT % 2 != 0 && m0 + jj >= MT) continue;
+                            const int j = kw * MT + m0 + jj;
+                            const uint2 w = wc[(p == 1 ? NT + j : j) * 32];
+#pragma unroll
+                            for (int i = 0; i < 2; ++i) mma(acc[i][kw][jj], p == 0 ? small[i] : big[i], w.x, w.y);
+                        }
+            }
+            // C[4g + s][kw, m] = acc[s / 2][kw][jj][2 (s % 2) + e], m = 8 (m0 + jj) + 2t + e.
+#pragma unroll
+            for (int jj = 0; jj < MTH; ++jj)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float c0[4], c1[4], c2[4];
+#pragma unroll
+                    for (int s = 0; s < 4; ++s) {
+                        c0[s] = acc[s / 2][0][jj][2 * (s % 2) + e];
+                        c1[s] = acc[s / 2][1][jj][2 * (s % 2) + e];
+                        c2[s] = acc[s / 2][2][jj][2 * (s % 2) + e];
+                    }
+                    const float p13 = __shfl_up_sync(0xffffffffu, c1[3], 4);
+                    const float p22 = __shfl_up_sync(0xffffffffu, c2[2], 4);
+                    const float p23 = __shfl_up_sync(0xffffffffu, c2[3], 4);
+                    const float dx[4] = {c0[0] + (g > 0 ? p13 : 0.f) + (g > 0 ? p22 : 0.f),
+                                         c0[1] + c1[0] + (g > 0 ? p23 : 0.f), c0[2] + c1[1] + c2[0],
+                                         c0[3] + c1[2] + c2[1]};
+                    const int m = 8 * (m0 + jj) + 2 * t + e;
+                    const int kd = m / (K * CI), kh = m / CI % K, ci = m % CI, id = od + kd;
+                    if (m < M) {
+                        float* row = ring + ((id % K * d.H + oh + kh) * CI + ci) * GS_RS;
+#pragma unroll
+                        for (int s = 0; s < 4; ++s)
+                            if (4 * g + s < d.W) row[4 * g + s] += dx[s];
+                    }
+                }
+        } else if (next) {
+            load(a, n_od, n_oh, 0);
+        }
+        __syncthreads();
+        if (n_od != od) {   // plane od has all its contributions
+            write_plane(od);
+            __syncthreads();
+        }
+        od = n_od;
+        cls = n_cls;
+        r0 = n_r0;
+    }
+    for (int id = d.Do; id < d.D; ++id) write_plane(id);
+}
+
+inline bool stream_input_grad(const GradDims& d) {
+    return d.W <= 32 && d.C_in <= 3 && d.C_out <= 8 * GS_MAX_CHUNKS && gs_smem_bytes(d) <= (160u << 10) &&
+           (long long)d.C_out * d.Do * d.Ho * d.Wo < (1LL << 31);
 }
 __host__ __device__ inline bool tc_input_grad(const GradDims& d) {
     return d.W <= 32 && d.C_in <= 4 && K * K * ((d.C_out + 7) / 8) <= GI_MAX_STEPS;
@@ -1319,25 +1442,34 @@ static int conv_blocks(int B, int D, int H, int W, int sms) {   // the conv kern
 
 // The two phases, launched apart so that the host's work between them overlaps the first. Dtype codes:
 // see with_types; x, the conv's parameters and dL/dy in the conv's type, the rest in the GroupNorm's.
+// conv_gn_stats_kernel over the whole input: the statistics' partials, or (GRAD) dL/dy from coef.
+template <bool GRAD, typename T>
+static cudaError_t launch_conv_rows(const T* x, const T* weight, const T* bias, double* partials, const float* coef,
+                                    float* grad_y, int B, int C_in, int C_out, int D, int H, int W, int sms,
+                                    cudaStream_t stream) {
+    const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK;
+    const int smem = (int)(depth_steps(C_in) * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
+    const auto kernel = wide_rows(W) ? conv_gn_stats_kernel<true, T, GRAD> : conv_gn_stats_kernel<false, T, GRAD>;
+    cudaError_t err;
+    // The dynamic part and the kernel's static lane_sums together: past 48 KB a block must opt in (C_in of 7
+    // or more; counting the dynamic part alone missed C_in 7 and 8, whose launch then failed).
+    if (smem + (int)sizeof(double) * WARPS * LANE_STATS * 32 > 48 * 1024 &&
+        (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+        return err;
+    const int ups = units_per_sample(D, H, W);
+    kernel<<<dim3(conv_blocks(B, D, H, W, sms), n_chunks), THREADS, smem, stream>>>(
+        x, weight, bias, partials, C_in, C_out, D, H, W, ups, (long long)B * ups, coef, grad_y);
+    return cudaGetLastError();
+}
+
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
                                         cudaStream_t stream) {
     return with_type(conv_type, [&](auto type) {
         using T = decltype(type);
-        const int n_chunks = (C_out + CO_CHUNK - 1) / CO_CHUNK;
-        const int smem = (int)(depth_steps(C_in) * (2 * B_WORDS * sizeof(uint32_t) + 4 * sizeof(uint2)));
-        const auto kernel = wide_rows(W) ? conv_gn_stats_kernel<true, T> : conv_gn_stats_kernel<false, T>;
-        cudaError_t err;
-        // The dynamic part and the kernel's static lane_sums together: past 48 KB a block must opt in (C_in of 7
-        // or more; counting the dynamic part alone missed C_in 7 and 8, whose launch then failed).
-        if (smem + (int)sizeof(double) * WARPS * LANE_STATS * 32 > 48 * 1024 &&
-            (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
-            return err;
-        const int ups = units_per_sample(D, H, W);
-        kernel<<<dim3(conv_blocks(B, D, H, W, sms), n_chunks), THREADS, smem, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), partials, C_in,
-            C_out, D, H, W, ups, (long long)B * ups);
-        return cudaGetLastError();
+        return launch_conv_rows<false>(static_cast<const T*>(x), static_cast<const T*>(weight),
+                                       static_cast<const T*>(bias), partials, nullptr, nullptr, B, C_in, C_out, D, H,
+                                       W, sms, stream);
     });
 }
 
@@ -1412,7 +1544,7 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
                                            void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
                                            int B, int C_in,
                                            int C_out, int groups, int D, int H, int W, int kd, int kh, int kw,
-                                           cudaStream_t stream) {
+                                           int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
@@ -1422,11 +1554,11 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
             groups, (double)S);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
-        const dim3 grid((unsigned)((B * S + BWD_THREADS - 1) / BWD_THREADS), (C_out + BWD_CO - 1) / BWD_CO);
-        if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw)) {
-            conv_grad_y_kernel<T><<<grid, BWD_THREADS, 0, stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
-                grad_y, C_in, C_out, D, H, W, B * S);
+        if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw)) {   // the forward's conv, writing dL/dy
+            if ((err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
+                                              static_cast<const T*>(bias), nullptr, coef, grad_y, B, C_in, C_out, D,
+                                              H, W, sms, stream)) != cudaSuccess)
+                return err;
         } else {   // the general path: tiles of output positions, CO_T channels a block
             const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
             if (t.smem_bytes() > (40u << 10) &&
@@ -1508,7 +1640,16 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
     const bool tuned = kd == K && kh == K && kw == K;
     cudaError_t err;
     if (grad_x != nullptr) {
-        if (tuned && tc_input_grad(d)) {
+        if (tuned && stream_input_grad(d) && 2 * B >= sms) {
+            const auto kernel = d.C_in == 1 ? grad_input_stream_kernel<1> : d.C_in == 2 ? grad_input_stream_kernel<2>
+                                                                        : grad_input_stream_kernel<3>;
+            const size_t smem = gs_smem_bytes(d);
+            if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
+                cudaSuccess)
+                return err;
+            // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
+            kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
+        } else if (tuned && tc_input_grad(d)) {
             int per_sm = 0;   // one wave of resident blocks
             if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_input_tc_kernel, 32 * GI_WARPS, 0)) !=
                 cudaSuccess)
@@ -1578,7 +1719,7 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
                                            float* coef, double* param_terms, float* grad_y, void* grad_bias,
                                            void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
                                            int B, int C_in, int C_out, int groups, int D, int H, int W, int kd, int kh,
-                                           int kw, cudaStream_t stream);
+                                           int kw, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 int conv3d_groupnorm_mean_grad_y_tail();
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
@@ -1708,15 +1849,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         auto grad_y = at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32);
         auto coef = at::empty({B, C_out, 3}, f32);
         auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
+        int sms = 0;
+        check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
         check(conv3d_groupnorm_mean_backward(
             grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
             bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), coef.data_ptr<float>(),
             param_terms.data_ptr<double>(), grad_y.data_ptr<float>(), grad_bias.defined() ? grad_bias.data_ptr() : nullptr,
             grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out,
-            groups, D, H, W, kd, kh, kw, stream));
+            groups, D, H, W, kd, kh, kw, sms, stream));
         if (grad_x.defined() || grad_w.defined()) {
-            int sms = 0;
-            check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
             const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
             auto work = at::empty({conv3d_groupnorm_mean_grads_workspace(xf.data_ptr<float>(), B, C_in, C_out, D, H, W,
                                                                          kd, kh, kw, sms)},
