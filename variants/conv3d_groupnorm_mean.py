@@ -5,17 +5,16 @@ squares of channel c's conv output over its N positions, and g(c) the group of c
     out[b] = mean_c( gamma_c * (S_c / N - mu_g) / sqrt(var_g + eps) + beta_c ),
     mu_g = sum_{c in g} S_c / (N * C/G),   var_g = sum_{c in g} Q_c / (N * C/G) - mu_g^2.
 So (the tuned path: kernel 3 on every axis, at most 16 input channels):
-  phase 1 (conv_gn_stats_kernel): the conv as a GEMM on the tensor cores, one input row segment
-    (32 columns) at a time: rows = the segment's input columns, columns = (kw, output channel),
-    depth = (C_in, kd, kh) padded to a multiple of 8, so the kw taps ride in the columns and
-    out[ow] = C[ow][kw=0] + C[ow+1][kw=1] + C[ow+2][kw=2] is added in registers (a lane holds 4
-    adjacent rows; 3 shuffles per channel bring the next lane's). In split TF32 ("3xTF32": each
-    fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which keeps
-    fp32-level accuracy. A warp gathers its segment's inputs straight from global memory (L1) in the mma
-    fragment layout and splits them; the weights, split once per block, sit in shared memory. On Hopper
-    (sm_90a) a warpgroup issues wgmma (m64n72k8); elsewhere mma.sync. Each lane adds its rows' sums per
-    channel to shared doubles; each block takes a contiguous range of segments and writes one
-    partial per sample it touches. The conv output never touches memory.
+  phase 1 (conv_gn_stats_kernel): the conv as a GEMM on the tensor cores, one input row segment (32 columns) at a
+    time: rows = the segment's input columns, columns = (kw, output channel), depth = (C_in, kd, kh) padded to a
+    multiple of 8, so the kw taps ride in the columns and out[ow] = C[ow][kw=0] + C[ow+1][kw=1] + C[ow+2][kw=2] is
+    added in registers (a lane holds 4 adjacent rows; 3 shuffles per channel bring the next lane's). In split TF32
+    ("3xTF32": each fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which keeps
+    fp32-level accuracy. A warp gathers its segment's inputs straight from global memory (L1) in the mma fragment
+    layout and splits them; the weights, split once per block, sit in shared memory. On Hopper (sm_90a) a warpgroup
+    issues wgmma (m64n72k8); elsewhere mma.sync. Each lane adds its rows' sums per channel to shared doubles; each
+    block takes a contiguous range of segments and writes one partial per sample it touches. The conv output never
+    touches memory.
   phase 2 (gn_mean_finalize_kernel): per sample, add the partials in a fixed order (double), add the
     conv bias, form the group statistics and the (B,) output. Deterministic: no atomics anywhere.
   general path (any other kernel size, tuples too, any number of input channels): conv_stats_general_kernel,
@@ -29,9 +28,10 @@ So (the tuned path: kernel 3 on every axis, at most 16 input channels):
     1's conv) writes dL/dy (float32) in place of the sums; the conv's gradients, split TF32 on mma.sync: dL/dx
     (grad_input_stream_kernel, 66 samples or more: a block a sample, each dL/dy row read once as a GEMM against
     every (kd, kh, kw, ci) tap, added in order into a ring of 3 input planes in shared memory; fewer samples:
-    grad_input_tc_kernel, a GEMM per input row), dL/dW (grad_weight_tc_kernel: per output row and kw a GEMM of
-    dL/dy against the input rows, fp32 totals per row, blocks' partials added in order). Outside their bounds
-    (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path the tiled kernels
+    grad_input_tc_kernel, a GEMM per input row), dL/dW (per output row and kw a GEMM of the input rows against
+    dL/dy, fp32 totals per row, blocks' partials added in order: grad_weight_rows_kernel, rows = depths, columns =
+    the channels, for C_in <= 3 and C_out <= 24; else grad_weight_tc_kernel, rows = 16-channel chunks). Outside
+    their bounds (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path the tiled kernels
     (H200, 16x3x24x32x32 kernel 5: forward 0.34 ms, eager 0.51; forward + backward 2.0, eager 7.4). Deterministic.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
 Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
@@ -53,8 +53,8 @@ padded to 32) of TF32, 0.076 ms at ~490 TFLOP/s. Measured on an H100: the conv k
 step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us;
 with the host's launch cost run_all.py times 0.17 to 0.20 ms on H100s. Backward: three such convs (dL/dy
 recomputed, dL/dx, dL/dW: forward + backward floor 0.44 ms at the FP32 rate) and dL/dy's 243 MB written once,
-read twice (0.24 ms). Measured (H200, torch.profiler): dL/dW 0.49 ms, dL/dx 0.37, dL/dy 0.22; forward +
-backward 1.55 ms as a harness times it, 7.9x eager (cuDNN's backward 10 ms). History: docs/conv3d_groupnorm_mean.md.
+read twice (0.24 ms). Measured (H200, torch.profiler): dL/dx 0.37 ms, dL/dW 0.34, dL/dy 0.22; forward + backward
+1.13 ms of kernels (eager's cuDNN backward alone takes 10 ms). History: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
@@ -1250,6 +1250,130 @@ __global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partia
     grad_weight[i] = (float)v;
 }
 
+// dL/dW on the tensor cores with the roles of grad_weight_tc_kernel swapped, for depth C_in K^2 <= 32 and C_out <=
+// 24 (its 16-channel chunks would pad 24 channels to 32): per output row, for each kw a GEMM (m16n8k8), rows =
+// depths k (two warps a row: depths 0-15 and 16-31), columns = every output channel (three 8-column tiles),
+// reduction over the 32 input columns in grad_weight_tc_kernel's order (lane t: iw = 8t .. 8t + 7). A lane's input
+// values (two depths) are split once a row and serve every (kw, channel tile); a channel tile's dL/dy (columns 8t - 2
+// .. 8t + 7, the first two from lane t - 1) is split once and serves every (step, kw). Totals as there (a row in the
+// tensor cores, then fp32), the block's warps of a depth half added in order (double), written in
+// grad_weight_tc_kernel's partials layout for finish_weight_grad_tc_kernel.
+constexpr int WR_ROWS = 4;   // rows a block takes at a time
+__global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
+    const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
+    double* __restrict__ partials, GradDims d)
+{
+    __shared__ double sums[2][24][WGT_DEPTHS][K];   // [depth half][co][k % 16][kw]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int rr = warp / 2, half = warp % 2, depth = d.C_in * K * K, n_j = (d.C_out + 7) / 8;
+    const int rows_ps = d.Do * d.Ho, row_len = rows_ps * d.Wo;   // a channel's dL/dy
+    const long long rows = (long long)d.B * rows_ps;
+    const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
+    unsigned tap[2];   // input offsets of this lane's depths half * 16 + g + 8h (past the depth: 0, values zeroed)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int k = half * WGT_DEPTHS + g + 8 * h;
+        tap[h] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+    }
+    const bool ok0 = half * WGT_DEPTHS + g < depth, ok1 = half * WGT_DEPTHS + g + 8 < depth;
+    float total[K][3][4] = {};
+#pragma unroll 1
+    for (long long row = r0 + rr; row < r1; row += WR_ROWS) {
+        const long long b = row / rows_ps;
+        const int rw = (int)(row % rows_ps), od = rw / d.Ho, oh = rw % d.Ho;
+        const float* xr = x + (((size_t)b * d.C_in * d.D + od) * d.H + oh) * d.W;
+        // A of step s: depths g, g + 8 at iw = 8t + 2s (a0, a1) and 8t + 2s + 1 (a2, a3); columns past W are clamped
+        // and meet only zero dL/dy.
+        uint32_t ab[4][4], as[4][4];
+        {
+            float4 v[2][2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const bool ok = h == 0 ? ok0 : ok1;
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    const float4 l = __ldg(reinterpret_cast<const float4*>(xr + tap[h] + min(8 * t + 4 * q, d.W - 4)));
+                    v[h][q] = ok ? l : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+            }
+#pragma unroll
+            for (int st = 0; st < 4; ++st)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float4 q = v[e % 2][st / 2];
+                    const float val = e < 2 ? (st % 2 ? q.z : q.x) : (st % 2 ? q.w : q.y);
+                    const Split sp = split(val);
+                    ab[st][e] = sp.big;
+                    as[st][e] = sp.small;
+                }
+        }
+        float acc[K][3][4] = {};
+        const float* gr = grad_y + (size_t)b * d.C_out * row_len + (size_t)rw * d.Wo;
+#pragma unroll
+        for (int j = 0; j < 3; ++j) {
+            if (j >= n_j) break;
+            // G[2 + m] = dL/dy[8j + g][8t + m], m = -2 .. 7 (zero outside the row and past C_out)
+            const int co = 8 * j + g;
+            float G[10];
+#pragma unroll
+            for (int m = 0; m < 8; ++m)
+                G[2 + m] = co < d.C_out && 8 * t + m < d.Wo ? __ldg(gr + (size_t)co * row_len + 8 * t + m) : 0.f;
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                const float v = __shfl_up_sync(0xffffffffu, G[8 + m], 1);   // lane t - 1's columns 6, 7
+                G[m] = t > 0 ? v : 0.f;
+            }
+            uint32_t gb[10], gs[10];
+#pragma unroll
+            for (int m = 0; m < 10; ++m) {
+                const Split sp = split(G[m]);
+                gb[m] = sp.big;
+                gs[m] = sp.small;
+            }
+#pragma unroll
+            for (int st = 0; st < 4; ++st)
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) {
+                    const int m = 2 + 2 * st - kw;   // b = dL/dy[8j + g][8t + 2s - kw (+ 1)]
+                    mma(acc[kw][j], as[st], gb[m], gb[m + 1]);
+                    mma(acc[kw][j], ab[st], gs[m], gs[m + 1]);
+                    mma(acc[kw][j], ab[st], gb[m], gb[m + 1]);
+                }
+        }
+#pragma unroll
+        for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+            for (int j = 0; j < 3; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
+    }
+    // The block's warps of each depth half add their totals in order; c[e]: k = g + 8 (e / 2), co = 8j + 2t + e % 2.
+    for (int q = 0; q < WR_ROWS; ++q) {
+        if (rr == q)
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+                for (int j = 0; j < 3; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        double& v = sums[half][8 * j + 2 * t + e % 2][g + 8 * (e / 2)][kw];
+                        v = (q == 0 ? 0.0 : v) + total[kw][j][e];
+                    }
+        __syncthreads();
+    }
+    const int chunks = (d.C_out + WGT_CO - 1) / WGT_CO, n_sums = wgt_groups(depth) * WGT_CO * WGT_DEPTHS * K;
+    for (int i = threadIdx.x; i < 2 * 24 * WGT_DEPTHS * K; i += blockDim.x) {
+        const int kw = i % K, kk = i / K % WGT_DEPTHS, co = i / (K * WGT_DEPTHS) % 24, hf = i / (K * WGT_DEPTHS * 24);
+        if (co < d.C_out && hf * WGT_DEPTHS + kk < depth)
+            partials[((size_t)blockIdx.x * chunks + co / WGT_CO) * n_sums +
+                     ((hf * WGT_CO + co % WGT_CO) * WGT_DEPTHS + kk) * K + kw] = sums[hf][co][kk][kw];
+    }
+}
+__host__ __device__ inline bool rows_weight_grad(const GradDims& d) {
+    return tc_weight_grad(d) && d.C_in * K * K <= 2 * WGT_DEPTHS && d.C_out <= 24;
+}
+
 // dL/dx elsewhere (any kernel size, any channels), tiled: block (b tiles + tile of dL/dx, chunk of COT input
 // channels), tile_conv3<FLIP> over dL/dy (t: the conv's transpose, t.D x t.H x t.W = Do x Ho x Wo). Sums over
 // (output channel chunk, kd, output channel, kh, kw) in fp32, a fixed order.
@@ -1614,6 +1738,18 @@ static int wgt_blocks(const GradDims& d, int sms) {
     }
     return std::max(1, per_sm * sms / ((d.C_out + WGT_CO - 1) / WGT_CO));
 }
+// grad_weight_rows_kernel's blocks: a wave of resident blocks (the residency asked once).
+static int wrows_blocks(int sms) {
+    static std::atomic<int> resident{0};
+    int per_sm = resident.load();
+    if (per_sm == 0) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_rows_kernel, 64 * WR_ROWS, 0) !=
+            cudaSuccess)
+            per_sm = 2;
+        resident = per_sm = std::max(1, per_sm);
+    }
+    return per_sm * sms;
+}
 // The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
 // splits giving about two blocks an SM.
 static dim3 wgrad_grid(const GradDims& d, Kernel3 k, int sms) {
@@ -1629,8 +1765,8 @@ long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in,
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     if (!tc_weight_path(d, x, kd, kh, kw))
         return (long long)wgrad_grid(d, Kernel3{kd, kh, kw}, sms).z * C_out * C_in * kd * kh * kw;
-    return (long long)wgt_blocks(d, sms) * ((C_out + WGT_CO - 1) / WGT_CO) * wgt_groups(C_in * K * K) * WGT_CO *
-           WGT_DEPTHS * K;
+    return (long long)(rows_weight_grad(d) ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((C_out + WGT_CO - 1) / WGT_CO) *
+           wgt_groups(C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
 }
 
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
@@ -1672,8 +1808,13 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
     }
     if (grad_weight == nullptr) return cudaSuccess;
     if (tc_weight_path(d, x, kd, kh, kw)) {
-        const int n_blocks = wgt_blocks(d, sms), threads = wgt_threads(d);
-        grad_weight_tc_kernel<<<dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), threads, 0, stream>>>(grad_y, x, work, d);
+        const bool rows = rows_weight_grad(d);
+        const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
+        if (rows)
+            grad_weight_rows_kernel<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(grad_y, x, work, d);
+        else
+            grad_weight_tc_kernel<<<dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(
+                grad_y, x, work, d);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const long long n_w = (long long)C_out * C_in * K * K * K;
         finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
@@ -2036,6 +2177,17 @@ class ModelNew(nn.Module):
         self.group_norm = nn.GroupNorm(num_groups, out_channels)
 
     def forward(self, x):
+        # Host time per call shows in a harness's timing: one test on the common path (_refuse says what is
+        # wrong), and the submodules and parameters read from their dicts, where nn.Module's __getattr__ finds them.
+        conv, gn = self._modules["conv"], self._modules["group_norm"]
+        k = conv.kernel_size
+        if not ((x.is_cuda or x.is_meta) and x.dtype in DTYPES and x.dim() == 5 and x.shape[1] == conv.in_channels
+                and x.shape[2] >= k[0] and x.shape[3] >= k[1] and x.shape[4] >= k[2]):
+            self._refuse(x)
+        cp, gp = conv._parameters, gn._parameters
+        return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups, gn.eps)
+
+    def _refuse(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing
             raise ValueError(f"input must be a CUDA tensor (or meta), got one on {x.device}")
         if x.dtype not in DTYPES:
@@ -2047,8 +2199,6 @@ class ModelNew(nn.Module):
         if any(s < k for s, k in zip(x.shape[2:], self.conv.kernel_size)):
             raise ValueError(f"input spatial size {tuple(x.shape[2:])} is smaller than the kernel "
                              f"{self.conv.kernel_size}")
-        conv, gn = self.conv, self.group_norm
-        return _model(x, conv.weight, conv.bias, gn.weight, gn.bias, gn.num_groups, gn.eps)
 
 
 batch_size = 128
