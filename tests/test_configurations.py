@@ -52,6 +52,8 @@ GRIDS[P23] = [
     ("kernel3_in_channels_1_batch_72", (1, 16, 3, 4), (72, 1, 5, 9, 11)),   # dL/dx a block a sample
     ("kernel3_in_channels_2_out_32_batch_72", (2, 32, 3, 8), (72, 2, 4, 12, 32)),
     ("kernel3_tall_batch_70", (3, 8, 3, 4), (70, 3, 5, 64, 20)),
+    ("kernel3_in_channels_1_width_16", (1, 24, 3, 8), (2, 1, 4, 5, 16)),   # dL/dW with rows of depths
+    ("kernel3_in_channels_2_width_12", (2, 16, 3, 4), (3, 2, 5, 6, 12)),
 ]
 P27 = "conv3d_hardswish_groupnorm_mean_all_custom"
 GRIDS[P27] = [
