@@ -1001,7 +1001,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
         }
     };
     // The rounds in order: (od, class cls of rows oh = cls + K r, the round's first r0); this warp's row
-    // oh = cls + K (r0 + warp) where that is under Ho. Each load brings one 8-channel chunk of a row (the
+    // oh = cls + K (r0 + rw) where that is under Ho. Each load brings one 8-channel chunk of a row (the
     // lane's A values: [tile i][e], ow = 4g + 2i + e % 2, channel 8c + t + 4 (e / 2)); the next chunk, or the
     // next round's first, is loaded while this one's products run.
     int od = 0, cls = 0, r0 = 0;
@@ -1259,25 +1259,27 @@ __global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partia
 // tensor cores, then fp32), the block's warps of a depth half added in order (double), written in
 // grad_weight_tc_kernel's partials layout for finish_weight_grad_tc_kernel.
 constexpr int WR_ROWS = 4;   // rows a block takes at a time
+constexpr int WR_CO = 24, WR_TILES = WR_CO / 8;   // output channels at most, and their 8-column tiles
 __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
     double* __restrict__ partials, GradDims d)
 {
-    __shared__ double sums[2][24][WGT_DEPTHS][K];   // [depth half][co][k % 16][kw]
+    __shared__ double sums[2][WR_CO][WGT_DEPTHS][K];   // [depth half][co][k % 16][kw]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int rr = warp / 2, half = warp % 2, depth = d.C_in * K * K, n_j = (d.C_out + 7) / 8;
     const int rows_ps = d.Do * d.Ho, row_len = rows_ps * d.Wo;   // a channel's dL/dy
     const long long rows = (long long)d.B * rows_ps;
     const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
     unsigned tap[2];   // input offsets of this lane's depths half * 16 + g + 8h (past the depth: 0, values zeroed)
+    bool ok[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int k = half * WGT_DEPTHS + g + 8 * h;
-        tap[h] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+        ok[h] = k < depth;
+        tap[h] = ok[h] ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
     }
-    const bool ok0 = half * WGT_DEPTHS + g < depth, ok1 = half * WGT_DEPTHS + g + 8 < depth;
-    float total[K][3][4] = {};
+    float total[K][WR_TILES][4] = {};
 #pragma unroll 1
     for (long long row = r0 + rr; row < r1; row += WR_ROWS) {
         const long long b = row / rows_ps;
@@ -1290,11 +1292,10 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
             float4 v[2][2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const bool ok = h == 0 ? ok0 : ok1;
 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
                     const float4 l = __ldg(reinterpret_cast<const float4*>(xr + tap[h] + min(8 * t + 4 * q, d.W - 4)));
-                    v[h][q] = ok ? l : make_float4(0.f, 0.f, 0.f, 0.f);
+                    v[h][q] = ok[h] ? l : make_float4(0.f, 0.f, 0.f, 0.f);
                 }
             }
 #pragma unroll
@@ -1308,10 +1309,10 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
                     as[st][e] = sp.small;
                 }
         }
-        float acc[K][3][4] = {};
+        float acc[K][WR_TILES][4] = {};
         const float* gr = grad_y + (size_t)b * d.C_out * row_len + (size_t)rw * d.Wo;
 #pragma unroll
-        for (int j = 0; j < 3; ++j) {
+        for (int j = 0; j < WR_TILES; ++j) {
             if (j >= n_j) break;
             // G[2 + m] = dL/dy[8j + g][8t + m], m = -2 .. 7 (zero outside the row and past C_out)
             const int co = 8 * j + g;
@@ -1344,7 +1345,7 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
 #pragma unroll
         for (int kw = 0; kw < K; ++kw)
 #pragma unroll
-            for (int j = 0; j < 3; ++j)
+            for (int j = 0; j < WR_TILES; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
     }
@@ -1354,7 +1355,7 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
 #pragma unroll
             for (int kw = 0; kw < K; ++kw)
 #pragma unroll
-                for (int j = 0; j < 3; ++j)
+                for (int j = 0; j < WR_TILES; ++j)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         double& v = sums[half][8 * j + 2 * t + e % 2][g + 8 * (e / 2)][kw];
@@ -1363,15 +1364,15 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
         __syncthreads();
     }
     const int chunks = (d.C_out + WGT_CO - 1) / WGT_CO, n_sums = wgt_groups(depth) * WGT_CO * WGT_DEPTHS * K;
-    for (int i = threadIdx.x; i < 2 * 24 * WGT_DEPTHS * K; i += blockDim.x) {
-        const int kw = i % K, kk = i / K % WGT_DEPTHS, co = i / (K * WGT_DEPTHS) % 24, hf = i / (K * WGT_DEPTHS * 24);
+    for (int i = threadIdx.x; i < 2 * WR_CO * WGT_DEPTHS * K; i += blockDim.x) {
+        const int kw = i % K, kk = i / K % WGT_DEPTHS, co = i / (K * WGT_DEPTHS) % WR_CO, hf = i / (K * WGT_DEPTHS * WR_CO);
         if (co < d.C_out && hf * WGT_DEPTHS + kk < depth)
             partials[((size_t)blockIdx.x * chunks + co / WGT_CO) * n_sums +
                      ((hf * WGT_CO + co % WGT_CO) * WGT_DEPTHS + kk) * K + kw] = sums[hf][co][kk][kw];
     }
 }
 __host__ __device__ inline bool rows_weight_grad(const GradDims& d) {
-    return tc_weight_grad(d) && d.C_in * K * K <= 2 * WGT_DEPTHS && d.C_out <= 24;
+    return tc_weight_grad(d) && d.C_in * K * K <= 2 * WGT_DEPTHS && d.C_out <= WR_CO;
 }
 
 // dL/dx elsewhere (any kernel size, any channels), tiled: block (b tiles + tile of dL/dx, chunk of COT input
