@@ -26,9 +26,10 @@ tiled (a thread per 4 channels x 4 taps x row part, split totals in order); the 
 kernel 5: forward + backward 3.6 ms, eager 19.6). Every final sum is in a fixed order: deterministic, no atomics.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta, Autograd
 and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
-Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the forward kernels over the element
-type, half loads and one TF32 product per step (half values are exact in TF32), y rounded after the conv and
-after the bias, h after HardSwish, and GroupNorm's mean and 1/std rounded to the dtype as PyTorch's half
+Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the forward on conv_rows_half_kernel
+(mma.sync m16n8k16 in the half type, fp32 sums: a product of half values is exact; rows = 32 output columns,
+columns = 16 channels, depth = (ci, kd, kh, kw); elsewhere the kernels above over the element type), y rounded
+after the conv and after the bias, h after HardSwish, and GroupNorm's mean and 1/std rounded to the dtype as PyTorch's half
 GroupNorm stores them (tools/half_rounding.py); under autocast GroupNorm runs in float32. The backward runs in
 float32 on float copies of its inputs and rounds each gradient to its tensor's dtype.
 
@@ -38,8 +39,8 @@ rate; the backward's two gradients are twice that. On an H100 (torch.profiler, n
 (2.3x its split-TF32 floor; tensor pipe 48% busy, 3 warps a scheduler waiting on gathered loads and
 on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.0 ms (mma.sync;
 with a row a warp the tensor pipe was 25% busy: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
-loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (run_all.py, H100):
-bf16 0.995 ms, fp16 1.036 ms, fp32 1.065 ms in one run. History and what was tried:
+loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (H200, interleaved, GPU time):
+0.52 ms in bf16 and fp16 (eager 11.5 and 5.35 ms; the TF32-layout kernel before it 0.66 to 1.0 ms); issue-bound. History and what was tried:
 docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
@@ -98,6 +99,19 @@ template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the
     return Bf16{(unsigned short)(pair & 0xffffu)};
 }
 template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+// Two values rounded to a half type and back by one packed conversion (bf16: the halves unpacked by a shift and
+// a mask; fp16: two exact conversions).
+template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b);
+template <> __device__ __forceinline__ float2 round_pair<Bf16>(float a, float b) {
+    unsigned pair;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(b), "f"(a));
+    return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+}
+template <> __device__ __forceinline__ float2 round_pair<Fp16>(float a, float b) {
+    unsigned pair;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(b), "f"(a));
+    return make_float2(to_float(Fp16{(unsigned short)(pair & 0xffffu)}), to_float(Fp16{(unsigned short)(pair >> 16)}));
+}
 
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
@@ -319,25 +333,20 @@ __device__ __forceinline__ void mma_tf32(float* d, const uint32_t (&a)[4], uint3
 // acc += a * (one step's weights: big part at w, small part at w + TC_WORDS), small terms first. Layout of a
 // part: column n, depth k at word (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4 (the tensor cores' 8x4
 // blocks). Only the first 2K column tiles hold weights; wgmma multiplies all 8, mma.sync those.
-// EXACT (half-precision operands, exact in TF32, small parts zero): the one product big * big.
-template <int K, bool EXACT>
+template <int K>
 __device__ __forceinline__ void multiply(float (&acc)[32], const uint32_t (&big)[4], const uint32_t (&small)[4],
                                          const uint32_t* w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if (!EXACT) {
-        wgmma(acc, small, w);
-        wgmma(acc, big, w + TC_WORDS);
-    }
+    wgmma(acc, small, w);
+    wgmma(acc, big, w + TC_WORDS);
     wgmma(acc, big, w);
 #else
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < 2 * K; ++j) {
         const uint32_t* wj = w + j * 64 + lane;
-        if (!EXACT) {
-            mma_tf32(acc + 4 * j, small, wj[0], wj[32]);
-            mma_tf32(acc + 4 * j, big, wj[TC_WORDS], wj[TC_WORDS + 32]);
-        }
+        mma_tf32(acc + 4 * j, small, wj[0], wj[32]);
+        mma_tf32(acc + 4 * j, big, wj[TC_WORDS], wj[TC_WORDS + 32]);
         mma_tf32(acc + 4 * j, big, wj[0], wj[32]);
     }
 #endif
@@ -350,17 +359,15 @@ __device__ __forceinline__ void multiply(float (&acc)[32], const uint32_t (&big)
 //   forward (GRAD false): h = hardswish(y) and h^2;
 //   backward (GRAD true): dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), written to grad_y, and its sum;
 // the block's sums go to partials (B, chunks, parts, quantities, CO), as conv_hswish_sums_kernel's.
-// vec: W % 4 == 0 and x aligned to 4 elements, so a lane's 4 columns are one 16-byte (8-byte) load.
-// T: the element type of the forward (the backward's is float): one product per step for the half types
-// (exact in TF32), y and h rounded as PyTorch rounds them (conv_output).
-template <int K, bool GRAD, typename T = float>
+// vec: W % 4 == 0 and x aligned to 4 elements, so a lane's 4 columns are one 16-byte load. Float32 only
+// (the half types' forward is conv_rows_half_kernel; their backward runs in float32).
+template <int K, bool GRAD>
 __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel(
-    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
     const float* __restrict__ coef, float* __restrict__ grad_y, double* __restrict__ partials, Dims d, int parts,
     bool vec)
 {
     constexpr int NQ = GRAD ? 1 : 2;   // quantities summed per channel
-    constexpr bool HALF = is_half<T>();
     __shared__ __align__(128) uint32_t w_s[TC_MAX_STEPS][2][TC_WORDS];   // [step][big, small]
     __shared__ uint2 tap_s[TC_MAX_STEPS][4];   // input offsets of depths step * 8 + t and step * 8 + t + 4
     __shared__ double red[THREADS / 32][NQ][CO];
@@ -394,7 +401,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
 #endif
     __syncthreads();
 
-    const T* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W;
+    const float* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W;
     const int rows = d.Do * d.Ho, units = (rows + 3) / 4;
     const int u0 = (int)((long long)part * units / parts), u1 = (int)((long long)(part + 1) * units / parts);
     int od = 0, oh = 0;
@@ -448,9 +455,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    // HALF: big is the value itself, formed by an instruction (the mask clears nothing) so that it
-                    // has registers of its own: the wgmma reads them while the step after next loads into raw.
-                    const TfSplit v = HALF ? TfSplit{__float_as_uint(raw[i][e]) & 0xffffe000u, 0u} : tf_split(raw[i][e]);
+                    const TfSplit v = tf_split(raw[i][e]);
                     bg[i][e] = v.big;
                     sm[i][e] = v.small;
                 }
@@ -458,7 +463,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #endif
 #pragma unroll
-            for (int i = 0; i < 2; ++i) multiply<K, HALF>(acc[i], bg[i], sm[i], w_s[st][0]);
+            for (int i = 0; i < 2; ++i) multiply<K>(acc[i], bg[i], sm[i], w_s[st][0]);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
@@ -501,12 +506,11 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
                                  : nullptr;
 #pragma unroll
                 for (int s = 0; s < 4; ++s) {
-                    float v = HALF ? 0.f : chan_s[0][j];   // half: the bias added to the rounded conv
+                    float v = chan_s[0][j];
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw) v += c[kw][s + kw];
-                    if (HALF) v = conv_output<T>(v, chan_s[0][j]);
                     if (counted_u && 4 * g + s < d.Wo && co < d.C_out) {
-                        const float h = round_to<T>(hardswish(v));
+                        const float h = hardswish(v);
                         if (GRAD) {
                             const float dy = fmaf(chan_s[2][j], h - chan_s[3][j], chan_s[1][j]) * hardswish_grad(v);
                             gy[4 * g + s] = dy;
@@ -537,6 +541,170 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
         double v = 0.0;
         for (int w = 0; w < THREADS / 32; ++w) v += red[w][q][j];
         partials[((b * gridDim.y + blockIdx.y) * parts + part) * NQ * CO + q * CO + j] = v;
+    }
+}
+
+// The forward in half precision (T = Fp16 or Bf16) where conv_rows_tc_kernel takes fp32: a product of two half
+// values is exact in fp32, so the conv runs on mma.sync m16n8k16 in T with fp32 accumulation, one product a
+// multiply (a third of split TF32's tensor instructions at twice their rate), and the GEMM is laid out for
+// 16-bit fragments: per output row (b, od, oh), rows = the 32 output columns, columns = the chunk's 16
+// channels, depth = (tap, kw) with a tap = (ci, kd, kh) and kw padded to 4 (zero weights at kw = 3 where
+// K = 3). A k16 step is 4 taps; a lane's depths are one tap's kw (0, 1) in a0, a1 and (2, 3) in a2, a3, so its
+// A registers are pairs of adjacent input columns: two 8-byte loads (columns 4g .. 4g + 7, clamped into the
+// row) give the even pairs as loaded and 3 byte permutes the odd ones. The accumulators are the conv's outputs
+// themselves (no kw additions across lanes, as the TF32 kernel's one-value registers need). M tile i: rows g,
+// g + 8 are columns 4g + i, 4g + i + 2 (so tile 0's a1 = a2 is a loaded word), and a lane holds columns
+// 4g .. 4g + 3 of channels 2t, 2t + 1, 8 + 2t, 9 + 2t. The padded kw = 3 products read columns of the same row
+// (so an Inf there reaches the reference's group too). Same grid, units and partials as
+// conv_rows_tc_kernel<K, false>.
+constexpr int HALF_MAX_STEPS = TC_MAX_STEPS * 2;   // 4 taps a step: C_in K^2 <= 64, as tc_forward
+constexpr int HALF_BLOCKS_PER_SM = 6;
+template <typename T>
+__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if (std::is_same<T, Bf16>::value)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int K, typename T, bool VEC>
+__global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, double* __restrict__ partials,
+    Dims d, int parts)
+{
+    __shared__ uint4 w_s[HALF_MAX_STEPS][32];   // [step][lane]: b0, b1 of channels 0-7, then of channels 8-15
+    __shared__ unsigned tap_s[HALF_MAX_STEPS * 4];
+    __shared__ double red[THREADS / 32][2][CO];
+    __shared__ float bias_s[CO];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const long long b = blockIdx.x / parts;
+    const int part = (int)(blockIdx.x % parts), co0 = blockIdx.y * CO;
+    const int taps = d.C_in * K * K, steps = (taps + 3) / 4;
+    const unsigned short* w_bits = reinterpret_cast<const unsigned short*>(weight);
+    for (int i = threadIdx.x; i < steps * 32 * 4; i += THREADS) {
+        const int r = i % 4, ln = i / 4 % 32, st = i / 128;   // register r: b1 if r odd, of channels 8 (r / 2) + g
+        const int tap = st * 4 + ln % 4, co = co0 + 8 * (r / 2) + ln / 4;
+        uint32_t pair = 0;
+        for (int h = 0; h < 2; ++h) {
+            const int kw = 2 * (r % 2) + h;
+            if (kw < K && tap < taps && co < d.C_out) pair |= (uint32_t)w_bits[((size_t)co * taps + tap) * K + kw] << 16 * h;
+        }
+        reinterpret_cast<uint32_t*>(&w_s[st][ln])[r] = pair;
+    }
+    for (int i = threadIdx.x; i < steps * 4; i += THREADS) tap_s[i] = depth_offset<K>(i, taps, d);
+    for (int i = threadIdx.x; i < CO; i += THREADS)
+        bias_s[i] = co0 + i < d.C_out && bias != nullptr ? to_float(bias[co0 + i]) : 0.f;
+    __syncthreads();
+
+    const T* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W;
+    const int rows = d.Do * d.Ho, units = (rows + 3) / 4;
+    const int u0 = (int)((long long)part * units / parts), u1 = (int)((long long)(part + 1) * units / parts);
+    // Columns 4g .. 4g + 7 of a tap's row: two 8-byte loads (VEC: rows aligned to 4 elements), each clamped
+    // into the row (the clamped columns feed only outputs past Wo); else element by element, clamped. Offsets
+    // within a sample: 32 bits.
+    const T* x0 = xs + (VEC ? min(4 * g, d.W - 4) : 0);
+    const T* x1 = xs + (VEC ? min(4 * g + 4, d.W - 4) : 0);
+    const unsigned* tap_t = tap_s + t;   // step st's tap for this lane: tap_t[4 st]
+    const auto load = [&](unsigned row, int st, uint32_t (&w)[4]) {
+        const unsigned o = row + tap_t[4 * st];
+        if (VEC) {
+            const uint2 v0 = __ldg(reinterpret_cast<const uint2*>(x0 + o));
+            const uint2 v1 = __ldg(reinterpret_cast<const uint2*>(x1 + o));
+            w[0] = v0.x; w[1] = v0.y; w[2] = v1.x; w[3] = v1.y;
+        } else {
+            const unsigned short* q = reinterpret_cast<const unsigned short*>(xs + o);
+#pragma unroll
+            for (int m = 0; m < 4; ++m)
+                w[m] = (uint32_t)__ldg(q + min(4 * g + 2 * m, d.W - 1)) |
+                       (uint32_t)__ldg(q + min(4 * g + 2 * m + 1, d.W - 1)) << 16;
+        }
+    };
+    // This warp's row of unit u: r = 4u + warp, (od, oh) stepped from unit to unit (no division); past the
+    // last row, a copy of it, computed and not counted.
+    int r = u0 * 4 + warp, od = min(r, rows - 1) / d.Ho, oh = min(r, rows - 1) % d.Ho;
+    const auto row_offset = [&]() { return ((unsigned)od * d.H + oh) * d.W; };
+    const auto advance = [&]() {
+        r += 4;
+        if (r < rows) {
+            for (oh += 4; oh >= d.Ho; oh -= d.Ho) ++od;
+        } else {
+            od = d.Do - 1;
+            oh = d.Ho - 1;
+        }
+    };
+    const float bias_e[2][2] = {{bias_s[2 * t], bias_s[2 * t + 1]}, {bias_s[8 + 2 * t], bias_s[9 + 2 * t]}};
+    float sums[2][2][2] = {};   // [h, h^2][channels 2t + e, 8 + 2t + e][e]
+    uint32_t next[4] = {};      // the next step's inputs, in flight (deeper rings measured no faster)
+    unsigned row = row_offset();
+    if (u0 < u1) load(row, 0, next);
+#pragma unroll 1
+    for (int u = u0; u < u1; ++u) {
+        const bool counted = r < rows;
+        advance();
+        const unsigned row_next = row_offset();
+        float acc[2][2][4] = {};   // [M tile i][channel tile j][fragment c]
+#pragma unroll 2
+        for (int st = 0; st < steps; ++st) {
+            const uint32_t w[4] = {next[0], next[1], next[2], next[3]};
+            if (st + 1 < steps) load(row, st + 1, next);
+            else if (u + 1 < u1) load(row_next, 0, next);   // the next unit's first step
+            const uint4 bw = w_s[st][lane];
+            const uint32_t w12 = __byte_perm(w[1], w[2], 0x5432);   // columns (4g + 3, 4g + 4)
+            const uint32_t a[2][4] = {{w[0], w[1], w[1], w[2]},
+                                      {__byte_perm(w[0], w[1], 0x5432), w12, w12, __byte_perm(w[2], w[3], 0x5432)}};
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                mma_half<T>(acc[i][0], a[i], bw.x, bw.y);
+                mma_half<T>(acc[i][1], a[i], bw.z, bw.w);
+            }
+        }
+        row = row_next;
+        if (!counted) continue;
+        // The pair of channels (2t, 2t + 1) or (8 + 2t, 9 + 2t) of one column rounded together (packed
+        // conversions); columns past Wo add zero. Channels past C_out have zero weights and bias: h = 0.
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+                const bool ok = 4 * g + i + 2 * rr < d.Wo;
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const float2 c = round_pair<T>(acc[i][j][2 * rr], acc[i][j][2 * rr + 1]);
+                    const float2 y = round_pair<T>(c.x + bias_e[j][0], c.y + bias_e[j][1]);
+                    float2 h = round_pair<T>(hardswish(y.x), hardswish(y.y));
+                    h.x = ok ? h.x : 0.f;
+                    h.y = ok ? h.y : 0.f;
+                    sums[0][j][0] += h.x;
+                    sums[0][j][1] += h.y;
+                    sums[1][j][0] = fmaf(h.x, h.x, sums[1][j][0]);
+                    sums[1][j][1] = fmaf(h.y, h.y, sums[1][j][1]);
+                }
+            }
+    }
+    // Per channel: the 8 lanes with the same t (a fixed shuffle tree, double), then the warps in order.
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                double v = sums[q][j][e];
+#pragma unroll
+                for (int off = 4; off < 32; off *= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (g == 0) red[warp][q][8 * j + 2 * t + e] = v;
+            }
+    __syncthreads();
+    if (threadIdx.x < 2 * CO) {
+        const int q = threadIdx.x / CO, jj = threadIdx.x % CO;
+        double v = 0.0;
+        for (int w = 0; w < THREADS / 32; ++w) v += red[w][q][jj];
+        partials[((b * gridDim.y + blockIdx.y) * parts + part) * 2 * CO + q * CO + jj] = v;
     }
 }
 
@@ -1599,12 +1767,19 @@ cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* 
         if (!tuned)
             conv_hswish_sums_general_kernel<T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d,
                                                                              Kernel3{kd, kh, kw}, bps);
-        else if (tc && K == 3)
-            conv_rows_tc_kernel<3, false, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials,
-                                                                           d, bps, vec);
-        else if (tc)
-            conv_rows_tc_kernel<4, false, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials,
-                                                                           d, bps, vec);
+        else if (tc) {
+            if constexpr (is_half<T>()) {
+                const auto kernel = K == 3 ? (vec ? conv_rows_half_kernel<3, T, true> : conv_rows_half_kernel<3, T, false>)
+                                           : (vec ? conv_rows_half_kernel<4, T, true> : conv_rows_half_kernel<4, T, false>);
+                kernel<<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
+            } else if (K == 3) {
+                conv_rows_tc_kernel<3, false><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials,
+                                                                            d, bps, vec);
+            } else {
+                conv_rows_tc_kernel<4, false><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, nullptr, partials,
+                                                                            d, bps, vec);
+            }
+        }
         else if (K == 3) conv_hswish_sums_kernel<3, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
         else conv_hswish_sums_kernel<4, T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d, bps);
         cudaError_t err = cudaGetLastError();
