@@ -37,24 +37,24 @@ Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): 
 Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
 TF32: cuDNN runs this Conv3d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
 on (tests/test_gpu.py checks it), so this file is exact under both settings.
-Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the same kernels over the element type.
-Half values are exact in TF32, so a step is one product instead of three; each conv output is rounded as PyTorch
-rounds it (cuDNN's output, then the bias added), and the output comes from GroupNorm's a m_c + b with its mean
-and 1/std rounded to the dtype, as PyTorch's half GroupNorm stores them (tools/half_rounding.py measured each
-point); GroupNorm's per-element rounding before the mean averages out and is not modelled. Under autocast
-GroupNorm and the mean run in float32. The backward runs in float32 (dL/dy unrounded, float copies of a half
-input and weight) and rounds each gradient to its tensor's dtype.
+Half precision (model.to(dtype)) and torch.autocast: phase 1 is conv_gn_stats_half_kernel (mma.sync m16n8k16
+in the half type, fp32 sums, a product of half values being exact; rows = a segment's 32 output columns, columns
+= 24 channels, depth = (ci, kd, kh, kw)), the other kernels run over the element type (one TF32 product a step).
+Each conv output is rounded as PyTorch rounds it (cuDNN's output, then the bias added); the output is GroupNorm's
+a m_c + b with its mean and 1/std rounded to the dtype, as PyTorch's half GroupNorm stores them
+(tools/half_rounding.py). Under autocast GroupNorm and the mean run in float32. The backward runs in float32
+(dL/dy unrounded, float copies of a half input and weight) and rounds each gradient to its tensor's dtype.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add =
 0.147 ms at the 67 TFLOP/s FP32 rate (the floor run_all.py reports); the 38 MB input is 0.01 ms of
 bandwidth. On the tensor cores the same work is 3 x 12.5 GFLOP (32 rows per 30 outputs, depth 27
 padded to 32) of TF32, 0.076 ms at ~490 TFLOP/s. Measured on an H100: the conv kernel takes
 0.159 ms (ncu), the tensor pipe about half busy, the rest waiting on gathered loads and on each
-step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us;
-with the host's launch cost run_all.py times 0.17 to 0.20 ms on H100s. Backward: three such convs (dL/dy
-recomputed, dL/dx, dL/dW: forward + backward floor 0.44 ms at the FP32 rate) and dL/dy's 243 MB written once,
-read twice (0.24 ms). Measured (H200, torch.profiler): dL/dx 0.37 ms, dL/dW 0.34, dL/dy 0.22; forward + backward
-1.13 ms of kernels (eager's cuDNN backward alone takes 10 ms). History: docs/conv3d_groupnorm_mean.md.
+step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us.
+Backward: three such convs (dL/dy recomputed, dL/dx, dL/dW: forward + backward floor 0.44 ms at the FP32
+rate) and dL/dy's 243 MB written once, read twice (0.24 ms). Measured (H200, torch.profiler): dL/dx 0.37 ms,
+dL/dW 0.34, dL/dy 0.22; forward + backward 1.13 ms of kernels (eager's cuDNN backward alone takes 10 ms). Half
+forward (H200): 0.131 ms GPU (was 0.155; eager 1.57 bf16, 1.29 fp16). History: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
@@ -447,6 +447,198 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
         if (!GRAD && run_ends) {
             __syncthreads();
             if (threadIdx.x < N_STATS) {   // channel c's sum (kind 0) or sum of squares (kind 1)
+                const int kind = threadIdx.x / CO_CHUNK, c = threadIdx.x % CO_CHUNK;
+                const int stat = 2 * (2 * (c / 8) + c % 2) + kind, tc = c % 8 / 2;
+                double v = 0.0;
+#pragma unroll
+                for (int w = 0; w < WARPS; ++w)
+#pragma unroll
+                    for (int gl = 0; gl < 8; ++gl) {
+                        v += lane_sums[w][stat][4 * gl + tc];
+                        lane_sums[w][stat][4 * gl + tc] = 0.0;
+                    }
+                partials[(run_start * n_chunks + chunk) * N_STATS + threadIdx.x] = v;
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// Phase 1 in half precision (T = Fp16 or Bf16; the backward's dL/dy keeps conv_gn_stats_kernel<GRAD>): a product of
+// two half values is exact in fp32, so the conv runs on mma.sync m16n8k16 in T with fp32 accumulation, one product
+// a multiply, laid out for 16-bit fragments: per segment, rows = its 32 output columns R, columns = the chunk's 24
+// channels, depth = (tap, kw) with a tap = (ci, kd, kh) and kw padded to 4 (zero weights at kw = 3). A k16 step
+// is 4 taps; a lane's depths are one tap's kw (0, 1) in a0, a1 and (2, 3) in a2, a3, so its A registers are pairs
+// of adjacent input columns: M tile i's rows g, g + 8 are R = 4g + i, 4g + i + 2, and tile 0's registers are the
+// words of two 8-byte loads (VEC: one aligned segment a row, columns 4g .. 4g + 7 clamped into the row), tile 1's
+// 3 byte permutes of them; else element by element, clamped into the row. The accumulators are the conv's
+// outputs themselves. Same units, runs, lane sums and partials as conv_gn_stats_kernel (its channel of lane
+// stat 2 (2 jc + e) is jc * 8 + 2t + e here too). Dynamic shared memory: the weights in fragment order
+// ([step][channel tile][lane] uint2), then the taps' input offsets.
+constexpr int HALF_BLOCKS_PER_SM = 6;
+__host__ __device__ inline int half_steps(int C_in) { return (C_in * K * K + 3) / 4; }
+template <typename T>
+__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint2 b) {
+    if (std::is_same<T, Bf16>::value)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+}
+// Two values rounded to a half type and back by one packed conversion.
+template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b);
+template <> __device__ __forceinline__ float2 round_pair<Bf16>(float a, float b) {
+    unsigned pair;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(b), "f"(a));
+    return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+}
+template <> __device__ __forceinline__ float2 round_pair<Fp16>(float a, float b) {
+    unsigned pair;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(b), "f"(a));
+    return make_float2(to_float(Fp16{(unsigned short)(pair & 0xffffu)}), to_float(Fp16{(unsigned short)(pair >> 16)}));
+}
+
+template <bool VEC, typename T>
+__global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_half_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, double* __restrict__ partials,
+    int C_in, int C_out, int D, int H, int W, int units_per_sample, long long n_units)
+{
+    extern __shared__ __align__(16) uint2 wf_s[];   // [step][channel tile][lane]
+    __shared__ double lane_sums[WARPS][LANE_STATS][32];
+    constexpr int CT = CO_CHUNK / 8;                // channel tiles
+    const int Do = D - K + 1, Ho = H - K + 1, Wo = W - K + 1;
+    const bool wide = wide_rows(W);
+    const int n_seg = row_segments(W, wide), segments = Do * Ho * n_seg;
+    const int taps = C_in * K * K, steps = half_steps(C_in);
+    const int chunk = blockIdx.y, n_chunks = gridDim.y;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const unsigned short* w_bits = reinterpret_cast<const unsigned short*>(weight);
+    for (int i = threadIdx.x; i < steps * CT * 32 * 2; i += THREADS) {   // register r of lane ln: kw 2r, 2r + 1
+        const int r = i % 2, ln = i / 2 % 32, j = i / 64 % CT, st = i / (64 * CT);
+        const int tap = st * 4 + ln % 4, co = chunk * CO_CHUNK + 8 * j + ln / 4;
+        uint32_t pair = 0;
+        for (int h = 0; h < 2; ++h) {
+            const int kw = 2 * r + h;
+            if (kw < K && tap < taps && co < C_out) pair |= (uint32_t)w_bits[((size_t)co * taps + tap) * K + kw] << 16 * h;
+        }
+        reinterpret_cast<uint32_t*>(wf_s)[i] = pair;
+    }
+    unsigned* tap_s = reinterpret_cast<unsigned*>(wf_s + steps * CT * 32);
+    for (int i = threadIdx.x; i < steps * 4; i += THREADS)   // padding taps read offset 0
+        tap_s[i] = i < taps ? ((i / (K * K) * D + i / K % K) * H + i % K) * W : 0u;
+    for (int i = threadIdx.x; i < WARPS * LANE_STATS * 32; i += THREADS) (&lane_sums[0][0][0])[i] = 0.0;
+    float bias_e[CT][2];   // this lane's channels' bias, jc * 8 + 2t + e
+    for (int jc = 0; jc < CT; ++jc)
+        for (int e = 0; e < 2; ++e) {
+            const int co = chunk * CO_CHUNK + jc * 8 + 2 * t + e;
+            bias_e[jc][e] = co < C_out && bias != nullptr ? load_float(bias + co) : 0.f;
+        }
+    __syncthreads();
+
+    const long long u_begin = first_unit(blockIdx.x, n_units, gridDim.x);
+    const long long u_end = first_unit(blockIdx.x + 1, n_units, gridDim.x);
+    int b = (int)(u_begin / units_per_sample), unit = (int)(u_begin % units_per_sample);   // of the next unit
+    const T* xb;
+    unsigned row;   // the segment's first column in the input
+    int lo, hi;     // the rows R it counts
+    const auto locate = [&]() {
+        asm("mov.b64 %0, %1;" : "=l"(xb) : "l"(x + (size_t)b * C_in * D * H * W));   // as conv_gn_stats_kernel
+        const int q = unit * WARPS + warp, qq = min(q, segments - 1);
+        const int seg = qq % n_seg, oh = qq / n_seg % Ho, od = qq / (n_seg * Ho);
+        const int start = wide ? min(seg * SEG_OUT, W - SEG) : 0;
+        lo = q < segments ? seg * SEG_OUT - start : SEG;
+        hi = min(SEG_OUT, Wo - start);
+        row = (od * H + oh) * W + start;
+    };
+    const unsigned c0 = VEC ? min(4 * g, W - 4) : 0, c1 = VEC ? min(4 * g + 4, W - 4) : 0;
+    const auto load = [&](const T* xb, unsigned row, int st, uint32_t (&w)[4]) {
+        const unsigned o = row + tap_s[st * 4 + t];
+        if (VEC) {
+            const uint2 v0 = __ldg(reinterpret_cast<const uint2*>(xb + (o + c0)));
+            const uint2 v1 = __ldg(reinterpret_cast<const uint2*>(xb + (o + c1)));
+            w[0] = v0.x; w[1] = v0.y; w[2] = v1.x; w[3] = v1.y;
+        } else {   // columns of the row past W - 1 clamped (row - start + W - 1 is the row's last)
+            const unsigned last = o - row % W + W - 1;
+            const unsigned short* q = reinterpret_cast<const unsigned short*>(xb);
+#pragma unroll
+            for (int m = 0; m < 4; ++m)
+                w[m] = (uint32_t)__ldg(q + min(o + 4 * g + 2 * m, last)) |
+                       (uint32_t)__ldg(q + min(o + 4 * g + 2 * m + 1, last)) << 16;
+        }
+    };
+
+    uint32_t next[4] = {};   // the next step's inputs, in flight
+    if (u_begin < u_end) {
+        locate();
+        load(xb, row, 0, next);
+    }
+    long long run_start = u_begin;
+#pragma unroll 1
+    for (long long u = u_begin; u < u_end; ++u) {
+        if (unit == 0) run_start = u;
+        float acc[2][CT][4] = {};   // [M tile i][channel tile jc][fragment c]
+        const unsigned row_u = row;
+        const int lo_u = lo, hi_u = hi;
+        const bool run_ends = u + 1 == u_end || unit + 1 == units_per_sample;
+        if (++unit == units_per_sample) {
+            unit = 0;
+            ++b;
+        }
+        const T* xb_u = xb;
+#pragma unroll 2
+        for (int st = 0; st < steps; ++st) {
+            const uint32_t w[4] = {next[0], next[1], next[2], next[3]};
+            if (st + 1 < steps) {
+                load(xb_u, row_u, st + 1, next);
+            } else if (u + 1 < u_end) {   // the next unit's first inputs, in flight during this unit's sums
+                locate();
+                load(xb, row, 0, next);
+            }
+            const uint32_t w12 = __byte_perm(w[1], w[2], 0x5432);
+            const uint32_t a[2][4] = {{w[0], w[1], w[1], w[2]},
+                                      {__byte_perm(w[0], w[1], 0x5432), w12, w12, __byte_perm(w[2], w[3], 0x5432)}};
+#pragma unroll
+            for (int jc = 0; jc < CT; ++jc) {
+                const uint2 bw = wf_s[(st * CT + jc) * 32 + lane];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) mma_half<T>(acc[i][jc], a[i], bw);
+            }
+        }
+        // Each output rounded as PyTorch's conv rounds it, then the bias added and rounded again (two channels by
+        // one packed conversion); this lane's counted rows summed in fp32, added to its shared doubles.
+#pragma unroll
+        for (int jc = 0; jc < CT; ++jc) {
+            float sum[2] = {}, sq[2] = {};
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    const int R = 4 * g + i + 2 * rr;
+                    const float2 c = round_pair<T>(acc[i][jc][2 * rr], acc[i][jc][2 * rr + 1]);
+                    float2 v = round_pair<T>(c.x + bias_e[jc][0], c.y + bias_e[jc][1]);
+                    const bool ok = R >= lo_u && R < hi_u;
+                    v.x = ok ? v.x : 0.f;
+                    v.y = ok ? v.y : 0.f;
+                    sum[0] += v.x;
+                    sum[1] += v.y;
+                    sq[0] = fmaf(v.x, v.x, sq[0]);
+                    sq[1] = fmaf(v.y, v.y, sq[1]);
+                }
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int stat = 2 * (2 * jc + e);
+                lane_sums[warp][stat][lane] += sum[e];
+                lane_sums[warp][stat + 1][lane] += sq[e];
+            }
+        }
+        if (run_ends) {
+            __syncthreads();
+            if (threadIdx.x < N_STATS) {   // as conv_gn_stats_kernel
                 const int kind = threadIdx.x / CO_CHUNK, c = threadIdx.x % CO_CHUNK;
                 const int stat = 2 * (2 * (c / 8) + c % 2) + kind, tc = c % 8 / 2;
                 double v = 0.0;
@@ -1561,8 +1753,9 @@ long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W)
     return (long long)B * units_per_sample(D, H, W) * ((C_out + CO_CHUNK - 1) / CO_CHUNK) * N_STATS;
 }
 
-static int conv_blocks(int B, int D, int H, int W, int sms) {   // the conv kernel's grid x
-    return (int)std::min<long long>((long long)B * units_per_sample(D, H, W), (long long)BLOCKS_PER_SM * sms);
+static int conv_blocks(int B, int D, int H, int W, int sms, bool half) {   // the conv kernel's grid x
+    return (int)std::min<long long>((long long)B * units_per_sample(D, H, W),
+                                    (long long)(half ? HALF_BLOCKS_PER_SM : BLOCKS_PER_SM) * sms);
 }
 
 // The two phases, launched apart so that the host's work between them overlaps the first. Dtype codes:
@@ -1582,7 +1775,7 @@ static cudaError_t launch_conv_rows(const T* x, const T* weight, const T* bias, 
         (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
         return err;
     const int ups = units_per_sample(D, H, W);
-    kernel<<<dim3(conv_blocks(B, D, H, W, sms), n_chunks), THREADS, smem, stream>>>(
+    kernel<<<dim3(conv_blocks(B, D, H, W, sms, false), n_chunks), THREADS, smem, stream>>>(
         x, weight, bias, partials, C_in, C_out, D, H, W, ups, (long long)B * ups, coef, grad_y);
     return cudaGetLastError();
 }
@@ -1592,9 +1785,26 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
                                         cudaStream_t stream) {
     return with_type(conv_type, [&](auto type) {
         using T = decltype(type);
-        return launch_conv_rows<false>(static_cast<const T*>(x), static_cast<const T*>(weight),
-                                       static_cast<const T*>(bias), partials, nullptr, nullptr, B, C_in, C_out, D, H,
-                                       W, sms, stream);
+        if constexpr (std::is_same<T, float>::value) {
+            return launch_conv_rows<false>(static_cast<const float*>(x), static_cast<const float*>(weight),
+                                           static_cast<const float*>(bias),
+                                           partials, nullptr, nullptr, B, C_in, C_out, D, H, W, sms, stream);
+        } else {   // conv_gn_stats_half_kernel; VEC: one 4-aligned segment a row
+            const T* xt = static_cast<const T*>(x);
+            const bool vec = W % 4 == 0 && row_segments(W, wide_rows(W)) == 1 &&
+                             reinterpret_cast<uintptr_t>(xt) % (4 * sizeof(T)) == 0;
+            const int smem = (int)(half_steps(C_in) * ((CO_CHUNK / 8) * 32 * sizeof(uint2) + 4 * sizeof(unsigned)));
+            const auto kernel = vec ? conv_gn_stats_half_kernel<true, T> : conv_gn_stats_half_kernel<false, T>;
+            cudaError_t err;
+            if (smem + (int)sizeof(double) * WARPS * LANE_STATS * 32 > 48 * 1024 &&
+                (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+                return err;
+            const int ups = units_per_sample(D, H, W);
+            kernel<<<dim3(conv_blocks(B, D, H, W, sms, true), (C_out + CO_CHUNK - 1) / CO_CHUNK), THREADS, smem,
+                     stream>>>(xt, static_cast<const T*>(weight), static_cast<const T*>(bias), partials, C_in, C_out,
+                               D, H, W, ups, (long long)B * ups);
+            return cudaGetLastError();
+        }
     });
 }
 
@@ -1655,7 +1865,7 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
         gn_mean_finalize_kernel<T, TO><<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
             partials, static_cast<const T*>(bias), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
             static_cast<TO*>(out), stats, C_out, groups, ups, (long long)B * ups,
-            general ? 0 : conv_blocks(B, D, H, W, sms), n_per_channel, eps,
+            general ? 0 : conv_blocks(B, D, H, W, sms, !std::is_same<T, float>::value), n_per_channel, eps,
             general ? general_chunks(D, H, W, kd, kh, kw) : 0);
         return cudaGetLastError();
     });
