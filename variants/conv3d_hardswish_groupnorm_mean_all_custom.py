@@ -40,7 +40,7 @@ rate; the backward's two gradients are twice that. On an H100 (torch.profiler, n
 on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.0 ms (mma.sync;
 with a row a warp the tensor pipe was 25% busy: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
 loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (H200, interleaved, GPU time):
-0.52 ms in bf16 and fp16 (eager 11.5 and 5.35 ms; the TF32-layout kernel before it 0.66 to 1.0 ms); issue-bound. History and what was tried:
+0.49 ms in bf16 and fp16 (eager 11.5 and 5.35 ms; the TF32-layout kernel before it 1.0 ms); issue-bound. History and what was tried:
 docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
@@ -558,7 +558,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
 // (so an Inf there reaches the reference's group too). Same grid, units and partials as
 // conv_rows_tc_kernel<K, false>.
 constexpr int HALF_MAX_STEPS = TC_MAX_STEPS * 2;   // 4 taps a step: C_in K^2 <= 64, as tc_forward
-constexpr int HALF_BLOCKS_PER_SM = 6;
+constexpr int HALF_BLOCKS_PER_SM = 8;   // caps registers at 64
 template <typename T>
 __device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if (std::is_same<T, Bf16>::value)
