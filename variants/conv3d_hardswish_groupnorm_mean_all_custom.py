@@ -40,8 +40,8 @@ rate; the backward's two gradients are twice that. On an H100 (torch.profiler, n
 on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.0 ms (mma.sync;
 with a row a warp the tensor pipe was 25% busy: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
 loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (H200, interleaved, GPU time):
-0.49 ms in bf16 and fp16 (eager 11.5 and 5.35 ms; the TF32-layout kernel before it 1.0 ms); issue-bound. History and what was tried:
-docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
+0.49 ms in bf16 and fp16 (eager 11.5 and 5.35 ms; the TF32-layout kernel before it 1.0 ms); issue-bound.
+History and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
 """
