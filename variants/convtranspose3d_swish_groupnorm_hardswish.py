@@ -982,7 +982,7 @@ __device__ __forceinline__ Welford welford_warp(Welford w) {
 }
 
 template <typename TO>
-__global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
+__global__ void __launch_bounds__(GN_THREADS, 2) group_norm_hardswish_kernel(
     TO* __restrict__ out, const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
     double* __restrict__ stats, int C_out, int groups, long long vol, float eps)
 {
@@ -993,12 +993,12 @@ __global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
     const long long n = (long long)cpg * vol;
     Welford w = {0.f, 0.f, 0.f};
     long long j = threadIdx.x;
-    for (; j + 7LL * blockDim.x < n; j += 8LL * blockDim.x) {   // eight loads in flight, then the updates in order
-        float v[8];
+    for (; j + 31LL * blockDim.x < n; j += 32LL * blockDim.x) {   // 32 loads in flight, then the updates in order
+        float v[32];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = to_float(x[j + k * blockDim.x]);
+        for (int k = 0; k < 32; ++k) v[k] = to_float(x[j + k * blockDim.x]);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) w = welford_add(w, v[k]);
+        for (int k = 0; k < 32; ++k) w = welford_add(w, v[k]);
     }
     for (; j < n; j += blockDim.x) w = welford_add(w, to_float(x[j]));
     w = welford_warp(w);
@@ -1028,6 +1028,7 @@ __global__ void __launch_bounds__(GN_THREADS, 4) group_norm_hardswish_kernel(
         const long long vecs = (vol - head) / PER;
         if (threadIdx.x < head) row[threadIdx.x] = apply(row[threadIdx.x]);
         uint4* const body = reinterpret_cast<uint4*>(row + head);
+#pragma unroll 4
         for (long long i = threadIdx.x; i < vecs; i += blockDim.x) {
             uint4 u = body[i];
             unsigned* const words = &u.x;
