@@ -245,6 +245,27 @@ __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32
 #endif
 }
 
+// Where a block's run of units ends: each channel statistic's lane sums (lane_sums[warp][stat][lane]) added in a
+// fixed order, warps then lanes, into out[kind * CO_CHUNK + c] (c's sum, kind 0, or sum of squares, kind 1), and
+// cleared for the next run. Every thread of the block calls it.
+__device__ __forceinline__ void flush_run(double (*lane_sums)[LANE_STATS][32], double* out) {
+    __syncthreads();
+    if (threadIdx.x < N_STATS) {
+        const int kind = threadIdx.x / CO_CHUNK, c = threadIdx.x % CO_CHUNK;
+        const int stat = 2 * (2 * (c / 8) + c % 2) + kind, tc = c % 8 / 2;
+        double v = 0.0;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w)
+#pragma unroll
+            for (int gl = 0; gl < 8; ++gl) {
+                v += lane_sums[w][stat][4 * gl + tc];
+                lane_sums[w][stat][4 * gl + tc] = 0.0;
+            }
+        out[threadIdx.x] = v;
+    }
+    __syncthreads();
+}
+
 // Phase 1: conv on the tensor cores + per-(sample, channel) sum and sum of squares of its output,
 // without the conv bias (the finalize adds it). A row segment is SEG input columns of one input row
 // set (od, oh) and gives the outputs ow = start + R for its rows R < SEG_OUT; WIDE (W >= SEG): a
@@ -444,23 +465,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
                 lane_sums[warp][stat][lane] += sum;
                 lane_sums[warp][stat + 1][lane] += sq;
             }
-        if (!GRAD && run_ends) {
-            __syncthreads();
-            if (threadIdx.x < N_STATS) {   // channel c's sum (kind 0) or sum of squares (kind 1)
-                const int kind = threadIdx.x / CO_CHUNK, c = threadIdx.x % CO_CHUNK;
-                const int stat = 2 * (2 * (c / 8) + c % 2) + kind, tc = c % 8 / 2;
-                double v = 0.0;
-#pragma unroll
-                for (int w = 0; w < WARPS; ++w)
-#pragma unroll
-                    for (int gl = 0; gl < 8; ++gl) {
-                        v += lane_sums[w][stat][4 * gl + tc];
-                        lane_sums[w][stat][4 * gl + tc] = 0.0;
-                    }
-                partials[(run_start * n_chunks + chunk) * N_STATS + threadIdx.x] = v;
-            }
-            __syncthreads();
-        }
+        if (!GRAD && run_ends) flush_run(lane_sums, partials + (run_start * n_chunks + chunk) * N_STATS);
     }
 }
 
@@ -636,23 +641,7 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
                 lane_sums[warp][stat + 1][lane] += sq[e];
             }
         }
-        if (run_ends) {
-            __syncthreads();
-            if (threadIdx.x < N_STATS) {   // as conv_gn_stats_kernel
-                const int kind = threadIdx.x / CO_CHUNK, c = threadIdx.x % CO_CHUNK;
-                const int stat = 2 * (2 * (c / 8) + c % 2) + kind, tc = c % 8 / 2;
-                double v = 0.0;
-#pragma unroll
-                for (int w = 0; w < WARPS; ++w)
-#pragma unroll
-                    for (int gl = 0; gl < 8; ++gl) {
-                        v += lane_sums[w][stat][4 * gl + tc];
-                        lane_sums[w][stat][4 * gl + tc] = 0.0;
-                    }
-                partials[(run_start * n_chunks + chunk) * N_STATS + threadIdx.x] = v;
-            }
-            __syncthreads();
-        }
+        if (run_ends) flush_run(lane_sums, partials + (run_start * n_chunks + chunk) * N_STATS);
     }
 }
 

@@ -352,6 +352,33 @@ __device__ __forceinline__ void multiply(float (&acc)[32], const uint32_t (&big)
 #endif
 }
 
+// The row kernels' block partial: per quantity q and channel 8 jc + 2t + e of the chunk, a lane's sums[q][jc][e]
+// added over the 8 lanes with the same t (a fixed shuffle tree, double), then over the warps in order, written to
+// partials (B, chunks, parts, NQ, CO) at (b, blockIdx.y, part). Every thread of the block calls it (one barrier).
+template <int NQ>
+__device__ __forceinline__ void write_block_sums(const float (&sums)[NQ][2][2], double (*red)[NQ][CO],
+                                                 double* __restrict__ partials, long long b, int parts, int part) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int q = 0; q < NQ; ++q)
+#pragma unroll
+        for (int jc = 0; jc < 2; ++jc)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                double v = sums[q][jc][e];
+#pragma unroll
+                for (int off = 4; off < 32; off *= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (g == 0) red[warp][q][8 * jc + 2 * t + e] = v;
+            }
+    __syncthreads();
+    if (threadIdx.x < NQ * CO) {
+        const int q = threadIdx.x / CO, j = threadIdx.x % CO;
+        double v = 0.0;
+        for (int w = 0; w < THREADS / 32; ++w) v += red[w][q][j];
+        partials[((b * gridDim.y + blockIdx.y) * parts + part) * NQ * CO + q * CO + j] = v;
+    }
+}
+
 // Output rows (od, oh) of a sample go 4 at a time (a unit: one row per warp, the last unit's extra warps
 // compute a copy of the last row and count nothing); block x = (sample b, part p) takes units
 // [p U / parts, (p + 1) U / parts), U = ceil(Do Ho / 4); grid y: chunks of 16 output channels. Per output
@@ -523,25 +550,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
                 }
             }
     }
-    // Per channel: the 8 lanes with the same t (a fixed shuffle tree, double), then the warps in order.
-#pragma unroll
-    for (int q = 0; q < NQ; ++q)
-#pragma unroll
-        for (int jc = 0; jc < 2; ++jc)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                double v = sums[q][jc][e];
-#pragma unroll
-                for (int off = 4; off < 32; off *= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (g == 0) red[warp][q][8 * jc + 2 * t + e] = v;
-            }
-    __syncthreads();
-    if (threadIdx.x < NQ * CO) {
-        const int q = threadIdx.x / CO, j = threadIdx.x % CO;
-        double v = 0.0;
-        for (int w = 0; w < THREADS / 32; ++w) v += red[w][q][j];
-        partials[((b * gridDim.y + blockIdx.y) * parts + part) * NQ * CO + q * CO + j] = v;
-    }
+    write_block_sums<NQ>(sums, red, partials, b, parts, part);
 }
 
 // The forward in half precision (T = Fp16 or Bf16) where conv_rows_tc_kernel takes fp32: a product of two half
@@ -687,25 +696,7 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_ke
                 }
             }
     }
-    // Per channel: the 8 lanes with the same t (a fixed shuffle tree, double), then the warps in order.
-#pragma unroll
-    for (int q = 0; q < 2; ++q)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                double v = sums[q][j][e];
-#pragma unroll
-                for (int off = 4; off < 32; off *= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (g == 0) red[warp][q][8 * j + 2 * t + e] = v;
-            }
-    __syncthreads();
-    if (threadIdx.x < 2 * CO) {
-        const int q = threadIdx.x / CO, jj = threadIdx.x % CO;
-        double v = 0.0;
-        for (int w = 0; w < THREADS / 32; ++w) v += red[w][q][jj];
-        partials[((b * gridDim.y + blockIdx.y) * parts + part) * 2 * CO + q * CO + jj] = v;
-    }
+    write_block_sums<2>(sums, red, partials, b, parts, part);
 }
 
 __host__ __device__ inline bool tc_forward(const Dims& d, int K) {
