@@ -245,6 +245,16 @@ __device__ __forceinline__ void multiply(float (&acc)[4 * N_TILES], const uint32
 #endif
 }
 
+// Segment q of a sample (past the last: a copy of it, counting nothing): its output row (od, oh), its first input
+// column `start` (wide rows: the last segment shifted left to stay inside the row) and the rows [lo, hi) it counts.
+struct Segment { int od, oh, start, lo, hi; };
+__device__ __forceinline__ Segment segment_at(int q, int segments, int n_seg, int Ho, int W, int Wo, bool wide) {
+    const int qq = min(q, segments - 1), seg = qq % n_seg;
+    const int start = wide ? min(seg * SEG_OUT, W - SEG) : 0;
+    return {qq / (n_seg * Ho), qq / n_seg % Ho, start, q < segments ? seg * SEG_OUT - start : SEG,
+            min(SEG_OUT, Wo - start)};
+}
+
 // Where a block's run of units ends: each channel statistic's lane sums (lane_sums[warp][stat][lane]) added in a
 // fixed order, warps then lanes, into out[kind * CO_CHUNK + c] (c's sum, kind 0, or sum of squares, kind 1), and
 // cleared for the next run. Every thread of the block calls it.
@@ -337,13 +347,11 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
         // The host checks one sample is < 2^31 elements. Opaque to the compiler, so that each load's
         // address is one 32-bit add and one wide multiply-add instead of a re-derived 64-bit index.
         asm("mov.b64 %0, %1;" : "=l"(xb) : "l"(x + (size_t)b * C_in * D * H * W));
-        const int q = unit * WARPS + warp, qq = min(q, segments - 1);
-        const int seg = qq % n_seg, oh = qq / n_seg % Ho, od = qq / (n_seg * Ho);
-        const int start = WIDE ? min(seg * SEG_OUT, W - SEG) : 0;
-        lo = q < segments ? seg * SEG_OUT - start : SEG;
-        hi = min(SEG_OUT, Wo - start);
-        row = (od * H + oh) * W + start;
-        out_row = (od * Ho + oh) * Wo + start;
+        const Segment sg = segment_at(unit * WARPS + warp, segments, n_seg, Ho, W, Wo, WIDE);
+        lo = sg.lo;
+        hi = sg.hi;
+        row = (sg.od * H + sg.oh) * W + sg.start;
+        out_row = (sg.od * Ho + sg.oh) * Wo + sg.start;
     };
     // The GEMM's rows are the segment's columns in any order: this lane's rows g and g + 8 of
     // tile i (r = 0, 1) are its columns 4 g + s, s = 2 i + r, so that out[R] needs the lane's
@@ -553,12 +561,10 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
     int lo, hi;     // the rows R it counts
     const auto locate = [&]() {
         asm("mov.b64 %0, %1;" : "=l"(xb) : "l"(x + (size_t)b * C_in * D * H * W));   // as conv_gn_stats_kernel
-        const int q = unit * WARPS + warp, qq = min(q, segments - 1);
-        const int seg = qq % n_seg, oh = qq / n_seg % Ho, od = qq / (n_seg * Ho);
-        const int start = wide ? min(seg * SEG_OUT, W - SEG) : 0;
-        lo = q < segments ? seg * SEG_OUT - start : SEG;
-        hi = min(SEG_OUT, Wo - start);
-        row = (od * H + oh) * W + start;
+        const Segment sg = segment_at(unit * WARPS + warp, segments, n_seg, Ho, W, Wo, wide);
+        lo = sg.lo;
+        hi = sg.hi;
+        row = (sg.od * H + sg.oh) * W + sg.start;
     };
     const unsigned c0 = VEC ? min(4 * g, W - 4) : 0, c1 = VEC ? min(4 * g + 4, W - 4) : 0;
     const auto load = [&](const T* xb, unsigned row, int st, uint32_t (&w)[4]) {
