@@ -573,7 +573,7 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
             const uint2 v0 = __ldg(reinterpret_cast<const uint2*>(xb + (o + c0)));
             const uint2 v1 = __ldg(reinterpret_cast<const uint2*>(xb + (o + c1)));
             w[0] = v0.x; w[1] = v0.y; w[2] = v1.x; w[3] = v1.y;
-        } else {   // columns of the row past W - 1 clamped (row - start + W - 1 is the row's last)
+        } else {   // clamped to the row's last column, o - start + W - 1 (start = row % W)
             const unsigned last = o - row % W + W - 1;
             const unsigned short* q = reinterpret_cast<const unsigned short*>(xb);
 #pragma unroll

@@ -125,14 +125,9 @@ __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
 template <typename T> __device__ __forceinline__ float load_float(const T* p) {
     return to_float(T{__ldg(reinterpret_cast<const unsigned short*>(p))});
 }
-// Four consecutive elements (4-element aligned), as floats.
+// Four consecutive floats (16-byte aligned).
 __device__ __forceinline__ float4 load_float4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
-template <typename T> __device__ __forceinline__ float4 load_float4(const T* p) {
-    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
-    return make_float4(to_float(T{(unsigned short)(u.x & 0xffffu)}), to_float(T{(unsigned short)(u.x >> 16)}),
-                       to_float(T{(unsigned short)(u.y & 0xffffu)}), to_float(T{(unsigned short)(u.y >> 16)}));
-}
-// A half value has at most 11 significant bits: exact in TF32, so a product of two needs no split.
+// T one of the half types (their forward: conv_rows_half_kernel where the tensor cores take the conv).
 template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
 // y = conv + bias and h = hardswish(y): in half precision each rounded to T as PyTorch rounds them (the conv's
 // output, then the bias added after it, then HardSwish's output).
