@@ -54,6 +54,7 @@ GRIDS[P23] = [
     ("kernel3_tall_batch_70", (3, 8, 3, 4), (70, 3, 5, 64, 20)),
     ("kernel3_in_channels_1_width_16", (1, 24, 3, 8), (2, 1, 4, 5, 16)),   # dL/dW with rows of depths
     ("kernel3_in_channels_2_width_12", (2, 16, 3, 4), (3, 2, 5, 6, 12)),
+    ("kernel3_wide_rows_70", (2, 24, 3, 6), (2, 2, 6, 12, 70)),   # rows of 3 segments (half: element loads)
 ]
 P27 = "conv3d_hardswish_groupnorm_mean_all_custom"
 GRIDS[P27] = [
@@ -70,6 +71,8 @@ GRIDS[P27] = [
     ("one_channel_per_group", (3, 8, 3, 8), (2, 3, 5, 6, 7)),
     ("one_group", (3, 8, 2, 1), (2, 3, 5, 6, 7)),
     ("no_bias", (3, 8, 5, 4, False), (2, 3, 6, 7, 8)),
+    ("kernel4_unaligned_rows_no_bias", (4, 16, 4, 4, False), (2, 4, 6, 7, 30)),   # 64 taps, element loads
+    ("kernel3_out_channels_20", (3, 20, 3, 4), (2, 3, 6, 9, 28)),   # two chunks, the second partial
     ("several_tiles_in_channels_6", (6, 16, 5, 4), (2, 6, 7, 40, 70)),
     ("several_tiles_in_channels_17", (17, 16, 5, 4), (2, 17, 6, 37, 70)),
 ]
