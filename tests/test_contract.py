@@ -74,23 +74,23 @@ def test_init_signature_matches_reference(name):
 
 
 def extension_names(name):
-    """The name= of each load_inline call in the file (or of the variable it names): a string, or the string that
-    starts a + expression (the files that build a second, pre-Hopper library add a suffix to their own name)."""
-    module = tree(name)
-    assigned = {t.id: node.value for node in ast.walk(module) if isinstance(node, ast.Assign)
-                for t in node.targets if isinstance(t, ast.Name)}
+    """The extension name the file builds under: the second argument of each `_build(...)` call (the shared build
+    block's one load_inline), a string or the string that starts a + expression (the files that build a second,
+    pre-Hopper library add a suffix to their own name)."""
     names = []
-    for call in ast.walk(module):
-        if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("load_inline"):
-            for k in call.keywords:
-                if k.arg == "name":
-                    value = k.value
-                    if isinstance(value, ast.Name):   # name=_name, assigned before the call
-                        value = assigned.get(value.id, value)
-                    while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
-                        value = value.left
-                    names.append(value.value if isinstance(value, ast.Constant) else None)
+    for call in ast.walk(tree(name)):
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == "_build":
+            value = call.args[1]
+            while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+                value = value.left
+            names.append(value.value if isinstance(value, ast.Constant) else None)
     return names
+
+
+def test_one_load_inline_call_in_each_file():
+    for name in NAMES:
+        calls = [c for c in ast.walk(tree(name)) if isinstance(c, ast.Call) and ast.unparse(c.func) == "load_inline"]
+        assert len(calls) == 1, name
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -130,7 +130,10 @@ def project_files():
 
 
 def test_no_separate_cuda_or_cpp_files():
-    strays = [p for p in project_files() if p.suffix in {".cu", ".cuh", ".cpp", ".h"}]
+    """The variants compile their strings only. common/blocks/ holds the one source of the pieces they share,
+    written into those strings by tools/check_shared.py (tests/test_shared.py checks the copies)."""
+    blocks = ROOT / "common" / "blocks"
+    strays = [p for p in project_files() if p.suffix in {".cu", ".cuh", ".cpp", ".h"} and p.parent != blocks]
     assert not strays
 
 

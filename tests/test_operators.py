@@ -97,3 +97,20 @@ def test_meta_half_forward_and_backward(name, dtype):
     out.sum().backward()
     assert_gradients_shaped(new, x)
     assert x.grad.dtype == dtype and all(p.grad.dtype == dtype for p in new.parameters())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_double_backward_raises_clearly(name):
+    """A gradient of the gradients (create_graph=True, then a backward through them, as a gradient penalty does)
+    raises a RuntimeError naming the file: never a second-order gradient that is silently missing or wrong."""
+    _, new, x = meta_models(name, 3)
+    (gx,) = torch.autograd.grad(new(x).sum(), x, create_graph=True)
+    assert gx.shape == x.shape and gx.requires_grad
+    with pytest.raises(RuntimeError, match=f"{name}: double backward .* is not supported"):
+        gx.sum().backward()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_backward_operator_has_an_autograd_kernel(name):
+    op = f"{load(name)['_namespace']}::backward"
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "Autograd")

@@ -334,19 +334,12 @@ cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* 
 """
 
 cpp_source = r"""
+// shared: host begin
 #include <torch/extension.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-
-cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
-                                             double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
-                                             double eps, cudaStream_t stream);
-cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* y, const void* gn_weight,
-                                              const double* stats, void* grad_y, double* param_terms,
-                                              void* grad_weight, void* grad_bias, int conv_type, int norm_type,
-                                              int B, int C, int G, int S, cudaStream_t stream);
 
 // OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
 #define OPS_STR_(s) #s
@@ -359,16 +352,80 @@ using torch::Tensor;
 using OptTensor = c10::optional<Tensor>;
 using Mask = std::array<bool, 3>;
 
-static void check(cudaError_t err, const char* what) {
-    TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean: ", what, " failed: ", cudaGetErrorString(err));
-}
-
 // The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
 static int dtype_code(const Tensor& t) {
     return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
 }
 static bool takes_dtype(const Tensor& t) {
     return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
+static at::ScalarType autocast_dtype() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    return at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    return at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
+// differentiable cast, so that gradients reach the float32 parameters.
+static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
+    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
+}
+
+// Higher-order gradients are not computed by these operators. Where the backward operator runs with grad
+// mode on (inside a backward with create_graph=True) and an input it was given requires grad, its outputs
+// come out of DoubleBackwardRefused, whose backward raises: a gradient penalty gets a clear error, never a
+// second-order gradient that is silently missing or wrong. A first-order gradient taken with
+// create_graph=True still works.
+struct DoubleBackwardRefused : torch::autograd::Function<DoubleBackwardRefused> {
+    static constexpr int INPUTS = 6;   // the backward operator's tensor inputs that its outputs depend on
+    static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const std::string& file,
+                                                  const std::vector<Tensor>& grads, const Tensor& a, const Tensor& b,
+                                                  const Tensor& c, const Tensor& d, const Tensor& e, const Tensor& f) {
+        ctx->saved_data["file"] = file;
+        return grads;
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list) {
+        TORCH_CHECK(false, ctx->saved_data["file"].toStringRef(), ": double backward (a gradient of this file's "
+                    "gradients, e.g. a gradient penalty) is not supported");
+        return {};
+    }
+};
+static void refuse_double_backward(const char* file, std::vector<Tensor> inputs,
+                                   std::initializer_list<Tensor*> outputs) {
+    if (!at::GradMode::is_enabled()) return;
+    TORCH_CHECK(inputs.size() <= DoubleBackwardRefused::INPUTS, file, ": refuse_double_backward takes at most ",
+                DoubleBackwardRefused::INPUTS, " inputs");
+    inputs.resize(DoubleBackwardRefused::INPUTS);
+    for (auto& t : inputs)   // Function::apply takes defined tensors: a repeat of the first stands for a missing one
+        if (!t.defined()) t = inputs[0];
+    std::vector<Tensor> grads;
+    for (Tensor* t : outputs)
+        if (t->defined()) grads.push_back(*t);
+    auto wrapped = DoubleBackwardRefused::apply(std::string(file), grads, inputs[0], inputs[1], inputs[2], inputs[3],
+                                                inputs[4], inputs[5]);
+    size_t i = 0;
+    for (Tensor* t : outputs)
+        if (t->defined()) *t = wrapped[i++];
+}
+// shared: host end
+
+cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
+                                             double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
+                                             double eps, cudaStream_t stream);
+cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* y, const void* gn_weight,
+                                              const double* stats, void* grad_y, double* param_terms,
+                                              void* grad_weight, void* grad_bias, int conv_type, int norm_type,
+                                              int B, int C, int G, int S, cudaStream_t stream);
+
+static void check(cudaError_t err, const char* what) {
+    TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean: ", what, " failed: ", cudaGetErrorString(err));
 }
 
 // Dtypes as the reference takes them: the conv's input and parameters of one floating dtype (float32,
@@ -512,6 +569,19 @@ static auto& backward_op() {
     return op;
 }
 
+// backward's Autograd kernel: the gradients, each refusing to be differentiated again (refuse_double_backward).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
+        const Tensor& grad_out, const Tensor& x, const Tensor& conv_weight, const Tensor& y, const Tensor& gn_weight,
+        const Tensor& stats, int64_t groups, Mask conv_mask) {
+    auto r = [&] {
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        return backward_op().call(grad_out, x, conv_weight, y, gn_weight, stats, groups, conv_mask);
+    }();
+    refuse_double_backward("conv3d_hardswish_groupnorm_mean", {grad_out, x, conv_weight, y, gn_weight},
+                           {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r), &std::get<3>(r), &std::get<4>(r)});
+    return r;
+}
+
 // model without autograd (inference tensors, no gradient wanted): the forward's output.
 Tensor model_plain(const Tensor& x, const Tensor& conv_weight, const OptTensor& conv_bias, const Tensor& gn_weight,
                    const Tensor& gn_bias, int64_t groups, double eps) {
@@ -519,7 +589,10 @@ Tensor model_plain(const Tensor& x, const Tensor& conv_weight, const OptTensor& 
     return std::get<0>(forward_op().call(x, conv_weight, conv_bias, gn_weight, gn_bias, groups, eps));
 }
 
-// model's Autograd kernel: saves x, the conv weight, y and the statistics; the backward operator does the rest.
+// model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
+// an output of the forward operator, so that CUDA graph pools track them): x, conv_weight (as given); y, the
+// conv's output (B, C, Do, Ho, Wo) from PyTorch's nn.Conv3d; gn_weight; stats (B, C + 2G) float64, each
+// channel's HardSwish mean and each group's mean and 1/std.
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& conv_weight,
                           const OptTensor& conv_bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
@@ -558,25 +631,12 @@ static auto& model_op() {
     return op;
 }
 
-// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
-// differentiable cast, so that gradients reach the float32 parameters.
-static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
-    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
-}
-static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
-    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
-}
-
 // model's Autocast kernel: as torch.autocast runs the reference, the conv in autocast's dtype (input and
 // conv parameters cast), GroupNorm and the mean in float32 (GroupNorm is on autocast's float32 list).
 Tensor model_autocast(const Tensor& x, const Tensor& conv_weight, const OptTensor& conv_bias, const Tensor& gn_weight,
                       const Tensor& gn_bias, int64_t groups, double eps) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
-#else
-    const auto low = at::autocast::get_autocast_gpu_dtype();
-#endif
+    const auto low = autocast_dtype();
     return model_op().call(autocast_to(x, low), autocast_to(conv_weight, low), autocast_to(conv_bias, low),
                            autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
 }
@@ -608,18 +668,17 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
     m.impl("model", model_autograd);
+    m.impl("backward", backward_autograd);
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
     m.impl("model", model_autocast);
 }
 """
 
+# shared: build begin
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
-# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
-# per process, so the library is loaded once per source, however often the file is exec-ed.
-_namespace = "conv3d_hardswish_groupnorm_mean_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
 
 
 def _built(build_root, name):
@@ -635,15 +694,23 @@ def _built(build_root, name):
             and ends_with("cuda.cu", cuda_source))
 
 
+def _build(file, name, namespace, extra_cuda_cflags):
+    """Loads the operators of cpp_source and cuda_source under `namespace`, building them first where no build
+    of this source exists, after one line on stderr saying which."""
+    build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    action = (f"loading its CUDA extension from {build_root}" if _built(build_root, name)
+              else f"building its CUDA extension in {build_root} (about 30 s)")
+    print(f"{file}: {action}", file=sys.stderr)
+    load_inline(name=name, cpp_sources=cpp_source, cuda_sources=cuda_source,
+                extra_cflags=[f"-DOPS_NAMESPACE={namespace}"], extra_cuda_cflags=extra_cuda_cflags,
+                is_python_module=False, verbose=False, **_header_option)
+# shared: build end
+# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
+# per process, so the library is loaded once per source, however often the file is exec-ed.
+_namespace = "conv3d_hardswish_groupnorm_mean_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
 if not hasattr(getattr(torch.ops, _namespace), "model"):
-    _build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
-    _name = "conv3d_hardswish_groupnorm_mean_ext"
-    _action = (f"loading its CUDA extension from {_build_root}" if _built(_build_root, _name)
-               else f"building its CUDA extension in {_build_root} (20 to 30 s)")
-    print(f"conv3d_hardswish_groupnorm_mean: {_action}", file=sys.stderr)
-    load_inline(name=_name, cpp_sources=cpp_source, cuda_sources=cuda_source,
-                extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], extra_cuda_cflags=["-O3"], is_python_module=False,
-                verbose=False, **_header_option)
+    _build("conv3d_hardswish_groupnorm_mean", "conv3d_hardswish_groupnorm_mean_ext", _namespace,
+           ["-O3"])
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 

@@ -1923,11 +1923,87 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
 """
 
 cpp_source = r"""
+// shared: host begin
 #include <torch/extension.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+// OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
+#define OPS_STR_(s) #s
+#define OPS_STR(s) OPS_STR_(s)
+#define OP(name) OPS_STR(OPS_NAMESPACE) "::" name
+#define DEFINE_OPS(ns, m) TORCH_LIBRARY(ns, m)
+#define IMPLEMENT_OPS(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+
+using torch::Tensor;
+using OptTensor = c10::optional<Tensor>;
+using Mask = std::array<bool, 3>;
+
+// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
+static int dtype_code(const Tensor& t) {
+    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
+}
+static bool takes_dtype(const Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
+static at::ScalarType autocast_dtype() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    return at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    return at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
+// differentiable cast, so that gradients reach the float32 parameters.
+static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
+    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
+}
+
+// Higher-order gradients are not computed by these operators. Where the backward operator runs with grad
+// mode on (inside a backward with create_graph=True) and an input it was given requires grad, its outputs
+// come out of DoubleBackwardRefused, whose backward raises: a gradient penalty gets a clear error, never a
+// second-order gradient that is silently missing or wrong. A first-order gradient taken with
+// create_graph=True still works.
+struct DoubleBackwardRefused : torch::autograd::Function<DoubleBackwardRefused> {
+    static constexpr int INPUTS = 6;   // the backward operator's tensor inputs that its outputs depend on
+    static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const std::string& file,
+                                                  const std::vector<Tensor>& grads, const Tensor& a, const Tensor& b,
+                                                  const Tensor& c, const Tensor& d, const Tensor& e, const Tensor& f) {
+        ctx->saved_data["file"] = file;
+        return grads;
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list) {
+        TORCH_CHECK(false, ctx->saved_data["file"].toStringRef(), ": double backward (a gradient of this file's "
+                    "gradients, e.g. a gradient penalty) is not supported");
+        return {};
+    }
+};
+static void refuse_double_backward(const char* file, std::vector<Tensor> inputs,
+                                   std::initializer_list<Tensor*> outputs) {
+    if (!at::GradMode::is_enabled()) return;
+    TORCH_CHECK(inputs.size() <= DoubleBackwardRefused::INPUTS, file, ": refuse_double_backward takes at most ",
+                DoubleBackwardRefused::INPUTS, " inputs");
+    inputs.resize(DoubleBackwardRefused::INPUTS);
+    for (auto& t : inputs)   // Function::apply takes defined tensors: a repeat of the first stands for a missing one
+        if (!t.defined()) t = inputs[0];
+    std::vector<Tensor> grads;
+    for (Tensor* t : outputs)
+        if (t->defined()) grads.push_back(*t);
+    auto wrapped = DoubleBackwardRefused::apply(std::string(file), grads, inputs[0], inputs[1], inputs[2], inputs[3],
+                                                inputs[4], inputs[5]);
+    size_t i = 0;
+    for (Tensor* t : outputs)
+        if (t->defined()) *t = wrapped[i++];
+}
+// shared: host end
 
 long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw);
 cudaError_t forward_launch(const void* x, const void* weight, const void* bias, const void* gn_weight,
@@ -1944,27 +2020,9 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
                             int kh, int kw, int sms, cudaStream_t stream);
 
-// OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
-#define OPS_STR_(s) #s
-#define OPS_STR(s) OPS_STR_(s)
-#define OP(name) OPS_STR(OPS_NAMESPACE) "::" name
-#define DEFINE_OPS(ns, m) TORCH_LIBRARY(ns, m)
-#define IMPLEMENT_OPS(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
-
-using torch::Tensor;
-using OptTensor = c10::optional<Tensor>;
-
 static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean_all_custom: ", what, " failed: ",
                 cudaGetErrorString(err));
-}
-
-// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
-static int dtype_code(const Tensor& t) {
-    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
-}
-static bool takes_dtype(const Tensor& t) {
-    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
 }
 
 // t as a contiguous tensor of `dtype`: itself if it is one, else converted by our kernel (to nearest even):
@@ -2089,6 +2147,19 @@ static auto& backward_op() {
     return op;
 }
 
+// backward's Autograd kernel: the gradients, each refusing to be differentiated again (refuse_double_backward).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
+        const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
+        const Tensor& gn_weight, const Tensor& stats, int64_t groups, bool input_grad) {
+    auto r = [&] {
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        return backward_op().call(grad_out, x, weight, bias, gn_weight, stats, groups, input_grad);
+    }();
+    refuse_double_backward("conv3d_hardswish_groupnorm_mean_all_custom", {grad_out, x, weight, bias.has_value() ? *bias : Tensor(), gn_weight},
+                           {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r), &std::get<3>(r), &std::get<4>(r)});
+    return r;
+}
+
 // model without autograd (inference tensors, no gradient wanted): the forward's output.
 Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
                    const Tensor& gn_bias, int64_t groups, double eps) {
@@ -2096,7 +2167,10 @@ Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias,
     return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps));
 }
 
-// model's Autograd kernel: saves the input, the parameters and the statistics; the backward operator does the rest.
+// model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
+// an output of the forward operator, so that CUDA graph pools track them): x, weight, bias (undefined if None),
+// gn_weight (the inputs as given); stats (B, C + 2G) float64, each channel's HardSwish mean and each group's
+// mean and 1/std. Nothing of the conv output's size is kept: the backward recomputes it.
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const OptTensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
@@ -2136,26 +2210,13 @@ static auto& model_op() {
     return op;
 }
 
-// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
-// differentiable cast, so that gradients reach the float32 parameters.
-static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
-    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
-}
-static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
-    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
-}
-
 // model's Autocast kernel: as torch.autocast runs the reference, the conv in autocast's dtype (input and
 // conv parameters cast) and HardSwish in it too (it follows its input), GroupNorm and the mean in float32
 // (GroupNorm is on autocast's float32 list).
 Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
                       const Tensor& gn_bias, int64_t groups, double eps) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
-#else
-    const auto low = at::autocast::get_autocast_gpu_dtype();
-#endif
+    const auto low = autocast_dtype();
     return model_op().call(autocast_to(x, low), autocast_to(weight, low), autocast_to(bias, low),
                            autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
 }
@@ -2180,26 +2241,17 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
     m.impl("model", model_autograd);
+    m.impl("backward", backward_autograd);
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
     m.impl("model", model_autocast);
 }
 """
 
+# shared: build begin
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
-# On Hopper (compute capability 9.0) build for sm_90a, whose wgmma runs the tensor cores at twice
-# mma.sync's rate. Recent PyTorch (2.11 checked) then adds no architecture flags of its own; 2.1 adds
-# those of TORCH_CUDA_ARCH_LIST or of the visible GPU beside it (sm_90 too, the mma.sync path: which of the
-# two an H100 runs is then the driver's choice; both are exact). Other GPUs: PyTorch's defaults.
-# VARIANTS_NO_SM90A=1 builds the mma.sync path on Hopper too, under its own name (the tests run it so).
-_no_sm90a = os.environ.get("VARIANTS_NO_SM90A") == "1"
-_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and not _no_sm90a
-# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
-# per process, so the library is loaded once per source, however often the file is exec-ed.
-_namespace = ("conv3d_hardswish_groupnorm_mean_all_custom_" +
-              hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12])
 
 
 def _built(build_root, name):
@@ -2215,17 +2267,32 @@ def _built(build_root, name):
             and ends_with("cuda.cu", cuda_source))
 
 
+def _build(file, name, namespace, extra_cuda_cflags):
+    """Loads the operators of cpp_source and cuda_source under `namespace`, building them first where no build
+    of this source exists, after one line on stderr saying which."""
+    build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    action = (f"loading its CUDA extension from {build_root}" if _built(build_root, name)
+              else f"building its CUDA extension in {build_root} (about 30 s)")
+    print(f"{file}: {action}", file=sys.stderr)
+    load_inline(name=name, cpp_sources=cpp_source, cuda_sources=cuda_source,
+                extra_cflags=[f"-DOPS_NAMESPACE={namespace}"], extra_cuda_cflags=extra_cuda_cflags,
+                is_python_module=False, verbose=False, **_header_option)
+# shared: build end
+# shared: hopper begin
+# On Hopper (compute capability 9.0) build for sm_90a, whose wgmma runs the tensor cores at twice
+# mma.sync's rate. Recent PyTorch (2.11 checked) then adds no architecture flags of its own; 2.1 adds
+# those of TORCH_CUDA_ARCH_LIST or of the visible GPU beside it (sm_90 too, the mma.sync path: which of the
+# two an H100 runs is then the driver's choice; both are exact). Other GPUs: PyTorch's defaults.
+# VARIANTS_NO_SM90A=1 builds the mma.sync path on Hopper too, under its own name (the tests run it so).
+_no_sm90a = os.environ.get("VARIANTS_NO_SM90A") == "1"
+_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and not _no_sm90a
+# shared: hopper end
+# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
+# per process, so the library is loaded once per source, however often the file is exec-ed.
+_namespace = "conv3d_hardswish_groupnorm_mean_all_custom_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
 if not hasattr(getattr(torch.ops, _namespace), "model"):
-    _build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
-    _name = "conv3d_hardswish_groupnorm_mean_all_custom" + ("_mma_sync_ext" if _no_sm90a else "_ext")
-    _action = (f"loading its CUDA extension from {_build_root}" if _built(_build_root, _name)
-               else f"building its CUDA extension in {_build_root} (30 to 60 s)")
-    print(f"conv3d_hardswish_groupnorm_mean_all_custom: {_action}", file=sys.stderr)
-    load_inline(name=_name,
-                cpp_sources=cpp_source,
-                cuda_sources=cuda_source, extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], is_python_module=False, verbose=False,
-                extra_cuda_cflags=["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []),
-                **_header_option)
+    _build("conv3d_hardswish_groupnorm_mean_all_custom", "conv3d_hardswish_groupnorm_mean_all_custom" + ("_mma_sync_ext" if _no_sm90a else "_ext"), _namespace,
+           ["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 

@@ -21,7 +21,7 @@ next item's tile while computing the current one. Warp w owns 4 input rows, lane
 thread computes all 8 parities of its 4 positions for 4 output channels at a time (64 accumulators).
 Weights and bias carry a factor -log2(e) (no multiply before Swish's exponential); phase 1 computes two
 channels' reciprocals with one MUFU operation, phase 2 folds Swish and the normalisation into one quotient
-and stores rows through shared memory. The workspace (partials, counters) is kept per (device, stream).
+and stores rows through shared memory. Its workspace (partials, counters) is allocated per call.
 Deterministic: every sum is added in a fixed order; the tickets only decide which block does an item.
 Backward (chain_backward_channels_kernel, two sweeps, 8 output channels a thread, their weights in shared
 memory; chain_backward_kernel, a thread per element, where those weights exceed 48 KB): the first gathers per
@@ -189,9 +189,9 @@ struct Params {
     double* partials;        // (B, C_out, tiles, 2): each phase-1 block's sum and sum of squares per channel
     float* norm;             // (B, C_out, 2): per channel 1 / (-ln(2) scale) and shift (half: scale, shift)
     double* stats;           // (B, groups, 2): per group the mean and 1/std of the Swish output (for the backward)
-    int* counters;           // zero at the launch, and left zero by it: [0] tickets, [1] blocks finished
-    int* done;               // (B): sample b's phase-1 items done; zero at the launch, and left zero
-    int* ready;              // (B): sample b's norm written; zero at the launch, and left zero
+    int* counters;           // zero at the launch: [0] tickets, [1] unused (kept for the layout)
+    int* done;               // (B): sample b's phase-1 items done; zero at the launch
+    int* ready;              // (B): sample b's norm written; zero at the launch
     void* out;               // (B, C_out, Do, Ho, Wo), the GroupNorm's element type
     int B, groups;
     bool vec;                // W % 4 == 0 and x 16-byte aligned: the input is staged in 16-byte copies
@@ -775,21 +775,6 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
     if (threadIdx.x == 0) atomicExch(p.ready + b, 1);
 }
 
-// The next launch on this stream reuses the counters: the last block to finish clears them (every other
-// block is done with them when it counts itself finished).
-__device__ __noinline__ void clear_counters(int& last, int* counters, int* done, int* ready, int B)
-{
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(counters + 1, 1) == (int)gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    if (threadIdx.x < 2) counters[threadIdx.x] = 0;
-    for (int b = threadIdx.x; b < B; b += THREADS) done[b] = ready[b] = 0;
-}
-
 // Warp 0: a phase-2 item's normalisation into s.inv[buf] and s.shift[buf], once its sample's phase 1 is complete.
 __device__ __forceinline__ void load_norm(Smem& s, const Params& p, const Item& it, int buf)
 {
@@ -875,7 +860,6 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
         t = t_next;
         it = next;
     }
-    clear_counters(s.last, p.counters, p.done, p.ready, p.B);
 }
 
 static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
@@ -1268,7 +1252,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 2) convt_swish_general_kernel(
 
 // Caller (the tuned configuration, convt_tuned): convt_items < 2^30 (the ticket counter overshoots by the
 // grid size); `data` of convt_data_bytes; counters (2 ints), done and ready (B ints each) zero, and only this
-// stream using them (the launch leaves them zero). Any other configuration: the general path (the workspace
+// launch using them. Any other configuration: the general path (the workspace
 // unused). The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types)
 // of the model's conv and GroupNorm; `out` in the GroupNorm's.
 cudaError_t convt_swish_gn_hardswish_launch(
@@ -1865,14 +1849,87 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
 """
 
 cpp_source = r"""
+// shared: host begin
 #include <torch/extension.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <map>
-#include <mutex>
-#include <utility>
+
+// OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
+#define OPS_STR_(s) #s
+#define OPS_STR(s) OPS_STR_(s)
+#define OP(name) OPS_STR(OPS_NAMESPACE) "::" name
+#define DEFINE_OPS(ns, m) TORCH_LIBRARY(ns, m)
+#define IMPLEMENT_OPS(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+
+using torch::Tensor;
+using OptTensor = c10::optional<Tensor>;
+using Mask = std::array<bool, 3>;
+
+// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
+static int dtype_code(const Tensor& t) {
+    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
+}
+static bool takes_dtype(const Tensor& t) {
+    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
+static at::ScalarType autocast_dtype() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    return at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+    return at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
+// differentiable cast, so that gradients reach the float32 parameters.
+static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
+    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
+}
+
+// Higher-order gradients are not computed by these operators. Where the backward operator runs with grad
+// mode on (inside a backward with create_graph=True) and an input it was given requires grad, its outputs
+// come out of DoubleBackwardRefused, whose backward raises: a gradient penalty gets a clear error, never a
+// second-order gradient that is silently missing or wrong. A first-order gradient taken with
+// create_graph=True still works.
+struct DoubleBackwardRefused : torch::autograd::Function<DoubleBackwardRefused> {
+    static constexpr int INPUTS = 6;   // the backward operator's tensor inputs that its outputs depend on
+    static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const std::string& file,
+                                                  const std::vector<Tensor>& grads, const Tensor& a, const Tensor& b,
+                                                  const Tensor& c, const Tensor& d, const Tensor& e, const Tensor& f) {
+        ctx->saved_data["file"] = file;
+        return grads;
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list) {
+        TORCH_CHECK(false, ctx->saved_data["file"].toStringRef(), ": double backward (a gradient of this file's "
+                    "gradients, e.g. a gradient penalty) is not supported");
+        return {};
+    }
+};
+static void refuse_double_backward(const char* file, std::vector<Tensor> inputs,
+                                   std::initializer_list<Tensor*> outputs) {
+    if (!at::GradMode::is_enabled()) return;
+    TORCH_CHECK(inputs.size() <= DoubleBackwardRefused::INPUTS, file, ": refuse_double_backward takes at most ",
+                DoubleBackwardRefused::INPUTS, " inputs");
+    inputs.resize(DoubleBackwardRefused::INPUTS);
+    for (auto& t : inputs)   // Function::apply takes defined tensors: a repeat of the first stands for a missing one
+        if (!t.defined()) t = inputs[0];
+    std::vector<Tensor> grads;
+    for (Tensor* t : outputs)
+        if (t->defined()) grads.push_back(*t);
+    auto wrapped = DoubleBackwardRefused::apply(std::string(file), grads, inputs[0], inputs[1], inputs[2], inputs[3],
+                                                inputs[4], inputs[5]);
+    size_t i = 0;
+    for (Tensor* t : outputs)
+        if (t->defined()) *t = wrapped[i++];
+}
+// shared: host end
 
 long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W);
 long long gn_scratch_bytes(long long B, int C_out, int groups, long long vol);
@@ -1897,16 +1954,6 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
                                   int B, const ConvShape& cs, int groups, bool tf32, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 
-// OPS_NAMESPACE comes from the build (-D): the file's name and a hash of its source.
-#define OPS_STR_(s) #s
-#define OPS_STR(s) OPS_STR_(s)
-#define OP(name) OPS_STR(OPS_NAMESPACE) "::" name
-#define DEFINE_OPS(ns, m) TORCH_LIBRARY(ns, m)
-#define IMPLEMENT_OPS(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
-
-using torch::Tensor;
-using OptTensor = c10::optional<Tensor>;
-using Mask = std::array<bool, 3>;
 
 // torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
 // the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
@@ -1917,14 +1964,6 @@ static bool allow_tf32_conv() {
 #else
     return at::globalContext().allowTF32CuDNN();
 #endif
-}
-
-// The kernels' dtype codes: float32 0, float16 1, bfloat16 2.
-static int dtype_code(const Tensor& t) {
-    return t.scalar_type() == at::kHalf ? 1 : t.scalar_type() == at::kBFloat16 ? 2 : 0;
-}
-static bool takes_dtype(const Tensor& t) {
-    return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
 }
 
 // t as a contiguous float32 tensor: itself if it is one, else converted by our kernel (the half-precision
@@ -1969,43 +2008,26 @@ static void check_dtypes(const Tensor& x, const Tensor& weight, const OptTensor&
                       "convt_swish_gn_hardswish: the GroupNorm's parameters must be float32 or the input's dtype");
 }
 
-// The kernel's workspace: zeroed once, kept between calls, one per (device, stream). Launches on one stream
-// run in order and each leaves its counters zero, so a call neither allocates nor clears anything (about
-// 10 us of host time, which the timing's L2 flush does not hide). While the stream is being captured into a
-// CUDA graph, a call gets a workspace of its own, cleared in the graph, since the graph's launches may later
-// run beside this stream's. Layout: 2 + 2 b_cap ints (counters, done, ready), 16-byte aligned, then
-// data_bytes (partials, norm).
+// The tuned kernel's workspace, allocated on each call (so that a CUDA graph pool, as torch.compile's
+// reduce-overhead mode keeps one, sees every allocation; nothing outlives the call but its outputs).
+// Layout: counters (tickets, blocks finished), done and ready (B ints each), zeroed on the stream before the
+// launch; from a 16-byte boundary, data_bytes of partials and norm, which the kernel writes before reading.
 struct Workspace {
-    torch::Tensor buf;
-    int64_t b_cap = 0, data_bytes = 0;
-    static int64_t counter_bytes(int64_t b_cap) { return ((2 + 2 * b_cap) * 4 + 15) / 16 * 16; }
+    Tensor buf;
+    int64_t B = 0;
+    static int64_t counter_bytes(int64_t B) { return ((2 + 2 * B) * 4 + 15) / 16 * 16; }
     int* counters() const { return static_cast<int*>(buf.data_ptr()); }
     int* done() const { return counters() + 2; }
-    int* ready() const { return counters() + 2 + b_cap; }
-    void* data() const { return static_cast<char*>(buf.data_ptr()) + counter_bytes(b_cap); }
+    int* ready() const { return counters() + 2 + B; }
+    void* data() const { return static_cast<char*>(buf.data_ptr()) + counter_bytes(B); }
 };
 
-static Workspace zeroed_workspace(const torch::Tensor& like, int64_t b_cap, int64_t data_bytes) {
+static Workspace workspace_for(const Tensor& like, cudaStream_t stream, int64_t B, int64_t data_bytes) {
     Workspace ws;
-    ws.b_cap = b_cap;
-    ws.data_bytes = data_bytes;
-    ws.buf = torch::zeros({Workspace::counter_bytes(b_cap) + data_bytes}, like.options().dtype(torch::kUInt8));
-    return ws;
-}
-
-// A copy: its tensor keeps the memory alive through the launch even if another thread replaces the cached one.
-static Workspace workspace_for(const torch::Tensor& like, cudaStream_t stream, int64_t B, int64_t data_bytes) {
-    cudaStreamCaptureStatus capture;
-    const cudaError_t err = cudaStreamIsCapturing(stream, &capture);
-    TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: cudaStreamIsCapturing failed: ", cudaGetErrorString(err));
-    if (capture != cudaStreamCaptureStatusNone) return zeroed_workspace(like, B, data_bytes);
-    static std::mutex mutex;
-    static auto* cache = new std::map<std::pair<int, cudaStream_t>, Workspace>();   // never destroyed: no
-                                                                                     // CUDA frees at exit
-    const std::lock_guard<std::mutex> lock(mutex);
-    Workspace& ws = (*cache)[{like.get_device(), stream}];
-    if (B > ws.b_cap || data_bytes > ws.data_bytes)   // replaced, zeroed, on this stream (in order with its launches)
-        ws = zeroed_workspace(like, std::max(B, ws.b_cap), std::max(data_bytes, ws.data_bytes));
+    ws.B = B;
+    ws.buf = at::empty({Workspace::counter_bytes(B) + data_bytes}, like.options().dtype(at::kByte));
+    const cudaError_t err = cudaMemsetAsync(ws.buf.data_ptr(), 0, Workspace::counter_bytes(B), stream);
+    TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: clearing the workspace failed: ", cudaGetErrorString(err));
     return ws;
 }
 
@@ -2159,6 +2181,20 @@ static auto& backward_op() {
     return op;
 }
 
+// backward's Autograd kernel: the gradients, each refusing to be differentiated again (refuse_double_backward).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
+        const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
+        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, at::IntArrayRef stride,
+        at::IntArrayRef padding, Mask conv_mask) {
+    auto r = [&] {
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        return backward_op().call(grad_out, x, weight, bias, gn_weight, gn_bias, stats, stride, padding, conv_mask);
+    }();
+    refuse_double_backward("convtranspose3d_swish_groupnorm_hardswish", {grad_out, x, weight, bias.has_value() ? *bias : Tensor(), gn_weight, gn_bias},
+                           {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r), &std::get<3>(r), &std::get<4>(r)});
+    return r;
+}
+
 // model without autograd (inference tensors, no gradient wanted): the forward's output.
 Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& gn_weight,
                    const Tensor& gn_bias, at::IntArrayRef stride, at::IntArrayRef padding, int64_t groups, double eps) {
@@ -2166,7 +2202,10 @@ Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias,
     return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, stride, padding, groups, eps));
 }
 
-// model's Autograd kernel: saves the input, the parameters and the statistics; the backward operator does the rest.
+// model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
+// an output of the forward operator, so that CUDA graph pools track them): x, weight, bias (undefined if None),
+// gn_weight, gn_bias (the inputs as given); stats (B, groups, 2) float64, each group's mean and 1/std of the
+// Swish output. Nothing of the output's size is kept: the backward recomputes the transposed conv.
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const OptTensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
@@ -2209,15 +2248,6 @@ static auto& model_op() {
     return op;
 }
 
-// t in autocast's dtype where autocast would cast it (a floating tensor other than float64); a
-// differentiable cast, so that gradients reach the float32 parameters.
-static Tensor autocast_to(const Tensor& t, at::ScalarType dtype) {
-    return t.is_floating_point() && t.scalar_type() != at::kDouble && t.scalar_type() != dtype ? t.to(dtype) : t;
-}
-static OptTensor autocast_to(const OptTensor& t, at::ScalarType dtype) {
-    return t.has_value() && t->defined() ? OptTensor(autocast_to(*t, dtype)) : t;
-}
-
 // model's Autocast kernel: as torch.autocast runs the reference, the transposed conv in autocast's dtype
 // (input and conv parameters cast) and Swish in it too (sigmoid and the product follow their input's dtype),
 // GroupNorm and HardSwish in float32 (GroupNorm is on autocast's float32 list).
@@ -2225,11 +2255,7 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bi
                       const Tensor& gn_bias, at::IntArrayRef stride, at::IntArrayRef padding, int64_t groups,
                       double eps) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    const auto low = at::autocast::get_autocast_dtype(at::kCUDA);
-#else
-    const auto low = at::autocast::get_autocast_gpu_dtype();
-#endif
+    const auto low = autocast_dtype();
     return model_op().call(autocast_to(x, low), autocast_to(weight, low), autocast_to(bias, low),
                            autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), stride, padding, groups,
                            eps);
@@ -2255,19 +2281,17 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Meta, m) {
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
     m.impl("model", model_autograd);
+    m.impl("backward", backward_autograd);
 }
 IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
     m.impl("model", model_autocast);
 }
 """
 
+# shared: build begin
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
 _header_option = ({"no_implicit_headers": True}
                   if "no_implicit_headers" in inspect.signature(load_inline).parameters else {})
-# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
-# per process, so the library is loaded once per source, however often the file is exec-ed.
-_namespace = ("convtranspose3d_swish_groupnorm_hardswish_" +
-              hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12])
 
 
 def _built(build_root, name):
@@ -2283,15 +2307,23 @@ def _built(build_root, name):
             and ends_with("cuda.cu", cuda_source))
 
 
-if not hasattr(getattr(torch.ops, _namespace), "model"):
-    _build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
-    _name = "convtranspose3d_swish_groupnorm_hardswish_ext"
-    _action = (f"loading its CUDA extension from {_build_root}" if _built(_build_root, _name)
-               else f"building its CUDA extension in {_build_root} (20 to 30 s)")
-    print(f"convtranspose3d_swish_groupnorm_hardswish: {_action}", file=sys.stderr)
-    load_inline(name=_name, cpp_sources=cpp_source,
-                cuda_sources=cuda_source, extra_cflags=[f"-DOPS_NAMESPACE={_namespace}"], extra_cuda_cflags=["-O3"],
+def _build(file, name, namespace, extra_cuda_cflags):
+    """Loads the operators of cpp_source and cuda_source under `namespace`, building them first where no build
+    of this source exists, after one line on stderr saying which."""
+    build_root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    action = (f"loading its CUDA extension from {build_root}" if _built(build_root, name)
+              else f"building its CUDA extension in {build_root} (about 30 s)")
+    print(f"{file}: {action}", file=sys.stderr)
+    load_inline(name=name, cpp_sources=cpp_source, cuda_sources=cuda_source,
+                extra_cflags=[f"-DOPS_NAMESPACE={namespace}"], extra_cuda_cflags=extra_cuda_cflags,
                 is_python_module=False, verbose=False, **_header_option)
+# shared: build end
+# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
+# per process, so the library is loaded once per source, however often the file is exec-ed.
+_namespace = "convtranspose3d_swish_groupnorm_hardswish_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
+if not hasattr(getattr(torch.ops, _namespace), "model"):
+    _build("convtranspose3d_swish_groupnorm_hardswish", "convtranspose3d_swish_groupnorm_hardswish_ext", _namespace,
+           ["-O3"])
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
 
