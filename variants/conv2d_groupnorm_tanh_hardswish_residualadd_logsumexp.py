@@ -96,6 +96,7 @@ constexpr int FINAL_THREADS = 256;
 // LOGSUMEXP: phase 2; BSUMS, GRAD: the backward's two passes (conv recomputed).
 enum Mode { LOGSUMEXP = 0, BSUMS = 1, GRAD = 2 };
 
+// shared: element_types begin
 // Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
 // them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
 // output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
@@ -116,15 +117,7 @@ template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the
     return Bf16{(unsigned short)(pair & 0xffffu)};
 }
 template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
-
-// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
-// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
-template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
-    const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
-}
-// A half value has at most 11 significant bits: exact in TF32, so a product of two needs no split.
+// T one of the half types.
 template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
 
 // f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
@@ -137,6 +130,16 @@ template <typename F> cudaError_t with_type(int code, F&& f) {
 template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
     return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
 }
+// shared: element_types end
+
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
+
 
 // out = in converted (to nearest even): the half-precision path's inputs to float, its gradients back.
 template <typename S, typename D>

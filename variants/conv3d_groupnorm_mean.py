@@ -92,6 +92,7 @@ constexpr int LANE_STATS = 2 * (CO_CHUNK / 4);   // a lane's: those of its CO_CH
 constexpr int B_WORDS = N_COLS * 8;              // one 8-deep slice of a chunk's weights
 constexpr int FINAL_THREADS = 256;
 
+// shared: element_types begin
 // Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
 // them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
 // output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
@@ -112,6 +113,20 @@ template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the
     return Bf16{(unsigned short)(pair & 0xffffu)};
 }
 template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+// T one of the half types.
+template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
+
+// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
+template <typename F> cudaError_t with_type(int code, F&& f) {
+    if (code == 1) return f(Fp16());
+    if (code == 2) return f(Bf16());
+    return f(0.f);
+}
+// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
+template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
+    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
+}
+// shared: element_types end
 
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
@@ -128,16 +143,6 @@ template <typename T> __device__ __forceinline__ float load_float(const T* p) {
 // A half value has at most 11 significant bits: exact in TF32, so a product of two needs no split.
 template <typename T> constexpr bool exact_in_tf32() { return !std::is_same<T, float>::value; }
 
-// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
-template <typename F> cudaError_t with_type(int code, F&& f) {
-    if (code == 1) return f(Fp16());
-    if (code == 2) return f(Bf16());
-    return f(0.f);
-}
-// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
-template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
-    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
-}
 
 // Shared by the host and both kernels: the GEMM's 8-deep steps, the segments of an input row (see
 // conv_gn_stats_kernel) and the conv kernel's contiguous ranges of units, block i's starting at

@@ -58,6 +58,7 @@ constexpr int WARPS = THREADS / 32;
 constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row (forward)
 constexpr int BWD_UNROLL = 6;         // the backward also stores: more loads in flight per lane (8 spills at 64 registers)
 
+// shared: element_types begin
 // Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
 // them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
 // output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
@@ -78,6 +79,20 @@ template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the
     return Bf16{(unsigned short)(pair & 0xffffu)};
 }
 template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+// T one of the half types.
+template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
+
+// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
+template <typename F> cudaError_t with_type(int code, F&& f) {
+    if (code == 1) return f(Fp16());
+    if (code == 2) return f(Bf16());
+    return f(0.f);
+}
+// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
+template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
+    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
+}
+// shared: element_types end
 
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
@@ -93,16 +108,6 @@ template <typename T> union Pack16 {
     T e[N];
 };
 
-// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
-template <typename F> cudaError_t with_type(int code, F&& f) {
-    if (code == 1) return f(Fp16());
-    if (code == 2) return f(Bf16());
-    return f(0.f);
-}
-// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
-template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
-    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
-}
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
 

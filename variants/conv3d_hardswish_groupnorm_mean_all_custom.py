@@ -79,6 +79,7 @@ struct Dims {
 };
 
 
+// shared: element_types begin
 // Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
 // them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
 // output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
@@ -99,6 +100,20 @@ template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the
     return Bf16{(unsigned short)(pair & 0xffffu)};
 }
 template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+// T one of the half types.
+template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
+
+// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
+template <typename F> cudaError_t with_type(int code, F&& f) {
+    if (code == 1) return f(Fp16());
+    if (code == 2) return f(Bf16());
+    return f(0.f);
+}
+// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
+template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
+    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
+}
+// shared: element_types end
 // Two values rounded to a half type and back by one packed conversion (bf16: the halves unpacked by a shift and
 // a mask; fp16: two exact conversions).
 template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b);
@@ -127,24 +142,12 @@ template <typename T> __device__ __forceinline__ float load_float(const T* p) {
 }
 // Four consecutive floats (16-byte aligned).
 __device__ __forceinline__ float4 load_float4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
-// T one of the half types (their forward: conv_rows_half_kernel where the tensor cores take the conv).
-template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
 // y = conv + bias and h = hardswish(y): in half precision each rounded to T as PyTorch rounds them (the conv's
 // output, then the bias added after it, then HardSwish's output).
 template <typename T> __device__ __forceinline__ float conv_output(float conv, float bias) {
     return is_half<T>() ? round_to<T>(round_to<T>(conv) + bias) : conv + bias;
 }
 
-// f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
-template <typename F> cudaError_t with_type(int code, F&& f) {
-    if (code == 1) return f(Fp16());
-    if (code == 2) return f(Bf16());
-    return f(0.f);
-}
-// f(T(), TO()) for the conv's element type T and the GroupNorm's TO: both the same, or TO float32 (autocast).
-template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
-    return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
-}
 
 // out = in converted (to nearest even): the half-precision backward's inputs to float, its gradients back.
 template <typename S, typename D>

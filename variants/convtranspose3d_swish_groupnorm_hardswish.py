@@ -96,6 +96,7 @@ constexpr int TILE_W = 36;      // row pitch of a staged tile: columns 0 .. 32 a
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr double LN2 = 0.69314718055994531;
 
+// shared: element_types begin
 // Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
 // them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
 // output. The kernels compute in float and round to the element type where PyTorch's run of the model does.
@@ -116,7 +117,7 @@ template <> __device__ __forceinline__ Bf16 from_float<Bf16>(float v) {   // the
     return Bf16{(unsigned short)(pair & 0xffffu)};
 }
 template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
-
+// T one of the half types.
 template <typename T> constexpr bool is_half() { return !std::is_same<T, float>::value; }
 
 // f(T()) for the element type of a dtype code (0 float32, 1 float16, 2 bfloat16).
@@ -129,6 +130,9 @@ template <typename F> cudaError_t with_type(int code, F&& f) {
 template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
     return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
 }
+// shared: element_types end
+
+
 
 // Streaming (evict-first) loads and stores of one element, as a float.
 __device__ __forceinline__ float load_streaming(const float* p) { return __ldcs(p); }
