@@ -1,4 +1,4 @@
-"""The accuracy rule of CONTRACT.md, with a report that says where and by how much a result is off.
+"""The accuracy rule (docs/DESIGN.md), with a report that says where and by how much a result is off.
 
 Truth is the reference run in float64. An output passes when
     torch.allclose(out, truth, atol=ATOL, rtol=RTOL)  and  ||out - truth|| / ||truth|| <= REL_L2,

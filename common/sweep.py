@@ -1,4 +1,4 @@
-"""Speed at every size (CONTRACT.md 17): each file's forward, and forward + backward, at batch 1, batch 8, the
+"""Speed at every size (docs/DESIGN.md): each file's forward, and forward + backward, at batch 1, batch 8, the
 benchmark batch, KernelBench's previous size and a configuration outside the tuned path, beside eager.
 
 Each point is timed two ways, L2 flushed before every repeat:

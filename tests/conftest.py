@@ -41,3 +41,20 @@ def assert_all_pass(reports):
 def small(name):
     """The problem's batch3_odd edge case: a small input the GPU tests run many checks on."""
     return next(c for c in PROBLEMS[name].cases if c.label == "batch3_odd")
+
+
+# The inner loop's subset, `pytest -m quick` (under 2 minutes with the extensions built): the CPU checks of the
+# files' text, the shared code, the references and the checker; each file's operators on meta tensors; and one GPU
+# check per file at its benchmark size. The full suite is the check before landing.
+QUICK = {"test_contract.py", "test_shared.py", "test_harness_rules.py", "test_reference_and_checker.py",
+         "test_operators.py::test_meta_forward_and_backward_shapes", "test_gpu.py::test_benchmark_configuration"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "quick: the inner loop's subset (tests/conftest.py QUICK)")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.name in QUICK or f"{item.path.name}::{item.originalname}" in QUICK:
+            item.add_marker(pytest.mark.quick)

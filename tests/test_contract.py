@@ -1,4 +1,4 @@
-"""CPU: every variant file obeys CONTRACT.md points 1-5 as far as its text shows."""
+"""CPU: every variant file keeps the file rules of docs/DESIGN.md as far as its text shows."""
 import ast
 import inspect
 import re
@@ -19,7 +19,7 @@ FORBIDDEN = [  # (pattern, why a benchmark harness would reject it)
     (r"torch\.cuda\.Stream|\bStream\(", "an extra stream"),
     (r"import threading|from threading|multiprocessing", "threads"),
     # KernelBench's fp32 check reads these spellings as a precision downgrade, even in a half-precision path
-    # (CONTRACT.md 4): half values are converted through templated element types instead.
+    # (docs/DESIGN.md): half values are converted through templated element types instead.
     (r"__float2half(_rn)?\s*\(|\(\s*__half\s*\)|static_cast\s*<\s*(__half|half)\s*>|\.half\s*\(|\.float16\s*\("
      r"|\.to\s*\(\s*(dtype\s*=\s*)?torch\.(float16|half)\b", "a half-precision spelling KernelBench flags"),
 ]
@@ -113,7 +113,7 @@ def test_no_harness_red_flags(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_docstring_is_at_most_60_lines(name):
-    """STYLE.md 1: the module docstring, quotes included, spans at most 60 lines (history goes to docs/)."""
+    """The module docstring, quotes included, spans at most 60 lines (history goes to docs/)."""
     first = tree(name).body[0]
     assert isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant), "no module docstring"
     assert first.end_lineno - first.lineno + 1 <= 60
@@ -137,7 +137,7 @@ def test_no_separate_cuda_or_cpp_files():
     assert not strays
 
 
-# CONTRACT 4: only the file whose brief keeps nn.Conv3d lets PyTorch compute the conv's own gradients; every other
+# docs/DESIGN.md: only the file whose brief keeps nn.Conv3d lets PyTorch compute the conv's own gradients; every other
 # file computes them in its CUDA.
 PYTORCH_CONV_BACKWARD = {"conv3d_hardswish_groupnorm_mean"}
 

@@ -1,6 +1,5 @@
 """GPU: every variant against the float64 truth at the benchmark size and at the edge cases; bad
 input, layouts, determinism, CUDA graphs, other module configurations; the pre-Hopper tensor-core path."""
-import inspect
 import os
 import subprocess
 import sys
@@ -161,13 +160,9 @@ def test_streams_and_batch_sizes_in_turn(name):
 
 @pytest.mark.parametrize("name,config", [(n, c) for n in NAMES for c in PROBLEMS[n].other_configs],
                          ids=str)
-def test_other_configurations_correct_or_refused(name, config):
-    parameters = list(inspect.signature(PROBLEMS[name].model.__init__).parameters)[1:]
-    try:
-        ref, new = models(name, config)
-    except ValueError as refusal:
-        assert any(p in str(refusal) for p in parameters), f"refusal names no parameter: {refusal}"
-        return
+def test_other_configurations(name, config):
+    """Every configuration the reference accepts is computed (none is refused) and meets the accuracy rule."""
+    ref, new = models(name, config)
     shape = (2, config[0]) + small(name).input_shape[2:]
     assert_all_pass(check_model(new, ref, shape, DEVICE))
 
@@ -195,7 +190,7 @@ def test_poisoning_catches_an_unwritten_element():
     assert not report.passed and report.nonfinite_mismatches == 1, str(report)
 
 
-# TF32 semantics (CONTRACT.md 14): problem 60's conv rounds its operands to TF32 when
+# TF32 semantics (docs/DESIGN.md): problem 60's conv rounds its operands to TF32 when
 # torch.backends.cudnn.allow_tf32 is on, as cuDNN does for nn.ConvTranspose3d; the other convs stay fp32
 # under cuDNN at their benchmark sizes, and so do the variants.
 TF32_CONV = {"convtranspose3d_swish_groupnorm_hardswish"}

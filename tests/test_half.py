@@ -1,4 +1,4 @@
-"""GPU: half precision (float16, bfloat16) and torch.autocast, as CONTRACT.md 16 asks: each variant cast with
+"""GPU: half precision (float16, bfloat16) and torch.autocast, as docs/DESIGN.md states: each variant cast with
 its input to the dtype agrees with the reference run in that dtype (KernelBench's half tolerance) and is no
 farther from float64 than the reference is, at the benchmark size and the edge cases; gradients in half; the
 dtype the reference returns under autocast; a clear error for an input whose dtype is not the module's."""
@@ -137,7 +137,7 @@ def round_once_at_the_end_60(model, x):
 
 
 def test_rounding_once_at_the_end_fails_problem_60_in_bf16():
-    """The premise of rounding where PyTorch rounds (TECHNIQUES.md): at the benchmark size in bf16, KernelBench's
+    """The premise of rounding where PyTorch rounds (docs/convtranspose3d_swish_groupnorm_hardswish.md): at the benchmark size in bf16, KernelBench's
     check (allclose at 1e-2 against the reference in bf16, default GroupNorm parameters) fails a model that rounds
     only its output."""
     problem = PROBLEMS["convtranspose3d_swish_groupnorm_hardswish"]

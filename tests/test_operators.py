@@ -1,5 +1,5 @@
 """Operators (CPU, on the meta device): each variant's forward is one registered PyTorch operator with CUDA,
-Meta and Autograd kernels (CONTRACT.md 12). On meta tensors, which carry shapes only, the model gives the
+Meta and Autograd kernels (docs/DESIGN.md). On meta tensors, which carry shapes only, the model gives the
 reference's output shape and, through its Autograd kernel, a gradient of the input's and each parameter's
 shape; torch.compile(fullgraph=True) traces it forward and backward with no graph break and no warning, at two
 batch sizes (the second traced with a symbolic batch). On the GPU, tests/test_gpu.py checks the values."""
@@ -80,7 +80,7 @@ def test_a_second_exec_reuses_the_loaded_operators(name, capsys):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_model_has_an_autocast_kernel(name):
-    """torch.autocast reaches the operator through its AutocastCUDA kernel (CONTRACT.md 16)."""
+    """torch.autocast reaches the operator through its AutocastCUDA kernel (docs/DESIGN.md)."""
     op = f"{load(name)['_namespace']}::model"
     assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "AutocastCUDA")
 

@@ -34,7 +34,7 @@ def test_reference_output_shape(name):
         assert tuple(out.shape) == problem.out_shape(case.init_args, shape), case.label
 
 
-def test_problem1_mean_needs_only_channel_sums():
+def test_problem23_mean_needs_only_channel_sums():
     """out[b] = mean_c(gamma_c (m_c - mu_g) / sqrt(var_g + eps) + beta_c), from per-channel sums."""
     problem = PROBLEMS["conv3d_groupnorm_mean"]
     torch.manual_seed(0)
@@ -54,7 +54,7 @@ def test_problem1_mean_needs_only_channel_sums():
     assert expected.abs().min() > 1e-3   # perturbed parameters: not the degenerate all-zero output
 
 
-def test_problem1_default_parameters_are_degenerate():
+def test_problem23_default_parameters_are_degenerate():
     problem = PROBLEMS["conv3d_groupnorm_mean"]
     torch.manual_seed(0)
     with torch.no_grad():
