@@ -322,3 +322,17 @@ def test_mma_sync_path_matches_float64(name):
     result = subprocess.run([sys.executable, "-c", MMA_SYNC_CHECK, str(ROOT), name], env=env, capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_plan_on_this_gpu(name):
+    """ModelNew.plan on a real input (this GPU's SM count, the input's alignment) names every stage; on Hopper the
+    files built for sm_90a say so."""
+    problem = PROBLEMS[name]
+    _, new = models(name, problem.init_args)
+    x = make_input((2,) + problem.input_shape[1:], 0, DEVICE)
+    stages = new.plan(x)
+    assert any(s.startswith("forward") for s in stages) and any(s.startswith("backward") for s in stages)
+    if "tensor cores" in stages and torch.cuda.get_device_capability() == (9, 0) and \
+            os.environ.get("VARIANTS_NO_SM90A") != "1":
+        assert stages["tensor cores"].startswith("wgmma")

@@ -78,6 +78,7 @@ cuda_source = r"""
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <type_traits>
 
 constexpr int K = 3;             // kernel size the conv is specialised for (refused otherwise in Python)
@@ -2535,6 +2536,38 @@ cudaError_t general_backward_launch(const float* x, const float* weight, const f
     }
     return cudaSuccess;
 }
+
+// The launch plan for a configuration: each stage's kernel and the rule that picked it, from the decisions the
+// launchers above make (tuned_config; on the tuned path backward_plan sizes the gradients' grids on the GPU at
+// hand). conv_type: the dtype code. One line a stage, "stage: kernel; rule".
+std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw, int conv_type) {
+    const bool tuned = tuned_config(C_in, C_out, kh, kw, W), half = conv_type != 0;
+    const std::string half_norm = half ? " + half_norm_kernel (the GroupNorm statistics rounded as PyTorch's)" : "";
+    std::string s;
+    if (tuned) {
+        s += "forward statistics: gram_kernel + gram_stats_kernel" + half_norm + "; tuned (kernel 3, C_in <= 16, "
+             "C_out <= 64, output rows wider than 32): each sample's statistics from its input's Gram matrix\n";
+        s += "forward output: conv_kernel<LOGSUMEXP>; tuned: split TF32 on the tensor cores, one value a pixel\n";
+        s += std::string("backward sums: ") + (half ? "conv_kernel<LOGSUMEXP> (the output recomputed unrounded) + "
+                                                    : "") + "conv_kernel<BSUMS> + grad_coef_kernel + "
+             "gn_param_grad_kernel; tuned\n";
+        s += "backward dL/dy: conv_kernel<GRAD> + bias_grad_kernel; tuned\n";
+        s += "backward dL/dW: grad_weight_kernel<128> (output rows wider than 32 and 128 columns' shared memory on "
+             "this GPU) or <32> + grad_weight_reduce_kernel; tuned (backward_plan)\n";
+        s += "backward dL/dx: grad_input_kernel; tuned, bands of rows sized to fill the GPU (backward_plan)\n";
+    } else {
+        s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel" + half_norm + "; general path "
+             "(the tuned one takes kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32)\n";
+        s += "forward output: lse_tiled_kernel (reading the conv output the statistics kernel kept); general path\n";
+        s += std::string("backward sums: ") + (half ? "lse_tiled_kernel (the output recomputed unrounded) + " : "") +
+             "backward_tiled_kernel<false> + backward_coef_general_kernel; general path\n";
+        s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; general path\n";
+        s += "backward dL/dW: grad_weight_tiled_kernel + grad_weight_reduce_general_kernel; general path\n";
+        s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 8 ? "8" : "16") + ">; general path, " +
+             (C_in <= 8 ? "C_in <= 8: 8 input channels a block" : "16 input channels a block") + "\n";
+    }
+    return s;
+}
 """
 
 cpp_source = r"""
@@ -2633,6 +2666,7 @@ cudaError_t logsumexp_launch(const float* x, const float* weight, const float* b
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
+std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw, int conv_type);
 long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw);
 cudaError_t general_forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                    const float* gn_bias, double* workspace, float* conv, float* norm, float* group_stats,
@@ -2924,7 +2958,14 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
 }
 
+// plan(x_shape, weight_shape, dtype code): each stage's kernel and why (ModelNew.plan).
+std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type) {
+    TORCH_CHECK(x.size() == 4 && w.size() == 4, "conv2d_gn_lse: plan takes 4-D shapes");
+    return conv2d_gn_lse_plan((int)x[1], (int)w[0], (int)x[2], (int)x[3], (int)w[2], (int)w[3], (int)conv_type);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
+    m.def("plan(int[] x_shape, int[] weight_shape, int dtype) -> str", plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> (Tensor, Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor norm, "
@@ -3020,6 +3061,14 @@ class ModelNew(nn.Module):
             self._refuse(x)
         cp, gp = conv._parameters, gn._parameters
         return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups, gn.eps)
+
+    def plan(self, x):
+        """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward for input x,
+        and why, from the decisions the launchers make."""
+        text = _ops.plan(list(x.shape), list(self.conv.weight.shape), DTYPES.index(x.dtype))
+        build = ("wgmma; this extension was built for sm_90a (Hopper)" if _hopper else
+                 "mma.sync; built without sm_90a (a GPU other than Hopper, or VARIANTS_NO_SM90A=1)")
+        return dict([line.split(": ", 1) for line in text.splitlines()] + [("tensor cores", build)])
 
     def _refuse(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing

@@ -77,6 +77,7 @@ cuda_source = r"""
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 constexpr int K = 3;                  // kernel size the conv is specialised for (refused otherwise in Python)
@@ -292,15 +293,15 @@ __device__ __forceinline__ void flush_run(double (*lane_sums)[LANE_STATS][32], d
 // warps' sums are added in a fixed order and written at the run's first unit: no atomics.
 // Dynamic shared memory: the chunk's split weights (k_steps * 2 * B_WORDS words), then k_steps * 4
 // uint2, the input offsets of depths (k, k + 4) for k = step * 8 + t.
-// T: the element type. In half precision each output is rounded as PyTorch's conv rounds it, then the
-// bias added and rounded again (PyTorch adds the bias after cuDNN's conv), and the sums are of that value.
-// GRAD (the backward's dL/dy): in place of the sums, each output y (bias added; in half precision rounded as above)
-// gives dL/dy = coef_0 + coef_1 (y - coef_2), written in float32 to grad_y (B, C_out, Do, Ho, Wo).
+// T: the element type; the statistics in float32 only (half precision: conv_gn_stats_half_kernel).
+// GRAD (the backward's dL/dy, any T): in place of the sums, each output y (bias added; in half precision the conv's
+// output rounded as PyTorch's conv rounds it, then the bias added and rounded again) gives
+// dL/dy = coef_0 + coef_1 (y - coef_2), written in float32 to grad_y (B, C_out, Do, Ho, Wo).
 template <bool WIDE, typename T, bool GRAD = false>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const T* __restrict__ x,               // (B, C_in, D, H, W), contiguous
     const T* __restrict__ weight,          // (C_out, C_in, K, K, K), contiguous
-    const T* __restrict__ bias,            // (C_out) or nullptr; half precision or GRAD only (else the finalize adds it)
+    const T* __restrict__ bias,            // (C_out) or nullptr; GRAD only (the statistics' finalize adds it)
     double* __restrict__ partials,         // (B * units_per_sample, n_chunks, N_STATS), at run starts
     int C_in, int C_out, int D, int H, int W, int units_per_sample, long long n_units,
     const float* __restrict__ coef = nullptr,   // GRAD: (B, C_out, 3)
@@ -314,8 +315,9 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     const int chunk = blockIdx.y, n_chunks = gridDim.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     constexpr bool EXACT = exact_in_tf32<T>();
-    float bias_lane[N_TILES / K][2] = {};   // half precision, GRAD: the bias of this lane's channels jc * 8 + 2 t + e
-    if ((EXACT || GRAD) && bias != nullptr)
+    static_assert(GRAD || !EXACT, "half-precision statistics take conv_gn_stats_half_kernel");
+    float bias_lane[N_TILES / K][2] = {};   // GRAD: the bias of this lane's channels jc * 8 + 2 t + e
+    if (GRAD && bias != nullptr)
         for (int jc = 0; jc < N_TILES / K; ++jc)
             for (int e = 0; e < 2; ++e) {
                 const int co = chunk * CO_CHUNK + jc * 8 + 2 * t + e;
@@ -466,8 +468,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
                 float sum = 0.f, sq = 0.f;
 #pragma unroll
                 for (int s = 0; s < 4; ++s) {
-                    float v = c0[s] + c1[s + 1] + c2[s + 2];
-                    if (EXACT) v = round_to<T>(round_to<T>(v) + bias_lane[jc][e]);
+                    const float v = c0[s] + c1[s + 1] + c2[s + 2];   // float32: the finalize adds the bias
                     const int R = 4 * g + s;
                     if (R >= lo_u && R < hi_u) {
                         sum += v;
@@ -1761,6 +1762,10 @@ static int conv_blocks(int B, int D, int H, int W, int sms, bool half) {
     return (int)std::min<long long>(units, (long long)per_sm * sms);
 }
 
+// conv_gn_stats_half_kernel's VEC form: each row one segment of 4-aligned columns (x_aligned: the input's start
+// 4-element aligned), loaded 8 bytes at a time; else element loads.
+static bool half_vec_rows(int W, bool x_aligned) { return W % 4 == 0 && row_segments(W, wide_rows(W)) == 1 && x_aligned; }
+
 // The two phases, launched apart so that the host's work between them overlaps the first. Dtype codes:
 // see with_types; x, the conv's parameters and dL/dy in the conv's type, the rest in the GroupNorm's.
 // conv_gn_stats_kernel over the whole input: the statistics' partials, or (GRAD) dL/dy from coef.
@@ -1794,8 +1799,7 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
                                            partials, nullptr, nullptr, B, C_in, C_out, D, H, W, sms, stream);
         } else {   // conv_gn_stats_half_kernel; VEC: one 4-aligned segment a row
             const T* xt = static_cast<const T*>(x);
-            const bool vec = W % 4 == 0 && row_segments(W, wide_rows(W)) == 1 &&
-                             reinterpret_cast<uintptr_t>(xt) % (4 * sizeof(T)) == 0;
+            const bool vec = half_vec_rows(W, reinterpret_cast<uintptr_t>(xt) % (4 * sizeof(T)) == 0);
             const int smem = (int)(half_steps(C_in) * ((CO_CHUNK / 8) * 32 * sizeof(uint2) + 4 * sizeof(unsigned)));
             const auto kernel = vec ? conv_gn_stats_half_kernel<true, T> : conv_gn_stats_half_kernel<false, T>;
             cudaError_t err;
@@ -1934,9 +1938,25 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 static GradDims grad_dims(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
     return GradDims{B, C_in, C_out, D, H, W, D - kd + 1, H - kh + 1, W - kw + 1};
 }
-static bool tc_weight_path(const GradDims& d, const float* x, int kd, int kh, int kw) {
-    return kd == K && kh == K && kw == K && tc_weight_grad(d) && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+static bool aligned16(const float* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; }
+// dL/dx: STREAM (grad_input_stream_kernel, a block a sample) where its bounds hold and the samples fill the GPU
+// (2 B >= SMs); else TC (grad_input_tc_kernel, blocks splitting the rows) where its bounds hold; else TILED.
+enum class DxPath { STREAM, TC, TILED };
+static DxPath dx_path(const GradDims& d, int kd, int kh, int kw, int sms) {
+    const bool k3 = kd == K && kh == K && kw == K;
+    if (k3 && stream_input_grad(d) && 2 * d.B >= sms) return DxPath::STREAM;
+    if (k3 && tc_input_grad(d)) return DxPath::TC;
+    return DxPath::TILED;
 }
+// dL/dW: ROWS (grad_weight_rows_kernel: rows = depths, every output channel a column) where C_in K^2 <= 2 x 16 and
+// C_out <= WR_CO; else TC (grad_weight_tc_kernel); both need tc_weight_path (kernel 3, W <= 32 and a multiple of 4,
+// C_in <= 7, the float input 16-byte aligned); else TILED.
+enum class DwPath { ROWS, TC, TILED };
+static DwPath dw_path(const GradDims& d, bool x_aligned, int kd, int kh, int kw) {
+    if (!(kd == K && kh == K && kw == K && tc_weight_grad(d) && x_aligned)) return DwPath::TILED;
+    return rows_weight_grad(d) ? DwPath::ROWS : DwPath::TC;
+}
+
 // grad_weight_tc_kernel's blocks (grid x): a wave of resident blocks, shared by the chunks (the residency asked
 // once per block size: 32 WGT_RPB groups threads, groups 1 to WGT_MAX_GROUPS).
 static int wgt_threads(const GradDims& d) { return 32 * WGT_RPB * wgt_groups(d.C_in * K * K); }
@@ -1977,9 +1997,10 @@ int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    if (!tc_weight_path(d, x, kd, kh, kw))
+    const DwPath path = dw_path(d, aligned16(x), kd, kh, kw);
+    if (path == DwPath::TILED)
         return (long long)wgrad_grid(d, Kernel3{kd, kh, kw}, sms).z * C_out * C_in * kd * kh * kw;
-    return (long long)(rows_weight_grad(d) ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((C_out + WGT_CO - 1) / WGT_CO) *
+    return (long long)(path == DwPath::ROWS ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((C_out + WGT_CO - 1) / WGT_CO) *
            wgt_groups(C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
 }
 
@@ -1987,10 +2008,10 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
                                              float* grad_weight, double* work, int B, int C_in, int C_out, int D,
                                              int H, int W, int kd, int kh, int kw, int sms, cudaStream_t stream) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const bool tuned = kd == K && kh == K && kw == K;
     cudaError_t err;
     if (grad_x != nullptr) {
-        if (tuned && stream_input_grad(d) && 2 * B >= sms) {
+        const DxPath path = dx_path(d, kd, kh, kw, sms);
+        if (path == DxPath::STREAM) {
             const auto kernel = d.C_in == 1 ? grad_input_stream_kernel<1> : d.C_in == 2 ? grad_input_stream_kernel<2>
                                                                         : grad_input_stream_kernel<3>;
             const size_t smem = gs_smem_bytes(d);
@@ -1999,7 +2020,7 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
                 return err;
             // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
             kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
-        } else if (tuned && tc_input_grad(d)) {
+        } else if (path == DxPath::TC) {
             int per_sm = 0;   // one wave of resident blocks
             if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_input_tc_kernel, 32 * GI_WARPS, 0)) !=
                 cudaSuccess)
@@ -2021,8 +2042,9 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
-    if (tc_weight_path(d, x, kd, kh, kw)) {
-        const bool rows = rows_weight_grad(d);
+    const DwPath dw = dw_path(d, aligned16(x), kd, kh, kw);
+    if (dw != DwPath::TILED) {
+        const bool rows = dw == DwPath::ROWS;
         const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
         if (rows)
             grad_weight_rows_kernel<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(grad_y, x, work, d);
@@ -2046,6 +2068,57 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         grad_weight_reduce_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(work, grad_weight, n_w, (int)grid.z);
     }
     return cudaGetLastError();
+}
+
+// The launch plan for an input: each stage's kernel and the rule that picked it, from the decisions the launchers
+// above make (conv3d_groupnorm_mean_tuned, half_vec_rows, dx_path, dw_path). conv_type: the dtype code; sms: the
+// GPU's multiprocessor count; x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a
+// non-contiguous input, and in the backward the float copy of a half input). One line a stage, "stage: kernel; rule".
+std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                       int conv_type, int sms, int x_misalign) {
+    const bool tuned = conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw), half = conv_type != 0;
+    const bool vec = half_vec_rows(W, x_misalign % 8 == 0);
+    const std::string rows = wide_rows(W) ? "rows of 32-column segments (W >= 32)" : "rows of one segment (W < 32)";
+    std::string s;
+    if (!tuned)
+        s += "forward: conv_stats_general_kernel; general path (the tuned one takes kernel 3 on every axis, C_in <= 16)\n";
+    else if (!half)
+        s += "forward: conv_gn_stats_kernel; tuned (kernel 3, C_in <= 16), split TF32 on the tensor cores, " + rows + "\n";
+    else
+        s += std::string("forward: conv_gn_stats_half_kernel") + (vec ? "<VEC>" : "") + "; tuned, 16-bit MMA, " +
+             (vec ? "one 4-aligned segment a row: 8-byte loads" : "element loads (rows not one 4-aligned segment)") +
+             "\n";
+    s += "forward finish: gn_mean_finalize_kernel; always\n";
+    s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
+    s += tuned ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
+               : "backward dL/dy: conv_grad_y_general_kernel; general path\n";
+    s += "backward parameters: gn_param_grad_kernel; always\n";
+    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
+    switch (dx_path(d, kd, kh, kw, sms)) {
+    case DxPath::STREAM:
+        s += "backward dL/dx: grad_input_stream_kernel; kernel 3, W <= 32, C_in <= 3, C_out <= 32, its shared memory "
+             "fits, and 2 B >= SMs (a block a sample fills the GPU)\n";
+        break;
+    case DxPath::TC:
+        s += "backward dL/dx: grad_input_tc_kernel; kernel 3, W <= 32, C_in <= 4, and not the streamed path\n";
+        break;
+    default:
+        s += "backward dL/dx: grad_input_tiled_kernel; the tensor-core kernels' bounds do not hold\n";
+    }
+    switch (dw_path(d, half || x_misalign == 0, kd, kh, kw)) {
+    case DwPath::ROWS:
+        s += "backward dL/dW: grad_weight_rows_kernel + finish_weight_grad_tc_kernel; kernel 3, W <= 32 and a "
+             "multiple of 4, C_in <= 3, C_out <= 24, the input 16-byte aligned\n";
+        break;
+    case DwPath::TC:
+        s += "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; kernel 3, W <= 32 and a "
+             "multiple of 4, C_in <= 7, the input 16-byte aligned, and not the rows path\n";
+        break;
+    default:
+        s += "backward dL/dW: grad_weight_tiled_kernel + grad_weight_reduce_kernel; the tensor-core kernels' bounds "
+             "do not hold\n";
+    }
+    return s;
 }
 """
 
@@ -2154,6 +2227,8 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
                                            int kw, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 int conv3d_groupnorm_mean_grad_y_tail();
+std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                       int conv_type, int sms, int x_misalign);
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms);
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
@@ -2379,7 +2454,15 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
 }
 
+// plan(x_shape, weight_shape, dtype code, sms, x_misalign): each stage's kernel and why (ModelNew.plan).
+std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type, int64_t sms, int64_t x_misalign) {
+    TORCH_CHECK(x.size() == 5 && w.size() == 5, "conv3d_groupnorm_mean: plan takes 5-D shapes");
+    return conv3d_groupnorm_mean_plan((int)x[0], (int)x[1], (int)w[0], (int)x[2], (int)x[3], (int)x[4], (int)w[2],
+                                      (int)w[3], (int)w[4], (int)conv_type, (int)sms, (int)x_misalign);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
+    m.def("plan(int[] x_shape, int[] weight_shape, int dtype, int sms, int x_misalign) -> str", plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> (Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor stats, "
@@ -2473,6 +2556,17 @@ class ModelNew(nn.Module):
             self._refuse(x)
         cp, gp = conv._parameters, gn._parameters
         return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups, gn.eps)
+
+    def plan(self, x, sms=None):
+        """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward for input x,
+        and why, from the decisions the launchers make. sms: the GPU's multiprocessor count (default: x's GPU's)."""
+        if sms is None:
+            sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        misalign = x.data_ptr() % 16 if x.is_cuda and x.is_contiguous() else 0
+        text = _ops.plan(list(x.shape), list(self.conv.weight.shape), DTYPES.index(x.dtype), sms, misalign)
+        build = ("wgmma; this extension was built for sm_90a (Hopper)" if _hopper else
+                 "mma.sync; built without sm_90a (a GPU other than Hopper, or VARIANTS_NO_SM90A=1)")
+        return dict([line.split(": ", 1) for line in text.splitlines()] + [("tensor cores", build)])
 
     def _refuse(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing

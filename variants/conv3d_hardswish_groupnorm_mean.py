@@ -744,6 +744,15 @@ class ModelNew(nn.Module):
         conv, gn = self.conv, self.group_norm
         return _model(x, conv.weight, conv.bias, gn.weight, gn.bias, gn.num_groups, gn.eps)
 
+    def plan(self, x):
+        """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward. One path for every
+        input and configuration (the element types are template parameters), so the plan is the same for all x."""
+        return {"forward conv": "PyTorch's nn.Conv3d (at::_convolution); the brief keeps it",
+                "forward": "hardswish_gn_mean_kernel; always: a block a sample, y read once",
+                "backward chain": "hardswish_gn_mean_backward_kernel + gn_param_grad_kernel; always: y read once, "
+                                  "dL/dy written once",
+                "backward conv": "PyTorch's convolution backward (at::convolution_backward); the brief keeps the conv"}
+
 
 def benchmark_stages(model, x):
     """Each stage alone, for run_all.py: name -> (callable, bytes it must move at least)."""

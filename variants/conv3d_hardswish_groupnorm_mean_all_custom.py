@@ -63,6 +63,7 @@ cuda_source = r"""
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 constexpr int THREADS = 128;   // conv-shaped kernels: a thread per 4 output columns
@@ -1923,6 +1924,57 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
                                                                             grad_gn_weight, grad_gn_bias, d, bps);
     return cudaGetLastError();
 }
+
+// The launch plan for an input: each stage's kernel and the rule that picked it, from the decisions the launchers
+// above make (tuned_kernel, tc_forward, aligned_rows, tc_input_grad, tc_weight_grad, wg_smem_floats). conv_type: the
+// dtype code; x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a non-contiguous input,
+// and in the backward the float copy of a half input). One line a stage, "stage: kernel; rule".
+std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                          int conv_type, int x_misalign) {
+    const bool half = conv_type != 0;
+    std::string s;
+    if (!tuned_kernel(kd, kh, kw)) {
+        s += "forward: conv_hswish_sums_general_kernel + gn_mean_finalize_kernel; general path (the tuned one takes "
+             "a cubic kernel of 3 or 4)\n";
+        s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
+        s += "backward dL/dy: grad_y_general_kernel; general path\n";
+        s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 4 ? "4" : C_in <= 8 ? "8" : "16") +
+             ">; general path, " + (C_in <= 4 ? "C_in <= 4" : C_in <= 8 ? "C_in <= 8" : "C_in > 8") + "\n";
+        s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; general path\n";
+        s += "backward channel gradients: finish_channel_grads_kernel; always\n";
+        return s;
+    }
+    const int K = kd;
+    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
+    const bool tc = tc_forward(d, K);
+    const bool vec_fwd = W % 4 == 0 && x_misalign % (half ? 8 : 16) == 0;   // aligned_rows on the input as given
+    const bool vec_bwd = W % 4 == 0 && (half || x_misalign == 0);          // aligned_rows on the float input
+    const std::string rows = " (rows of x as vector loads: W a multiple of 4 and x aligned)";
+    if (tc && half)
+        s += std::string("forward: conv_rows_half_kernel<") + (vec_fwd ? "VEC" : "element loads") + ">; tuned "
+             "(a cubic kernel of 3 or 4), W <= 32, C_in K^2 <= 64: 16-bit MMA" + (vec_fwd ? rows : "") + "\n";
+    else if (tc)
+        s += std::string("forward: conv_rows_tc_kernel") + "; tuned (a cubic kernel of 3 or 4), W <= 32, C_in K^2 <= "
+             "64: split TF32 on the tensor cores" + (vec_fwd ? rows : "") + "\n";
+    else
+        s += "forward: conv_hswish_sums_kernel; tuned kernel size, but W > 32 or C_in K^2 > 64: plain FP32\n";
+    s += "forward finish: gn_mean_finalize_kernel; always\n";
+    s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
+    s += tc ? "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n"
+            : "backward dL/dy: grad_y_kernel; as the forward's plain path\n";
+    s += tc_input_grad(d, K) ? "backward dL/dx: grad_input_tc_kernel; tc_input_grad (W <= 32, its depth bound)\n"
+                             : "backward dL/dx: grad_input_kernel; tc_input_grad's bounds do not hold\n";
+    if (tc_weight_grad(d, K, vec_bwd))
+        s += "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; the forward's tensor-core bounds "
+             "and rows of vector loads\n";
+    else if (wg_smem_floats(d, K) * (long long)sizeof(float) <= WG_SMEM_MAX)
+        s += "backward dL/dW: grad_weight_smem_kernel + finish_weight_grad_kernel; its planes fit 100 KB of shared "
+             "memory\n";
+    else
+        s += "backward dL/dW: grad_weight_kernel + finish_weight_grad_kernel; planes too large for shared memory\n";
+    s += "backward channel gradients: finish_channel_grads_kernel; always\n";
+    return s;
+}
 """
 
 cpp_source = r"""
@@ -2017,6 +2069,8 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
                                      int kw, int sms);
 int grad_y_tail();
+std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                          int conv_type, int x_misalign);
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
@@ -2224,7 +2278,15 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bi
                            autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
 }
 
+// plan(x_shape, weight_shape, dtype code, x_misalign): each stage's kernel and why (ModelNew.plan).
+std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type, int64_t x_misalign) {
+    TORCH_CHECK(x.size() == 5 && w.size() == 5, "conv3d_hardswish_groupnorm_mean_all_custom: plan takes 5-D shapes");
+    return conv3d_hardswish_gn_mean_plan((int)x[0], (int)x[1], (int)w[0], (int)x[2], (int)x[3], (int)x[4], (int)w[2],
+                                         (int)w[3], (int)w[4], (int)conv_type, (int)x_misalign);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
+    m.def("plan(int[] x_shape, int[] weight_shape, int dtype, int x_misalign) -> str", plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> (Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor stats, "
@@ -2318,6 +2380,15 @@ class ModelNew(nn.Module):
             self._refuse(x)
         cp, gp = conv._parameters, gn._parameters
         return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups, gn.eps)
+
+    def plan(self, x):
+        """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward for input x,
+        and why, from the decisions the launchers make."""
+        misalign = x.data_ptr() % 16 if x.is_cuda and x.is_contiguous() else 0
+        text = _ops.plan(list(x.shape), list(self.conv.weight.shape), DTYPES.index(x.dtype), misalign)
+        build = ("wgmma in the forward convs, mma.sync in the gradient convs; built for sm_90a (Hopper)" if _hopper else
+                 "mma.sync; built without sm_90a (a GPU other than Hopper, or VARIANTS_NO_SM90A=1)")
+        return dict([line.split(": ", 1) for line in text.splitlines()] + [("tensor cores", build)])
 
     def _refuse(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing

@@ -77,6 +77,7 @@ cuda_source = r"""
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 constexpr int K = 3, TAPS = K * K * K;   // stride 2, padding 1: the configuration the parity split is for
@@ -1281,20 +1282,24 @@ cudaError_t convt_swish_gn_hardswish_launch(
             convt_swish_general_kernel<decltype(t), TO><<<grid, BWD_THREADS, 0, stream>>>(
                 x, weight, bias, static_cast<TO*>(out), cs, positions, tf32);
             cudaError_t err = cudaGetLastError();
-            if (err != cudaSuccess || is_half<TO>()) return err != cudaSuccess ? err : normalise(to);   // PyTorch's order
-            const long long n = (long long)(cs.C_out / groups) * vol, n_bg = (long long)B * groups;
-            const int chunks = (int)gn_chunks(n);
-            Welford* part = static_cast<Welford*>(data);
-            float* mean_rstd = reinterpret_cast<float*>(part + n_bg * chunks);
-            gn_partials_kernel<TO><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
-                static_cast<const TO*>(out), part, n, chunks);
-            if ((err = cudaGetLastError()) != cudaSuccess) return err;
-            gn_finalize_kernel<TO><<<(unsigned)((n_bg + 127) / 128), 128, 0, stream>>>(part, mean_rstd, stats, chunks,
-                                                                                    n_bg, (float)eps);
-            if ((err = cudaGetLastError()) != cudaSuccess) return err;
-            gn_apply_kernel<TO><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
-                static_cast<TO*>(out), mean_rstd, gn_weight, gn_bias, cs.C_out, groups, vol, chunks);
-            return cudaGetLastError();
+            if (err != cudaSuccess) return err;
+            if constexpr (is_half<TO>()) {
+                return normalise(to);   // PyTorch's order of the statistics
+            } else {   // float32: the statistics in 64K pieces (the half types never instantiate these kernels)
+                const long long n = (long long)(cs.C_out / groups) * vol, n_bg = (long long)B * groups;
+                const int chunks = (int)gn_chunks(n);
+                Welford* part = static_cast<Welford*>(data);
+                float* mean_rstd = reinterpret_cast<float*>(part + n_bg * chunks);
+                gn_partials_kernel<TO><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
+                    static_cast<const TO*>(out), part, n, chunks);
+                if ((err = cudaGetLastError()) != cudaSuccess) return err;
+                gn_finalize_kernel<TO><<<(unsigned)((n_bg + 127) / 128), 128, 0, stream>>>(part, mean_rstd, stats, chunks,
+                                                                                        n_bg, (float)eps);
+                if ((err = cudaGetLastError()) != cudaSuccess) return err;
+                gn_apply_kernel<TO><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
+                    static_cast<TO*>(out), mean_rstd, gn_weight, gn_bias, cs.C_out, groups, vol, chunks);
+                return cudaGetLastError();
+            }
         });
     }
     Params p;
@@ -1558,6 +1563,12 @@ long long chain_backward_workspace(long long B, const ConvShape& cs) {   // doub
 // dL/dy (B, C_out, Do, Ho, Wo) in float32 and the GroupNorm parameters' gradients in the GroupNorm's dtype
 // (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace, whose partials
 // then hold the WRITE sweep's sums of dL/dy (conv_grads_launch's bias gradient).
+// The sweeps take chain_backward_channels_kernel (CB output channels a thread, their weights in shared memory) where
+// those weights fit CB_SMEM, else chain_backward_kernel (a thread an element).
+static size_t chain_channels_smem(const ConvShape& cs) {
+    return (size_t)cs.C_in * cs.k[0] * cs.k[1] * cs.k[2] * CB * sizeof(float);
+}
+static bool chain_by_channels(const ConvShape& cs) { return chain_channels_smem(cs) <= CB_SMEM; }
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
@@ -1572,14 +1583,14 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         const dim3 grid(chunks, C_out, B);
         const TO* g = static_cast<const TO*>(grad_out);
         float* gy = static_cast<float*>(grad_y);
-        const size_t cb_smem = (size_t)cs.C_in * cs.k[0] * cs.k[1] * cs.k[2] * CB * sizeof(float);
+        const size_t cb_smem = chain_channels_smem(cs);
         const dim3 cb_grid(chunks, (C_out + CB - 1) / CB, B);
         const auto sweep = [&](auto write) {
             constexpr bool WRITE = decltype(write)::value;
-            if (cb_smem <= CB_SMEM && convt_tuned(cs))
+            if (chain_by_channels(cs) && convt_tuned(cs))
                 chain_backward_channels_kernel<WRITE, false, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
                     x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
-            else if (cb_smem <= CB_SMEM)
+            else if (chain_by_channels(cs))
                 chain_backward_channels_kernel<WRITE, true, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
                     x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             else if (convt_tuned(cs))
@@ -1850,6 +1861,37 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
     }
     return cudaGetLastError();
 }
+
+// The launch plan for a configuration: each stage's kernel and the rule that picked it, from the decisions the
+// launchers above make (convt_tuned, chain_by_channels). conv_type, norm_type: the dtype codes. One line a stage,
+// "stage: kernel; rule".
+std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type) {
+    const bool tuned = convt_tuned(cs), half_norm = norm_type != 0;
+    std::string s;
+    if (tuned)
+        s += std::string("forward: convt_swish_gn_kernel") + (half_norm ? " (RAW: Swish written, rounded)" : "") +
+             "; tuned (kernel 3, stride 2, padding 1 on every axis): the parity split, one persistent kernel\n";
+    else
+        s += "forward: convt_swish_general_kernel; general path (the tuned one takes kernel 3, stride 2, padding 1)\n";
+    if (half_norm)
+        s += "forward GroupNorm: group_norm_hardswish_kernel; half-precision output: PyTorch's order of the "
+             "statistics\n";
+    else if (!tuned)
+        s += "forward GroupNorm: gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel; general path, float32 "
+             "output\n";
+    else
+        s += "forward GroupNorm: in convt_swish_gn_kernel (phase 2); tuned, float32 output\n";
+    s += std::string("backward sweeps: ") + (chain_by_channels(cs) ? "chain_backward_channels_kernel"
+                                                                   : "chain_backward_kernel") +
+         (tuned ? "" : "<GENERAL>") + " (two sweeps) + chain_sums_kernel + gn_param_grad_kernel; " +
+         (chain_by_channels(cs) ? "the weights of 8 output channels fit 48 KB of shared memory"
+                                : "the weights of 8 output channels exceed 48 KB") + "\n";
+    s += "backward dL/dbias: bias_grad_convt_kernel; always\n";
+    s += "backward dL/dx: grad_input_convt_kernel; always\n";
+    s += tuned ? "backward dL/dW: grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel; tuned\n"
+               : "backward dL/dW: grad_weight_convt_general_kernel; general path\n";
+    return s;
+}
 """
 
 cpp_source = r"""
@@ -1957,6 +1999,7 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
                                   int B, const ConvShape& cs, int groups, bool tf32, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
+std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type);
 
 
 // torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
@@ -2265,7 +2308,19 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bi
                            eps);
 }
 
+// plan(x_shape, weight_shape, stride, padding, dtype code, GroupNorm dtype code): each stage's kernel and why
+// (ModelNew.plan).
+std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, at::IntArrayRef stride, at::IntArrayRef padding,
+                    int64_t conv_type, int64_t norm_type) {
+    TORCH_CHECK(x.size() == 5 && w.size() == 5, "convt_swish_gn_hardswish: plan takes 5-D shapes");
+    const auto meta = at::TensorOptions().device(at::kMeta);
+    return convt_swish_gn_hardswish_plan(conv_shape(at::empty(x, meta), at::empty(w, meta), stride, padding),
+                                         (int)conv_type, (int)norm_type);
+}
+
 DEFINE_OPS(OPS_NAMESPACE, m) {
+    m.def("plan(int[] x_shape, int[] weight_shape, int[3] stride, int[3] padding, int dtype, int norm_dtype) -> str",
+          plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int[3] stride, "
           "int[3] padding, int groups, float eps) -> (Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, "
@@ -2350,6 +2405,14 @@ class ModelNew(nn.Module):
             self._refuse(x)   # returns only for an empty batch
         cp, gp = ct._parameters, gn._parameters
         return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], ct.stride, ct.padding, gn.num_groups, gn.eps)
+
+    def plan(self, x):
+        """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward for input x,
+        and why, from the decisions the launchers make."""
+        ct, gn = self.conv_transpose, self.group_norm
+        text = _ops.plan(list(x.shape), list(ct.weight.shape), list(ct.stride), list(ct.padding),
+                         DTYPES.index(x.dtype), DTYPES.index(gn.weight.dtype))
+        return dict(line.split(": ", 1) for line in text.splitlines())
 
     def _refuse(self, x):
         if not (x.is_cuda or x.is_meta):   # meta: shapes only, for tracing

@@ -1,0 +1,117 @@
+"""Each file's launch plan (CPU, meta tensors): ModelNew.plan(x) names the kernel of every stage, from the C++
+decisions the launchers make, and these tests pin it at the benchmark point, KernelBench's previous size, batch 1,
+a configuration off the tuned path, in half precision, and for a build without sm_90a. A moved threshold fails
+here by name. sms=132: an H100 or H200 (problem 23's dL/dx depends on it)."""
+import pytest
+import torch
+
+from common.problems import PROBLEMS
+from tests.conftest import load, needs_nvcc
+
+pytestmark = needs_nvcc
+
+P23 = "conv3d_groupnorm_mean"
+P27 = "conv3d_hardswish_groupnorm_mean"
+P27AC = "conv3d_hardswish_groupnorm_mean_all_custom"
+P60 = "convtranspose3d_swish_groupnorm_hardswish"
+P92 = "conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp"
+
+
+def plan(name, case, dtype=torch.float32):
+    problem = PROBLEMS[name]
+    point = getattr(problem, case) if isinstance(case, str) else case
+    model = load(name)["ModelNew"](*point.init_args).to("meta").to(dtype)
+    x = torch.empty(point.input_shape, device="meta", dtype=dtype)
+    extra = {"sms": 132} if name == P23 else {}
+    return {stage: line.split(";")[0] for stage, line in model.plan(x, **extra).items()}
+
+
+def batch1(name):
+    problem = PROBLEMS[name]
+    return type(problem.benchmark)("batch 1", problem.init_args, (1,) + problem.input_shape[1:])
+
+
+def test_problem23():
+    bench = plan(P23, "benchmark")
+    assert bench == {"forward": "conv_gn_stats_kernel", "forward finish": "gn_mean_finalize_kernel",
+                     "backward coefficients": "gn_mean_backward_coef_kernel",
+                     "backward dL/dy": "conv_gn_stats_kernel (GRAD mode)", "backward parameters": "gn_param_grad_kernel",
+                     "backward dL/dx": "grad_input_stream_kernel",
+                     "backward dL/dW": "grad_weight_rows_kernel + finish_weight_grad_tc_kernel",
+                     "tensor cores": "mma.sync"}
+    assert plan(P23, "previous") == bench
+    assert plan(P23, batch1(P23))["backward dL/dx"] == "grad_input_tc_kernel"   # 2 B < SMs
+    general = plan(P23, "general")
+    assert (general["forward"], general["backward dL/dy"], general["backward dL/dx"], general["backward dL/dW"]) == (
+        "conv_stats_general_kernel", "conv_grad_y_general_kernel", "grad_input_tiled_kernel",
+        "grad_weight_tiled_kernel + grad_weight_reduce_kernel")
+    assert plan(P23, "benchmark", torch.bfloat16)["forward"] == "conv_gn_stats_half_kernel<VEC>"
+
+
+def test_problem27_conv_kept():
+    assert plan(P27, "benchmark") == plan(P27, "general") == {
+        "forward conv": "PyTorch's nn.Conv3d (at::_convolution)", "forward": "hardswish_gn_mean_kernel",
+        "backward chain": "hardswish_gn_mean_backward_kernel + gn_param_grad_kernel",
+        "backward conv": "PyTorch's convolution backward (at::convolution_backward)"}
+
+
+def test_problem27_all_custom():
+    bench = plan(P27AC, "benchmark")
+    assert bench == {"forward": "conv_rows_tc_kernel", "forward finish": "gn_mean_finalize_kernel",
+                     "backward coefficients": "gn_mean_backward_coef_kernel",
+                     "backward dL/dy": "conv_rows_tc_kernel (GRAD)", "backward dL/dx": "grad_input_tc_kernel",
+                     "backward dL/dW": "grad_weight_tc_kernel + finish_weight_grad_tc_kernel",
+                     "backward channel gradients": "finish_channel_grads_kernel", "tensor cores": "mma.sync"}
+    assert plan(P27AC, batch1(P27AC)) == bench
+    assert plan(P27AC, "benchmark", torch.float16)["forward"] == "conv_rows_half_kernel<VEC>"
+    general = plan(P27AC, "general")
+    assert (general["forward"], general["backward dL/dx"], general["backward dL/dW"]) == (
+        "conv_hswish_sums_general_kernel + gn_mean_finalize_kernel", "grad_input_tiled_kernel<4>",
+        "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
+
+
+def test_problem60():
+    bench = plan(P60, "benchmark")
+    assert bench == {"forward": "convt_swish_gn_kernel", "forward GroupNorm": "in convt_swish_gn_kernel (phase 2)",
+                     "backward sweeps": "chain_backward_channels_kernel (two sweeps) + chain_sums_kernel + "
+                                        "gn_param_grad_kernel",
+                     "backward dL/dbias": "bias_grad_convt_kernel", "backward dL/dx": "grad_input_convt_kernel",
+                     "backward dL/dW": "grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel"}
+    assert plan(P60, "previous") == plan(P60, batch1(P60)) == bench
+    half = plan(P60, "benchmark", torch.bfloat16)
+    assert (half["forward"], half["forward GroupNorm"]) == ("convt_swish_gn_kernel (RAW: Swish written, rounded)",
+                                                            "group_norm_hardswish_kernel")
+    general = plan(P60, "general")
+    assert (general["forward"], general["forward GroupNorm"], general["backward dL/dW"]) == (
+        "convt_swish_general_kernel", "gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel",
+        "grad_weight_convt_general_kernel")
+
+
+def test_problem92():
+    bench = plan(P92, "benchmark")
+    assert bench == {"forward statistics": "gram_kernel + gram_stats_kernel", "forward output": "conv_kernel<LOGSUMEXP>",
+                     "backward sums": "conv_kernel<BSUMS> + grad_coef_kernel + gn_param_grad_kernel",
+                     "backward dL/dy": "conv_kernel<GRAD> + bias_grad_kernel",
+                     "backward dL/dW": "grad_weight_kernel<128> (output rows wider than 32 and 128 columns' shared "
+                                       "memory on this GPU) or <32> + grad_weight_reduce_kernel",
+                     "backward dL/dx": "grad_input_kernel", "tensor cores": "mma.sync"}
+    assert plan(P92, batch1(P92)) == bench
+    previous = plan(P92, "previous")   # 30-column output rows: the tiled path
+    assert (previous["forward statistics"], previous["forward output"], previous["backward dL/dx"]) == (
+        "gn_sums_tiled_kernel + gn_stats_general_kernel", "lse_tiled_kernel (reading the conv output the statistics "
+        "kernel kept)", "grad_input_tiled_kernel<8>")
+    assert plan(P92, "general")["forward statistics"] == "gn_sums_tiled_kernel + gn_stats_general_kernel"
+    assert plan(P92, "benchmark", torch.bfloat16)["forward statistics"] == ("gram_kernel + gram_stats_kernel + "
+                                                                           "half_norm_kernel (the GroupNorm statistics "
+                                                                           "rounded as PyTorch's)")
+
+
+@pytest.mark.parametrize("name", [P23, P27, P27AC, P60, P92])
+def test_every_stage_names_a_kernel_of_the_file(name):
+    """Each kernel a plan names is defined in the file (a renamed kernel cannot leave a stale plan)."""
+    import re
+    text = (load(name)["cuda_source"] if "cuda_source" in load(name) else "")
+    for case in ("benchmark", "general"):
+        for stage, kernels in plan(name, case).items():
+            for kernel in re.findall(r"\b(\w+_kernel)\b", kernels):
+                assert re.search(rf"\b{kernel}\b", text), (name, stage, kernel)
