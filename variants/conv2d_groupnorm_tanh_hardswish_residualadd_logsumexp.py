@@ -1,60 +1,44 @@
-"""Conv2d -> GroupNorm -> Tanh -> HardSwish -> + conv -> logsumexp over channels (KernelBench level 2,
+"""Conv2d -> GroupNorm -> tanh -> HardSwish -> residual add -> logsumexp over channels (KernelBench level 2,
 problem 92), with a backward for autograd.
 
-Forward, two passes over the input; the 64-channel conv output never touches memory:
-  phase 1 (gram_kernel, gram_stats_kernel): the GroupNorm statistics by algebra, no conv: a channel's
-    sum is N b + w . s and its sum of squares follows from w^T G w, with s and G the sum and the Gram
-    matrix of the input's 72-tap patches (input centred per channel first, so no large sums cancel).
-    G is shift-structured: row correlations of the input (8 x 8 channels, 3 row and 5 column
-    offsets) less those at the 2 edge columns each window leaves out, both as split-TF32 GEMMs on
-    the tensor cores (mma.sync: rows = a partner channel's 15 offsets and a row of ones, columns =
-    channels, depth = a row's columns; cp.async-staged rows, double bins). 3,072 tensor-core
-    multiply-adds per input pixel instead of 4,608 x 3 per output pixel; gram_stats_kernel forms G,
-    the variances and each channel's scale and shift.
-  phase 2 (conv_kernel<LOGSUMEXP>): recompute the conv, x_res = x + hardswish(tanh(x * scale + shift)),
-    and logsumexp over the channels (max first). A thread holds 16 channels of each of its pixels;
-    the 4 lanes of a quad hold the other channels of the same pixels and merge maxima and sums with
-    two shuffles each; one value per pixel is written.
-Phase 2's conv is a GEMM on the tensor cores (rows: output pixels, 128 columns of a row per unit;
-columns: the 64 output channels; depth: (kh, kw, input channel), channels padded to 8) in split TF32
-("3xTF32": each fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which
-keeps fp32-level accuracy. Both operands sit in shared memory, split once: the weights per block,
-the input rows in a ring (channel-interleaved, so a tap is a 16-byte shifted view of a row; the next
-unit's new row is staged while this unit's products run). On Hopper (sm_90a) a warpgroup's wgmma
-m64n64k8 reads both by descriptor; elsewhere mma.sync loads the same fragments. Blocks are persistent,
-each takes a contiguous run of units.
-Backward (autograd), with u = g * softmax_c(x_res) and vn = u * hardswish'(t) * (1 - t^2), t the tanh:
-  dL/dx_conv = u + rstd * (gamma * vn - mean_g(gamma vn) - xhat * mean_g(gamma vn xhat)),
-  dL/dgamma = sum vn xhat, dL/dbeta = sum vn. The conv output is recomputed, never stored:
-  conv_kernel<BSUMS> sums vn and vn xhat per unit and channel; grad_coef_kernel folds them into
-  per-channel coefficients; conv_kernel<GRAD> writes dL/dx_conv (rows padded to 16 bytes) and its sums
-  (the bias gradient). The conv's own gradients are split-TF32 GEMMs: grad_weight_kernel per output
-  row (rows = output channels, columns = the 72 taps, depth = output columns; the input rows split once
-  and stored three times shifted by each kernel column, so wgmma's B descriptor reads the taps as 9
-  evenly spaced 8-column blocks); grad_input_kernel per dL/dx_conv row (rows = output columns, columns =
-  the 72 taps, depth = channels) folded into three input rows of partial sums. Every sum in a fixed order.
-Operators (TORCH_LIBRARY): model (CUDA, Meta, Autograd, AutocastCUDA) and its forward and backward.
+Two passes over the input; the 64-channel conv output never touches memory on the tuned path. Phase 1 finds the
+GroupNorm statistics by algebra, without the conv: a channel's sum is N b + w . s and its sum of squares follows
+from w^T G w, with s and G the sum and the Gram matrix of the input's patches. Phase 2 recomputes the conv on the
+tensor cores, applies the chain and writes one logsumexp value a pixel. The backward recomputes the conv too.
 
-Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of FP32 multiply-add per conv =
-0.28 ms at 67 TFLOP/s (run_all.py's floor; the input is 0.02 ms of bandwidth); on the tensor cores phase 1 ~0.04
-ms (7.5 M mma.sync), phase 2 3 x 18.7 GFLOP of TF32 (0.11 ms) plus three MUFU operations per output (0.10
-ms). H100 (torch.profiler): gram_kernel 0.128 ms, gram_stats_kernel 0.026, phase 2 0.28 (issue 47%, MUFU 42%);
-run_all.py 0.50 ms. Backward: BSUMS 0.44 ms, GRAD 0.50, weight gradient 0.29, input gradient 0.45; forward +
-backward 2.39 ms. History: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
-Tiled path (other kernel sizes, tuples, over 16 input or 64 output channels, output rows of 32 or fewer): a
-block 16 x 32 pixels, a thread 2 pixels x 16 output channels at a time (rows and weights staged in shared memory):
-gn_sums_tiled_kernel (statistics; the conv kept, B x C_out x Ho x Wo floats), gn_stats_general_kernel,
-lse_tiled_kernel (the kept conv read back; two sweeps over the channels in half). Backward: backward_tiled_kernel's
-sweeps (the first keeps the conv, the second reads it), dL/dx tile_conv<FLIP> (8 channels x 4 rows a thread for
-few inputs), dL/dW a thread per (4 channels, 4 taps, row part), split totals added in order. H200 GPU time at
-kernel 5, 16x8x128x128: forward 0.30 ms (eager 0.54), forward + backward 1.8 (eager 1.8); previous size 0.027 (0.085).
-TF32: cuDNN runs this Conv2d in fp32 here even with allow_tf32 on (tests/test_gpu.py checks it): exact under both.
-Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: phase 1 on a float copy of the input
-(exact); phase 2 one TF32 product per step (half values are exact in TF32), then each op rounded as PyTorch
-runs it (tools/half_rounding.py): the conv, plus the bias, GroupNorm with its mean and 1/std rounded to the dtype
-(half_norm_kernel), tanh, HardSwish, the residual sum, logsumexp's max, x - max, exp, sum, log and + max; under
-autocast all after GroupNorm is float32. Backward in float32 on float copies (the output recomputed unrounded),
-gradients rounded to their dtype. Measured (run_all.py): bf16 0.542, fp16 0.550 against fp32 0.516 ms (open).
+Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
+decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
+  forward (tuned path: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32)
+    gram_kernel                 the input's row correlations as split-TF32 GEMMs (mma.sync), in double bins
+    gram_stats_kernel           G, each channel's variance, scale and shift
+    half_norm_kernel            half precision: GroupNorm's statistics rounded as PyTorch stores them
+    conv_kernel<LOGSUMEXP>      the conv as a split-TF32 GEMM (wgmma on sm_90a builds, mma.sync elsewhere), the
+                                chain, logsumexp across the 4 lanes of a quad
+  forward (general path: any kernel size, tuples, any channels, narrow rows)
+    gn_sums_tiled_kernel        tiled FP32 conv: the statistics' sums, the conv kept
+    gn_stats_general_kernel     the statistics in order
+    lse_tiled_kernel            the chain and logsumexp over the kept conv
+  backward (tuned path)
+    conv_kernel<BSUMS>, grad_coef_kernel, gn_param_grad_kernel   the chain's sums, coefficients, dL/dgamma, dL/dbeta
+    conv_kernel<GRAD>, bias_grad_kernel    dL/dy (rows padded to 16 bytes) and dL/dbias
+    grad_weight_kernel<128 or 32>, grad_weight_reduce_kernel       dL/dW per output row (split TF32), totals in order
+    grad_input_kernel                      dL/dx per dL/dy row (split TF32), bands of rows sized to the GPU
+  backward (general path)
+    backward_tiled_kernel<false/true>, backward_coef_general_kernel, channel_grads_general_kernel
+    grad_weight_tiled_kernel, grad_weight_reduce_general_kernel; grad_input_tiled_kernel<8 or 16>
+  convert_kernel                half precision: float copies of the inputs, the gradients' roundings
+Every sum is in a fixed order (no atomics): the same input gives the same bits.
+
+Semantics (docs/DESIGN.md): exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps this conv
+in fp32 at these sizes); in float16/bfloat16 each op is rounded as PyTorch rounds it (the conv, its bias, GroupNorm,
+tanh, HardSwish, the residual sum, each step of logsumexp); under autocast all after GroupNorm is float32. The
+backward runs in float32 on float copies and rounds each gradient to its dtype. Double backward raises.
+
+Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of multiply-add per conv, 0.28 ms at
+the 67 TFLOP/s FP32 rate (the input is 0.02 ms of bandwidth); on the tensor cores phase 2 is about 0.11 ms of TF32
+plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.46 ms fp32, 0.54 to 0.55 ms in half;
+forward + backward 2.26 ms. The design in detail and what was tried:
+docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 
 Run: python variants/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.py
 """
@@ -81,7 +65,7 @@ cuda_source = r"""
 #include <string>
 #include <type_traits>
 
-constexpr int K = 3;             // kernel size the conv is specialised for (refused otherwise in Python)
+constexpr int K = 3;             // the tuned path's kernel size (other sizes: the general path)
 constexpr int TAPS = K * K;
 constexpr int N_TILES = 8;       // 8-channel tiles: the conv's channels, padded to 64
 constexpr int C_PAD = 8 * N_TILES;

@@ -1,60 +1,43 @@
 """Conv3d -> GroupNorm -> mean over (C, D, H, W), one sweep over the input (KernelBench level 2, problem 23).
 
-The mean of a GroupNorm output needs no normalised element: with S_c and Q_c the sum and the sum of
-squares of channel c's conv output over its N positions, and g(c) the group of c,
-    out[b] = mean_c( gamma_c * (S_c / N - mu_g) / sqrt(var_g + eps) + beta_c ),
-    mu_g = sum_{c in g} S_c / (N * C/G),   var_g = sum_{c in g} Q_c / (N * C/G) - mu_g^2.
-So (the tuned path: kernel 3 on every axis, at most 16 input channels):
-  phase 1 (conv_gn_stats_kernel): the conv as a GEMM on the tensor cores, one input row segment (32 columns) at a
-    time: rows = the segment's input columns, columns = (kw, output channel), depth = (C_in, kd, kh) padded to a
-    multiple of 8, so the kw taps ride in the columns and out[ow] = C[ow][kw=0] + C[ow+1][kw=1] + C[ow+2][kw=2] is
-    added in registers (a lane holds 4 adjacent rows; 3 shuffles per channel bring the next lane's). In split TF32
-    ("3xTF32": each fp32 operand = big + small, both TF32, and big*big + big*small + small*big), which keeps
-    fp32-level accuracy. A warp gathers its segment's inputs straight from global memory (L1) in the mma fragment
-    layout and splits them; the weights, split once per block, sit in shared memory. On Hopper (sm_90a) a warpgroup
-    issues wgmma (m64n72k8); elsewhere mma.sync. Each lane adds its rows' sums per channel to shared doubles; each
-    block takes a contiguous range of segments and writes one partial per sample it touches. The conv output never
-    touches memory.
-  phase 2 (gn_mean_finalize_kernel): per sample, add the partials in a fixed order (double), add the
-    conv bias, form the group statistics and the (B,) output. Deterministic: no atomics anywhere.
-  general path (any other kernel size, tuples too, any number of input channels): conv_stats_general_kernel,
-    tiled: a block 16 x 32 positions of one output depth, a thread 2 positions x 16 output channels at a time
-    (input rows and weights of one kernel depth staged in shared memory, 64-bit indices), writes S_c and Q_c per
-    tile, added in order by the same phase 2; conv_grad_y_general_kernel, tiled the same way (tile_conv3), in the
-    backward, dL/dx tile_conv3<FLIP> over dL/dy and dL/dW tiled (grad_weight_tiled_kernel, split totals in order).
-  backward: given the group statistics (saved, (B, C + 2G) doubles) the output is affine in each
-    channel's conv outputs, so dL/dy = g_b / C (A_c + B_g (y - mu_g)) (gn_mean_backward_coef_kernel), and
-    dL/dbias its sum, N g_b / C (A_c + B_g (mean_c - mu_g)), in closed form; conv_gn_stats_kernel<GRAD> (phase
-    1's conv) writes dL/dy (float32) in place of the sums; the conv's gradients, split TF32 on mma.sync: dL/dx
-    (grad_input_stream_kernel, 66 samples or more: a block a sample, each dL/dy row read once as a GEMM against
-    every (kd, kh, kw, ci) tap, added in order into a ring of 3 input planes in shared memory; fewer samples:
-    grad_input_tc_kernel, a GEMM per input row), dL/dW (per output row and kw a GEMM of the input rows against
-    dL/dy, fp32 totals per row, blocks' partials added in order: grad_weight_rows_kernel, rows = depths, columns =
-    the channels, for C_in <= 3 and C_out <= 24; else grad_weight_tc_kernel, rows = 16-channel chunks). Outside
-    their bounds (W <= 32; dL/dx C_in <= 4, C_out <= 24; dL/dW C_in <= 7) and on the general path the tiled kernels
-    (H200, 16x3x24x32x32 kernel 5: forward 0.34 ms, eager 0.51; forward + backward 2.0, eager 7.4). Deterministic.
-Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
-Autograd and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
-TF32: cuDNN runs this Conv3d in full fp32 at the benchmark size even with torch.backends.cudnn.allow_tf32
-on (tests/test_gpu.py checks it), so this file is exact under both settings.
-Half precision (model.to(dtype)) and torch.autocast: phase 1 is conv_gn_stats_half_kernel (mma.sync m16n8k16
-in the half type, fp32 sums, a product of half values being exact; rows = a segment's 32 output columns, columns
-= 24 channels, depth = (ci, kd, kh, kw)), the other kernels run over the element type (one TF32 product a step).
-Each conv output is rounded as PyTorch rounds it (cuDNN's output, then the bias added); the output is GroupNorm's
-a m_c + b with its mean and 1/std rounded to the dtype, as PyTorch's half GroupNorm stores them
-(tools/half_rounding.py). Under autocast GroupNorm and the mean run in float32. The backward runs in float32
-(dL/dy unrounded, float copies of a half input and weight) and rounds each gradient to its tensor's dtype.
+The mean of a GroupNorm output needs no normalised element, only each channel's sum S_c and each group's sum of
+squares of the conv output: out[b] = mean_c(gamma_c (S_c / N - mu_g) rstd_g + beta_c). So the forward computes the
+conv on the tensor cores and keeps its sums in registers; the conv output never touches memory. The backward
+follows in closed form: dL/dy = A_c + B_g (y - mu_g) per (sample, channel), then the conv's own two gradients.
 
-Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add =
-0.147 ms at the 67 TFLOP/s FP32 rate (the floor run_all.py reports); the 38 MB input is 0.01 ms of
-bandwidth. On the tensor cores the same work is 3 x 12.5 GFLOP (32 rows per 30 outputs, depth 27
-padded to 32) of TF32, 0.076 ms at ~490 TFLOP/s. Measured on an H100: the conv kernel takes
-0.159 ms (ncu), the tensor pipe about half busy, the rest waiting on gathered loads and on each
-step's wgmma (a step per warp: 8 loads, 16 split instructions, 6 wgmma); the finalize kernel 4 us.
-Backward: three such convs (dL/dy recomputed, dL/dx, dL/dW: forward + backward floor 0.44 ms at the FP32
-rate) and dL/dy's 243 MB written once, read twice (0.24 ms). Measured (H200, torch.profiler): dL/dx 0.37 ms,
-dL/dW 0.34, dL/dy 0.22; forward + backward 1.13 ms of kernels (eager's cuDNN backward alone takes 10 ms). Half
-forward (H200): 0.124 ms GPU (was 0.155; eager 1.57 bf16, 1.29 fp16). History: docs/conv3d_groupnorm_mean.md.
+Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
+decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
+  forward
+    conv_gn_stats_kernel       tuned path, float32: the conv as a split-TF32 GEMM (rows = a 32-column input
+                               segment, columns = (kw, channel), depth = (ci, kd, kh)); wgmma on sm_90a builds,
+                               mma.sync elsewhere; per-block partial sums in a fixed order
+    conv_gn_stats_half_kernel  tuned path, float16/bfloat16: the same on 16-bit MMA (one exact product a multiply)
+    conv_stats_general_kernel  general path (any kernel size, tuples, any channels): tiled FP32 conv sums
+    gn_mean_finalize_kernel    adds the partials in order, the group statistics, the (B,) output
+  backward
+    gn_mean_backward_coef_kernel  dL/dy's per-(sample, channel) coefficients and the parameters' terms
+    conv_gn_stats_kernel<GRAD>    tuned path: the forward's conv writing dL/dy in place of the sums
+    conv_grad_y_general_kernel    general path: the same, tiled
+    gn_param_grad_kernel          dL/dgamma, dL/dbeta, dL/dbias summed over the batch in order
+    grad_input_stream_kernel      dL/dx, a block a sample streaming dL/dy rows (split TF32)
+    grad_input_tc_kernel          dL/dx, a GEMM per input row (split TF32), where the samples are too few
+    grad_input_tiled_kernel       dL/dx elsewhere: a tiled conv of dL/dy with flipped weights
+    grad_weight_rows_kernel       dL/dW, rows = depths and every output channel a column (split TF32)
+    grad_weight_tc_kernel         dL/dW, 16-channel chunks (split TF32); finish_weight_grad_tc_kernel adds either
+    grad_weight_tiled_kernel      dL/dW elsewhere; grad_weight_reduce_kernel adds its split totals in order
+    convert_kernel                half precision: the float copies the backward reads, the gradients' roundings
+Every sum is in a fixed order (no atomics): the same input gives the same bits.
+
+Semantics (docs/DESIGN.md): exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps this conv
+in fp32 too); in float16/bfloat16 each conv output is rounded as PyTorch rounds it (the conv, then its bias) and the
+GroupNorm statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm and the mean are float32.
+The backward runs in float32 and rounds each gradient to its tensor's dtype. Double backward raises.
+
+Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the
+67 TFLOP/s FP32 rate (the input is 0.01 ms of bandwidth); as split TF32 on the tensor cores about 0.076 ms.
+Forward + backward: three such convs and dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200,
+run_all.py, README): forward 0.23 ms fp32, 0.13 to 0.16 ms in half; forward + backward 1.29 ms. What bounds each
+kernel (ncu), the design in detail and what was tried: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
@@ -80,7 +63,7 @@ cuda_source = r"""
 #include <string>
 #include <type_traits>
 
-constexpr int K = 3;                  // kernel size the conv is specialised for (refused otherwise in Python)
+constexpr int K = 3;                  // the tuned path's kernel size (other sizes: the general path)
 constexpr int CO_CHUNK = 24;          // output channels per block: all of the benchmark's 24
 constexpr int N_COLS = K * CO_CHUNK;  // GEMM columns: (kw, channel), kw-major
 constexpr int N_TILES = N_COLS / 8;   // 8-column tiles

@@ -15,7 +15,8 @@ size anyway, so the file is exact under both settings, as PyTorch is. Everything
     times hardswish'(y): one read of y, one write of dL/dy. dgamma and dbeta: per-sample terms added
     over the batch in a fixed order by a small kernel; then PyTorch's convolution backward gives the
     conv's gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyTorch).
-Saved for backward: x, y (eager keeps both) and per-sample statistics (B, C + 2G) doubles.
+Saved for backward: x, y (eager keeps both) and per-sample statistics (B, C + 2G) doubles. One path for every
+input (ModelNew.plan(x) says so); double backward raises a clear error.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
 Autograd and AutocastCUDA kernels), the forward and backward it calls, and the two fused kernels alone (run_all's
 stages); torch.compile(fullgraph=True) traces it, and Inductor cannot change the conv's precision.

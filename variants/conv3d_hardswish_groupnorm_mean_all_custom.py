@@ -1,47 +1,43 @@
-"""Conv3d -> HardSwish -> GroupNorm -> mean over (D, H, W), the conv included: all custom CUDA, forward
+"""Conv3d -> HardSwish -> GroupNorm -> mean over (D, H, W), the conv ours too: every operator in custom CUDA, forward
 and backward (KernelBench level 2, problem 27; the brief-compliant file that keeps PyTorch's Conv3d is
 conv3d_hardswish_groupnorm_mean.py).
 
-Every conv on the tensor cores in split TF32 ("3xTF32": v = big + small, big*big + big*small + small*big),
-exact to fp32 level under either torch.backends.cudnn.allow_tf32 setting (cuDNN's conv here is fp32 too).
-Where an input row fits 32 columns and C_in K^2 <= 64 (the benchmark):
-  forward: conv_rows_tc_kernel<K, false>: per output row (b, od, oh) a GEMM, rows = the 32 input columns,
-    columns = (kw, 16 channels), depth = (ci, kd, kh); the kw taps are added across rows in registers.
-    On Hopper (sm_90a) a warpgroup (4 rows) issues wgmma m64n64k8, a step behind at most, the step after
-    next's inputs in flight; elsewhere mma.sync. Each lane adds h = hardswish(y) and h^2 per channel; a
-    block writes one partial; gn_mean_finalize_kernel adds them in order. The conv output is never written.
-  backward, with g_c the output's gradient and A_c, B_g as in conv3d_hardswish_groupnorm_mean.py:
-    conv_rows_tc_kernel<K, true> recomputes y and writes dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y) and
-    its per-block channel sums (the bias gradient); grad_weight_tc_kernel: per output row and kw a GEMM
-    (mma.sync) of 16 channels of dL/dy shifted by kw against the input rows, the row's products added
-    into fp32 totals (the tensor cores' own additions truncate: over thousands of rows they biased the
-    sum by 3e-4); grad_input_tc_kernel: per input row the transposed conv as a GEMM, rows = output
-    columns, columns = (kw, ci), depth = the row's valid taps (kd, kh) x co, two rows a warp so that
-    each dL/dy row loaded feeds both, the kw taps added from shared memory.
-Elsewhere plain-FP32 kernels do the same (conv_hswish_sums_kernel, grad_y_kernel, grad_input_kernel,
-grad_weight_smem_kernel or grad_weight_kernel); the tests cover both paths. Kernel sizes other than a cubic 3
-or 4 (tuples too) take the general path: a thread per output position and 16 channels (64-bit indices, weights
-staged in shared memory) for the forward's sums and dL/dy; dL/dx a tiled conv of dL/dy with flipped weights, dL/dW
-tiled (a thread per 4 channels x 4 taps x row part, split totals in order); the same finalize (H200, 64x3x16x32x32
-kernel 5: forward + backward 3.6 ms, eager 19.6). Every final sum is in a fixed order: deterministic, no atomics.
-Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta, Autograd
-and AutocastCUDA kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
-Half precision (float16, bfloat16: model.to(dtype)) and torch.autocast: the forward on conv_rows_half_kernel
-(mma.sync m16n8k16 in the half type, fp32 sums: a product of half values is exact; rows = 32 output columns,
-columns = 16 channels, depth = (ci, kd, kh, kw); elsewhere the kernels above over the element type), y rounded
-after the conv and after the bias, h after HardSwish, and GroupNorm's mean and 1/std rounded to the dtype as PyTorch's half
-GroupNorm stores them (tools/half_rounding.py); under autocast GroupNorm runs in float32. The backward runs in
-float32 on float copies of its inputs and rounds each gradient to its tensor's dtype.
+The output needs, per sample, each channel's mean of h = hardswish(y) and each group's sum of squares of h, so the
+forward computes the conv on the tensor cores and keeps those sums in registers; the conv output is never written.
+The backward recomputes y and writes dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), then the conv's own gradients.
 
-Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4 -> 13x29x29): 34.4 G multiply-adds
-per conv: 1.03 ms at the 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32 at the tensor cores' dense
-rate; the backward's two gradients are twice that. On an H100 (torch.profiler, ncu): forward 0.98 ms
-(2.3x its split-TF32 floor; tensor pipe 48% busy, 3 warps a scheduler waiting on gathered loads and
-on each step's split and wgmma), dL/dy 1.40 ms (716 MB written), input gradient 3.0 ms (mma.sync;
-with a row a warp the tensor pipe was 25% busy: the GEMM is 16 columns (kw, ci) wide, so each lane's 8
-loads and 16 splits fed only 12 products), weight gradient 1.54 ms. Forward in half (H200, interleaved, GPU time):
-0.49 ms in bf16 and fp16 (eager 11.5 and 5.35 ms; the TF32-layout kernel before it 1.0 ms); issue-bound.
-History and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
+Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
+decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
+  forward (tuned path: a cubic kernel of 3 or 4)
+    conv_rows_tc_kernel<K, false>   float32: per output row a split-TF32 GEMM (rows = 32 input columns, columns =
+                                    (kw, 16 channels), depth = (ci, kd, kh)); wgmma on sm_90a builds, else mma.sync
+    conv_rows_half_kernel           float16/bfloat16: the same on 16-bit MMA (one exact product a multiply)
+    conv_hswish_sums_kernel         plain FP32 where rows are wider than 32 or C_in K^2 > 64
+  forward (general path: any other kernel size, tuples)
+    conv_hswish_sums_general_kernel  a thread per output position and 16 channels, weights staged in shared memory
+  gn_mean_finalize_kernel           adds the partials in order, the group statistics, the (B, C) output
+  backward
+    gn_mean_backward_coef_kernel    dL/dy's coefficients and the parameters' terms
+    conv_rows_tc_kernel<K, true>    dL/dy and its channel sums (tensor-core path); grad_y_kernel (plain path);
+    grad_y_general_kernel           (general path)
+    grad_input_tc_kernel            dL/dx per input row (split TF32); grad_input_kernel (plain FP32);
+    grad_input_tiled_kernel         (general path: a tiled conv of dL/dy with flipped weights)
+    grad_weight_tc_kernel           dL/dW per output row and kw (split TF32, fp32 totals a row) + finish_weight_grad_tc_kernel;
+    grad_weight_smem_kernel, grad_weight_kernel   plain FP32 (planes in shared memory or not) + finish_weight_grad_kernel;
+    grad_weight_tiled_kernel        (general path) + finish_weight_grad_tiled_kernel
+    finish_channel_grads_kernel     dL/dbias, dL/dgamma, dL/dbeta in order
+    convert_kernel                  half precision: float copies of the inputs, the gradients' roundings
+Every sum is in a fixed order (no atomics): the same input gives the same bits.
+
+Semantics (docs/DESIGN.md): exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps this conv
+in fp32 too); in float16/bfloat16 y is rounded after the conv and after its bias, h after HardSwish, GroupNorm's
+statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm is float32. The backward runs in float32
+on float copies and rounds each gradient to its dtype. Double backward raises.
+
+Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4): 34.4 G multiply-adds a conv, 1.03 ms at the
+67 TFLOP/s FP32 rate, about 0.42 ms as split TF32; the backward's two gradients twice that (forward + backward
+3.08 ms). Measured (H200, run_all.py, README): forward 1.1 ms fp32, 0.51 ms in half; forward + backward 7.25 ms.
+The design in detail, each kernel against its floor and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
 """

@@ -1,60 +1,45 @@
 """ConvTranspose3d -> Swish -> GroupNorm -> HardSwish, all in custom CUDA (KernelBench level 2, problem 60).
 
-Two paths. Tuned (kernel 3, stride 2, padding 1 on every axis; any channels, groups, eps, bias): the parity
-split: output o along an axis takes tap k = 1 from input m = o/2 when o is even, taps k = 0 (input m + 1) and
-k = 2 (input m) when o = 2m + 1, so each input position feeds 2 x 2 x 2 outputs through dense loops with no
-divisibility tests. General (any other kernel size, stride, padding, tuples too): convt_swish_general_kernel,
-a thread per output position and 8 channels (each axis's taps by arithmetic, 64-bit indices), writes Swish;
-group_norm_hardswish_kernel (below) normalises in place; the backward's sweeps find taps the same way. H100: kernel
-4 stride 2 at 16x3x16x32x32, forward 1.23 ms against eager's 1.77, forward + backward 6.3 against 6.9.
+GroupNorm needs each (sample, group)'s statistics before any output can be written, and the output (about 1 GB at
+the benchmark) is the one tensor that must cross memory. So on the tuned path one persistent kernel runs two
+phases: phase 1 computes the transposed conv and Swish in registers and keeps only per-channel sums; phase 2
+recomputes them (ten multiply-adds a value: cheaper than storing and re-reading y), normalises, applies HardSwish
+and writes the output once. The backward recomputes y the same way.
 
-The tuned path: one persistent kernel (convt_swish_gn_kernel) does the whole model. Its blocks take work items by
-ticket, phase-1 and phase-2 items in turn, phase 2 about 1.5 rounds of items behind (item_of, schedule),
-so that the output is written over the whole launch:
-  phase 1 item (a tile and 32 output channels): transposed conv + Swish in registers; writes the tile's
-    per-channel sums and sums of squares. The last phase-1 item of a sample (an atomic count) adds them in
-    a fixed order, writes per-channel scale and shift, sets the sample's flag. Nothing of output size.
-  phase 2 item: waits for its sample's flag, recomputes, normalises, applies HardSwish, writes once.
-A block stages an input tile (depths m_d and m_d + 1, 32 rows + halo, 32 columns + halo, up to 4 input
-channels) and the weights of up to 32 output channels in shared memory with cp.async, and loads its
-next item's tile while computing the current one. Warp w owns 4 input rows, lane l one input column; a
-thread computes all 8 parities of its 4 positions for 4 output channels at a time (64 accumulators).
-Weights and bias carry a factor -log2(e) (no multiply before Swish's exponential); phase 1 computes two
-channels' reciprocals with one MUFU operation, phase 2 folds Swish and the normalisation into one quotient
-and stores rows through shared memory. Its workspace (partials, counters) is allocated per call.
-Deterministic: every sum is added in a fixed order; the tickets only decide which block does an item.
-Backward (chain_backward_channels_kernel, two sweeps, 8 output channels a thread, their weights in shared
-memory; chain_backward_kernel, a thread per element, where those weights exceed 48 KB): the first gathers per
-(sample, channel) sum dz and sum dz n (dz the gradient at the GroupNorm output, n the normalised value), the
-second writes dL/dy (float32) and its per-chunk sums (dL/dbias); both recompute y from the input (about ten
-multiply-adds per value: cheaper than keeping the 1 GB y) with the forward's saved group statistics. The conv's
-gradients in fp32: grad_input_convt_kernel (a thread per input position, 4 input channels, gathering dL/dy at
-i s - p + k), grad_weight_convt_tuned_kernel (a block per (sample, channel, part of the positions at small
-batches), 81 sums a thread) or a block per weight row; fixed-order sums. H200: fwd+bwd 7.5 ms (eager 16.1).
-Operators (TORCH_LIBRARY, namespace: file name and source hash): model (CUDA, Meta, Autograd, AutocastCUDA
-kernels) and the forward and backward it calls; torch.compile(fullgraph=True) traces it.
+Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
+decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
+  forward
+    convt_swish_gn_kernel         tuned path (kernel 3, stride 2, padding 1): the parity split (each input position
+                                  feeds 2 x 2 x 2 outputs through dense loops), work items taken by ticket, phase 2
+                                  items trailing phase 1's; in half precision it writes Swish rounded (RAW) only
+    convt_swish_general_kernel    general path (any kernel, stride, padding, tuples): a thread per output position
+                                  and 8 channels, writing Swish
+    gn_partials_kernel, gn_finalize_kernel, gn_apply_kernel
+                                  general path, float32: GroupNorm in 64K pieces (Welford states in order) and
+                                  HardSwish in place
+    group_norm_hardswish_kernel   half precision: GroupNorm's statistics in PyTorch's own order, then HardSwish
+  backward
+    chain_backward_channels_kernel  two sweeps recomputing y: the per-channel sums, then dL/dy (8 channels a thread,
+                                    their weights in shared memory); chain_backward_kernel where those exceed 48 KB
+    chain_sums_kernel, gn_param_grad_kernel  the sums in order; dL/dgamma, dL/dbeta
+    bias_grad_convt_kernel        dL/dbias
+    grad_input_convt_kernel       dL/dx: a thread per input position, 4 input channels
+    grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path; else
+    grad_weight_convt_general_kernel
+    convert_kernel                half precision: float copies of the inputs, the gradients' roundings
+Every sum is in a fixed order; the tickets only decide which block does an item: the same input gives the same bits.
+Each call allocates its workspace (so CUDA graph pools see it) and clears its counters on the stream.
 
-Half precision (float16, bfloat16: model.to(dtype)): input and parameters converted to float (exact); the same
-kernel with unscaled weights, every item writing (RAW) Swish rounded where PyTorch rounds (tools/half_rounding.py:
-the conv, plus the bias, the sigmoid, the product) in the dtype; then group_norm_hardswish_kernel per (sample,
-group): the statistics in PyTorch's own order (its Welford kernel's), so mean and 1/std round to the same value
-in the dtype (an exact mean put one group in 250 on the other bf16 neighbour, failing KernelBench's bf16 check),
-and a x + b, HardSwish in place, each rounded. Autocast: the two-phase kernel with Swish rounded in its dtype,
-GroupNorm and HardSwish in float32. Backward in float32 (float copies), each gradient rounded to its dtype.
-TF32: like the nn.ConvTranspose3d it replaces (cuDNN on Hopper), the conv follows torch.backends.cudnn.allow_tf32,
-read at every call: on, the input and weights are rounded to TF32 (round to nearest even, as cuDNN does; products
-exact, sums in fp32) as they are staged; off, exact fp32. A CUDA graph keeps the setting it was captured with.
+Semantics (docs/DESIGN.md): under torch.backends.cudnn.allow_tf32 (read at every call) the conv's operands are
+rounded to TF32 as cuDNN rounds them; with it off the conv is exact fp32. In float16/bfloat16 each op is rounded where
+PyTorch rounds it (the conv, its bias, the sigmoid, the product, GroupNorm's statistics in its own order, HardSwish).
+The backward runs in float32 and rounds each gradient to its tensor's dtype. Double backward raises.
 
-Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output
-once, 0.35 ms at an H100's 2.95 TB/s. Per phase the arithmetic is 10.1 multiply-adds per output (0.04
-ms at 67 TFLOP/s), but Swish needs 1.5 to 2 MUFU operations per output and phase (0.10 to 0.13 ms at 16
-per clock per SM) and a thread issues about 23 instructions per output and phase (0.4 ms for both at one
-per clock per scheduler): the kernel is bound by issue and latency (MUFU 43%, FMA 40% busy by ncu), not
-by the write. Last full run (README, PyTorch's default flags, so with the TF32 rounding, which costs
-about 4%): 0.708 ms on an H100, 2.03x the floor, 11.1x eager, 6.7x torch.compile; the same kernel has
-measured 0.62 to 0.77 ms across H100s. Half: 1.2 ms (RAW 0.42, GroupNorm 0.68: 1.5 GB at 63% of DRAM peak),
-slower than fp32 (0.67): PyTorch's order needs the Swish output stored and read twice (floor 2 GB, 0.68 ms).
-Tried and measured: docs/convtranspose3d_swish_groupnorm_hardswish.md.
+Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output once, 0.25 ms
+at 4.1 TB/s; the kernel is bound by issue and by Swish's MUFU work (about 23 instructions an output and phase).
+Measured (H200, run_all.py, README): forward 0.66 ms fp32 (2.6x the floor), 1.05 to 1.15 ms in half (PyTorch's
+order of statistics needs the Swish output stored and read twice); forward + backward 7.6 ms. The design in detail
+and what was tried: docs/convtranspose3d_swish_groupnorm_hardswish.md.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
