@@ -27,6 +27,7 @@ from common.loading import ROOT, load_variant, variant_names  # sets the build d
 import torch  # noqa: E402
 
 from common.evaluate import evaluate, format_tables  # noqa: E402
+from common.problems import PROBLEMS  # noqa: E402
 from common.sweep import format_sweep, smallest_ratios, sweep  # noqa: E402
 
 COLD_BUILD = "import sys; sys.path.insert(0, {root!r}); from common.loading import load_variant; load_variant({name!r})"
@@ -121,6 +122,8 @@ def main():
     dtypes = args.dtype or ["fp32"]
     for dtype in dtypes:
         for name, (namespace, times) in built.items():
+            if dtype not in PROBLEMS[name].dtypes:
+                continue
             result = evaluate(name, namespace["ModelNew"], reps=args.reps, with_compile=not args.no_compile,
                               stages=namespace.get("benchmark_stages"), dtype=dtype)
             result.update(times)

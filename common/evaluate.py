@@ -5,6 +5,7 @@ import torch
 from common.accuracy import (HALF_DTYPES, check_against_pytorch, check_gradients, check_half, check_half_gradients,
                              check_model, compare, models_in)
 from common.inputs import float64_copy, make_input, make_models
+from common.loading import variant_path
 from common.problems import PROBLEMS
 from common.timing import copy_bandwidth, time_cuda, time_host
 
@@ -52,7 +53,8 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
     and torch.compile run in it too, and "rel err" is against float64 on the same half-valued inputs."""
     problem = PROBLEMS[name]
     ref, new = make_models(problem.model, model_cls, problem.init_args, device, seed)
-    result = {"name": name, "dtype": dtype, **_check(name, problem, new, ref, device, seed, dtype, log)}
+    result = {"name": name, "dtype": dtype, "lines": len(variant_path(name).read_text().splitlines()),
+              **_check(name, problem, new, ref, device, seed, dtype, log)}
     element_size = 4
     if dtype != "fp32":
         new, ref = models_in(HALF_DTYPES[dtype], new, ref)
@@ -124,6 +126,7 @@ COLUMNS = [  # (header, key or function of a result, format)
     ("x compile", lambda r: r.get("x_compiled", float("nan")), "{:.2f}"),
     ("floor ms", "floor_ms", "{:.3f}"),
     ("x floor", "x_floor", "{:.2f}"),
+    ("lines", lambda r: r.get("lines", 0), "{}"),
 ]
 
 BACKWARD_COLUMNS = [

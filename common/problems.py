@@ -37,6 +37,9 @@ class Problem:
     rejects_small_input: bool = True   # a plain conv refuses inputs smaller than its kernel
     previous: Case = None      # KernelBench's previous (v0) configuration and input, where it had this model
     general: Case = None       # a configuration outside the tuned path, at a size worth timing (run_all --sweep)
+    full: bool = True          # the full module: half precision, backward, the operators and torch.compile; False:
+                               # a forward-only file for its benchmark configuration (problem 23's concise file)
+    dtypes: tuple = ("fp32", "fp16", "bf16")   # the precisions run_all.py checks it in
 
     @property
     def kernel_size(self):
@@ -167,6 +170,17 @@ PROBLEMS = {p.name: p for p in (
         has_backward=True,
         previous=Case("previous", (3, 16, 3, 8), (128, 3, 16, 32, 32)),
         general=Case("general kernel 5", (3, 24, 5, 8), (16, 3, 24, 32, 32)),
+    ),
+    Problem(   # problem 23 again, as its brief asks: concise, forward only, the benchmark's channels and kernel size
+        name="conv3d_groupnorm_mean_concise", kernelbench_id=23,
+        model=reference.Conv3dGroupNormMean,
+        init_args=(3, 24, 3, 8), input_shape=(128, 3, 24, 32, 32), out_shape=_p1_shape,
+        flops=_conv3d_flops, min_bytes=_p1_bytes,
+        cases=_edge_cases((3, 24, 3, 8), 3, (9, 13, 17), (3, 3, 3), 3, 24, extra=(
+            Case("wide_rows", (3, 24, 3, 8), (2, 3, 4, 5, 301)),   # a row of 75 column pieces: 2 rows a block
+            Case("many_samples", (3, 24, 3, 8), (1500, 3, 3, 3, 3)),
+        )),
+        other_configs=(), full=False, dtypes=("fp32",),
     ),
     Problem(
         name="conv3d_hardswish_groupnorm_mean", kernelbench_id=27,
@@ -327,3 +341,8 @@ _GRIDS[_P92] = [
     ("several_tiles_in_channels_20", (20, 32, 3, 8), (2, 20, 37, 70)),
 ]
 CONFIGURATIONS = {name: tuple(Case(label, args, shape) for label, args, shape in grid) for name, grid in _GRIDS.items()}
+
+
+def full_names():
+    """The problems whose file is a full module (backward, half precision, operators, torch.compile)."""
+    return sorted(name for name, problem in PROBLEMS.items() if problem.full)

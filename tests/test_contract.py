@@ -75,12 +75,14 @@ def test_init_signature_matches_reference(name):
 
 def extension_names(name):
     """The extension name the file builds under: the second argument of each `_build(...)` call (the shared build
-    block's one load_inline), a string or the string that starts a + expression (the files that build a second,
+    block's one load_inline) or a load_inline's own name=, a string or the string that starts a + expression (the files that build a second,
     pre-Hopper library add a suffix to their own name)."""
     names = []
     for call in ast.walk(tree(name)):
-        if isinstance(call, ast.Call) and ast.unparse(call.func) == "_build":
-            value = call.args[1]
+        func = ast.unparse(call.func) if isinstance(call, ast.Call) else ""
+        if func == "_build" or (func == "load_inline" and any(k.arg == "name" and isinstance(k.value, ast.Constant)
+                                                           for k in call.keywords)):
+            value = call.args[1] if func == "_build" else next(k.value for k in call.keywords if k.arg == "name")
             while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
                 value = value.left
             names.append(value.value if isinstance(value, ast.Constant) else None)

@@ -13,11 +13,12 @@ from common.accuracy import (check_against_pytorch, check_gradients, check_model
                              run_poisoned)
 from common.inputs import float64_copy, make_input, make_models
 from common.loading import ROOT, variant_names, variant_path
-from common.problems import PROBLEMS
+from common.problems import PROBLEMS, full_names
 from tests.conftest import assert_all_pass, models, needs_gpu, small
 
 pytestmark = needs_gpu
 NAMES = variant_names()
+FULL = full_names()   # the full modules: gradients, torch.compile, plan
 DEVICE = "cuda"
 
 
@@ -167,7 +168,7 @@ def test_other_configurations(name, config):
     assert_all_pass(check_model(new, ref, shape, DEVICE))
 
 
-@pytest.mark.parametrize("name,case", [(n, c) for n in NAMES for c in (PROBLEMS[n].benchmark,) + PROBLEMS[n].cases],
+@pytest.mark.parametrize("name,case", [(n, c) for n in FULL for c in (PROBLEMS[n].benchmark,) + PROBLEMS[n].cases],
                          ids=lambda v: v if isinstance(v, str) else v.label)
 def test_gradients_match_float64(name, case):
     """The input's and every parameter's gradient against fp64 autograd, at the benchmark size and every edge case."""
@@ -262,7 +263,7 @@ def test_tf32_reference_fails_problem3():
     assert not report.passed, str(report)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", FULL)
 def test_compile_fullgraph_is_bit_identical_forward_and_backward(name):
     """torch.compile(model, fullgraph=True), Inductor: no graph break, no warning, and the same bits as eager
     ModelNew for the output and every gradient, at two batch sizes (the second with a symbolic batch).
@@ -324,7 +325,7 @@ def test_mma_sync_path_matches_float64(name):
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", FULL)
 def test_plan_on_this_gpu(name):
     """ModelNew.plan on a real input (this GPU's SM count, the input's alignment) names every stage; on Hopper the
     files built for sm_90a say so."""

@@ -9,11 +9,11 @@ from common.accuracy import (HALF_DTYPES, HALF_REL_L2_MARGIN, HALF_TOL, check_au
                              check_half_gradients, compare, float64_copy, models_in)
 from common.inputs import make_input
 from common.loading import variant_names
-from common.problems import PROBLEMS
+from common.problems import PROBLEMS, full_names
 from tests.conftest import assert_all_pass, load, models, needs_gpu, small
 
 pytestmark = needs_gpu
-NAMES = variant_names()
+NAMES = full_names()   # the full modules (the concise file is forward-only fp32)
 DEVICE = "cuda"
 DTYPES = sorted(HALF_DTYPES)
 

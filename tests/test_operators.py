@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from common.loading import variant_names
-from common.problems import PROBLEMS
+from common.problems import PROBLEMS, full_names
 from tests.conftest import load, needs_nvcc
 
 pytestmark = needs_nvcc
-NAMES = variant_names()
+NAMES = full_names()   # the full modules (the concise file is forward-only fp32)
 
 
 def meta_models(name, batch):

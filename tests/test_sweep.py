@@ -7,7 +7,8 @@ def test_every_file_is_swept_at_batch_1_8_and_the_benchmark_and_off_its_tuned_co
         cases = points(name)
         shapes = [c.input_shape for c in cases]
         assert shapes[:3] == [(1,) + problem.input_shape[1:], (8,) + problem.input_shape[1:], problem.input_shape]
-        assert any(c.init_args != problem.init_args for c in cases), name
+        if problem.full:   # the concise file computes the benchmark's configuration only
+            assert any(c.init_args != problem.init_args for c in cases), name
 
 
 def test_previous_sizes_are_swept():

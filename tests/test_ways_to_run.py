@@ -13,11 +13,11 @@ import torch
 
 from common.inputs import make_input
 from common.loading import variant_names
-from common.problems import PROBLEMS
+from common.problems import PROBLEMS, full_names
 from tests.conftest import models, needs_gpu, small
 
 pytestmark = needs_gpu
-NAMES = variant_names()
+NAMES = full_names()   # the full modules (the concise file is forward-only fp32)
 DEVICE = "cuda"
 
 
