@@ -147,6 +147,8 @@ def main():
                           if not args.previous or PROBLEMS[n].kernelbench_id in PREVIOUS_PROBLEMS]
     if args.references:   # the problems the folder has
         names = [n for n in names if any(pathlib.Path(args.references).glob(f"{PROBLEMS[n].kernelbench_id}_*.py"))]
+    if (revision or args.references) and not args.only:   # other sizes: the full modules (the concise file takes
+        names = [n for n in names if PROBLEMS[n].full]    # the benchmark's channels only)
     rows = [check(name, args.kernelbench_dir, kb_eval, checker, args.precision, revision, args.references)
             for name in names]
     source = (f", references at KernelBench {revision}" if revision else
