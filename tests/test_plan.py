@@ -46,7 +46,7 @@ def test_problem23():
     general = plan(P23, "general")
     assert (general["forward"], general["backward dL/dy"], general["backward dL/dx"], general["backward dL/dW"]) == (
         "conv_stats_general_kernel", "conv_grad_y_general_kernel", "grad_input_tiled_kernel",
-        "grad_weight_tiled_kernel + grad_weight_reduce_kernel")
+        "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
     assert plan(P23, "benchmark", torch.bfloat16)["forward"] == "conv_gn_stats_half_kernel<VEC>"
 
 

@@ -25,7 +25,7 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
     grad_input_kernel                      dL/dx per dL/dy row (split TF32), bands of rows sized to the GPU
   backward (general path)
     backward_tiled_kernel<false/true>, backward_coef_general_kernel, channel_grads_general_kernel
-    grad_weight_tiled_kernel, grad_weight_reduce_general_kernel; grad_input_tiled_kernel<8 or 16>
+    grad_weight_tiled_kernel, finish_weight_grad_tiled_kernel; grad_input_tiled_kernel<8 or 16>
   convert_kernel                half precision: float copies of the inputs, the gradients' roundings
 Every sum is in a fixed order (no atomics): the same input gives the same bits.
 
@@ -161,6 +161,7 @@ __device__ __forceinline__ float hardswish_grad(float v) {   // PyTorch's conven
     return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
 }
 
+// shared: split_tf32 begin
 // Split-TF32: v = big + small. big is v with its low 13 bits cleared, exact in TF32 (sign, 8
 // exponent bits, 10 mantissa bits); small = v - big (exact in fp32) holds the other 13 significant
 // bits, of which the tensor cores, which ignore an operand's low 13 bits, use the top 11.
@@ -171,6 +172,15 @@ __device__ __forceinline__ Split split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+// d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
+// fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
+// column g; d = row g then g+8, columns 2t, 2t+1.
+__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// shared: split_tf32 end
 
 // The conv as a GEMM: rows = output pixels, columns = output channels, depth = (kh, kw, ci), the
 // input channels padded to a multiple of 8, so that an 8-deep step is one tap and 8 channels. Each
@@ -234,14 +244,6 @@ __device__ __forceinline__ uint64_t smem_desc(const uint32_t* p, uint32_t k_byte
     return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(k_bytes >> 4) << 16 | (uint64_t)(mn_bytes >> 4) << 32;
 }
 #endif
-// Other GPUs' forward, and both conv gradients everywhere: mma.sync, 16 rows x 8 columns per
-// instruction. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths
-// t, t+4 of column g; d = row g then g+8, columns 2t, 2t+1.
-__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ void split4(const float (&v)[4], uint32_t (&big)[4], uint32_t (&small)[4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -2231,7 +2233,7 @@ __global__ void __launch_bounds__(32) channel_grads_general_kernel(
 // input channel, WG_TAPS taps (tap group) and a part of the tile's rows (row part): per pixel one float4 of dL/dy
 // and WG_TAPS input loads feed 4 WG_TAPS multiply-adds. Each item's products are summed in fp32, the items in
 // double; the row parts' totals are added in order through shared memory into partials (splits, C_out, C_in,
-// taps), added by grad_weight_reduce_general_kernel in split order.
+// taps), added by finish_weight_grad_tiled_kernel in split order.
 constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
 struct WgradPlan {
     int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
@@ -2354,9 +2356,10 @@ __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
     }
 }
 
+// shared: finish_weight_grad_tiled begin
 // dL/dW: each weight's split totals added in order.
-__global__ void grad_weight_reduce_general_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
-                                                  long long n, int splits)
+__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                                long long n, int splits)
 {
     const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -2364,6 +2367,7 @@ __global__ void grad_weight_reduce_general_kernel(const double* __restrict__ par
     for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
     grad_weight[i] = (float)v;
 }
+// shared: finish_weight_grad_tiled end
 
 // The tuned kernels' envelope (conv_kernel, gram_kernel): kernel 3, C_in <= 16, C_out <= 64; and output rows wider
 // than 32 (a unit is 128 columns of a row: at KernelBench's previous 30-column rows the tiled path is 2.9x faster).
@@ -2504,7 +2508,7 @@ cudaError_t general_backward_launch(const float* x, const float* weight, const f
             grad_conv, x, w_partials, t, B, splits);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const long long n = (long long)C_out * C_in * kh * kw;
-        grad_weight_reduce_general_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight, n,
+        finish_weight_grad_tiled_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight, n,
                                                                                           splits);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
@@ -2546,7 +2550,7 @@ std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw
         s += std::string("backward sums: ") + (half ? "lse_tiled_kernel (the output recomputed unrounded) + " : "") +
              "backward_tiled_kernel<false> + backward_coef_general_kernel; general path\n";
         s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; general path\n";
-        s += "backward dL/dW: grad_weight_tiled_kernel + grad_weight_reduce_general_kernel; general path\n";
+        s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; general path\n";
         s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 8 ? "8" : "16") + ">; general path, " +
              (C_in <= 8 ? "C_in <= 8: 8 input channels a block" : "16 input channels a block") + "\n";
     }

@@ -24,7 +24,7 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
     grad_input_tiled_kernel       dL/dx elsewhere: a tiled conv of dL/dy with flipped weights
     grad_weight_rows_kernel       dL/dW, rows = depths and every output channel a column (split TF32)
     grad_weight_tc_kernel         dL/dW, 16-channel chunks (split TF32); finish_weight_grad_tc_kernel adds either
-    grad_weight_tiled_kernel      dL/dW elsewhere; grad_weight_reduce_kernel adds its split totals in order
+    grad_weight_tiled_kernel      dL/dW elsewhere; finish_weight_grad_tiled_kernel adds its split totals in order
     convert_kernel                half precision: the float copies the backward reads, the gradients' roundings
 Every sum is in a fixed order (no atomics): the same input gives the same bits.
 
@@ -144,17 +144,26 @@ __device__ inline long long block_holding(long long u, long long n_units, int n_
     return ((u + 1) * n_blocks - 1) / n_units;
 }
 
+// shared: split_tf32 begin
 // Split-TF32: v = big + small. big is v with its low 13 bits cleared, exact in TF32 (sign, 8
 // exponent bits, 10 mantissa bits); small = v - big (exact in fp32) holds the other 13 significant
 // bits, of which the tensor cores, which ignore an operand's low 13 bits, use the top 11.
 // big*big + big*small + small*big then loses at most ~2^-20 of each product (small*small and
-// those 2 bits): fp32-level accuracy.
-// Finite inputs only (inf and NaN give NaN, as the reference's GroupNorm does).
+// those 2 bits): fp32-level accuracy. Finite inputs only (inf and NaN give NaN).
 struct Split { uint32_t big, small; };
 __device__ __forceinline__ Split split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+// d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
+// fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
+// column g; d = row g then g+8, columns 2t, 2t+1.
+__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// shared: split_tf32 end
 
 // The conv as a GEMM over one row of input columns: rows = input columns iw, columns = (kw, co),
 // depth k = (ci, kd, kh) padded to a multiple of 8, so that C[iw][kw, co] = sum_k x[k][iw] w[co][k][kw]
@@ -172,14 +181,6 @@ __device__ __forceinline__ uint32_t split_weight(const T* __restrict__ weight, i
     return part == 0 ? s.big : s.small;
 }
 
-// d += a * b on the tensor cores with mma.sync (every GPU since sm_80; the Hopper forward uses wgmma, the
-// backward's gradient kernels this), 16 rows x 8 columns x 8 deep. Fragments (g = lane / 4, t = lane % 4):
-// a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of column g; d = row g then g+8, columns 2t, 2t+1.
-__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Hopper: one warpgroup multiplies 64 rows (16 per warp, A from registers in the m16n8k8 layout)
@@ -1579,14 +1580,17 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
                     grad_x[((((size_t)b * t.C_out + co0 + j) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][j];
 }
 
-// dL/dW elsewhere, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items
-// (sample, output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of
-// the chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so
-// that neither the staging stores nor the loads conflict) and the input rows the tile reads at each kd of each of its
+using WgradDims = GradDims;
+// shared: wgrad_tiled_3d begin
+// WgradDims: the file's dims type (B, C_in, C_out, Do, Ho, Wo, D, H, W), named before this block.
+// dL/dW, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items (sample,
+// output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of the
+// chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so that
+// neither the staging stores nor the loads conflict) and the input rows the tile reads at each kd of each of its
 // input channels. A thread owns a quad of output channels, an input channel, WG_TAPS taps (tap group) and a part of
 // the tile's rows (row part): per position one float4 of dL/dy and WG_TAPS input loads feed 4 WG_TAPS multiply-adds.
 // Each item's products are summed in fp32, the items in double; the row parts' totals are added in order through
-// shared memory into partials (splits, C_out, C_in, taps), added in split order by grad_weight_reduce_kernel.
+// shared memory into partials (splits, C_out, C_in, taps), added in split order by finish_weight_grad_tiled_kernel.
 constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
 struct WgradPlan {
     int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
@@ -1608,7 +1612,7 @@ static size_t wgrad_smem_bytes(int C_in, Kernel3 k) {
 }
 __device__ __forceinline__ int wg_swizzle(int pos, int quad) { return pos * CO_T + 4 * (quad ^ ((pos >> 1) & 3)); }
 __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, GradDims d, Kernel3 k,
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, WgradDims d, Kernel3 k,
     int splits)
 {
     static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
@@ -1709,10 +1713,12 @@ __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
         __syncthreads();   // the totals read before the next round's stage
     }
 }
+// shared: wgrad_tiled_3d end
 
+// shared: finish_weight_grad_tiled begin
 // dL/dW: each weight's split totals added in order.
-__global__ void grad_weight_reduce_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
-                                          long long n, int splits)
+__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                                long long n, int splits)
 {
     const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -1720,6 +1726,7 @@ __global__ void grad_weight_reduce_kernel(const double* __restrict__ partials, f
     for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
     grad_weight[i] = (float)v;
 }
+// shared: finish_weight_grad_tiled end
 
 // A tensor's elements converted between float32 and a half type (to nearest even): the backward's float copies
 // and its gradients' roundings.
@@ -2048,7 +2055,7 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, work, d, k, (int)grid.z);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const long long n_w = (long long)C_out * C_in * kd * kh * kw;
-        grad_weight_reduce_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(work, grad_weight, n_w, (int)grid.z);
+        finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(work, grad_weight, n_w, (int)grid.z);
     }
     return cudaGetLastError();
 }
@@ -2098,7 +2105,7 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
              "multiple of 4, C_in <= 7, the input 16-byte aligned, and not the rows path\n";
         break;
     default:
-        s += "backward dL/dW: grad_weight_tiled_kernel + grad_weight_reduce_kernel; the tensor-core kernels' bounds "
+        s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; the tensor-core kernels' bounds "
              "do not hold\n";
     }
     return s;

@@ -290,11 +290,26 @@ constexpr int TC_MAX_STEPS = 8;
 constexpr int TC_COLS = 4 * CO;         // GEMM columns: (kw slot, channel)
 constexpr int TC_WORDS = TC_COLS * 8;   // one 8-deep slice of one part (big or small) of the weights
 constexpr int TC_BLOCKS_PER_SM = 3;     // caps registers at 168
-struct TfSplit { uint32_t big, small; };
-__device__ __forceinline__ TfSplit tf_split(float v) {
+// shared: split_tf32 begin
+// Split-TF32: v = big + small. big is v with its low 13 bits cleared, exact in TF32 (sign, 8
+// exponent bits, 10 mantissa bits); small = v - big (exact in fp32) holds the other 13 significant
+// bits, of which the tensor cores, which ignore an operand's low 13 bits, use the top 11.
+// big*big + big*small + small*big then loses at most ~2^-20 of each product (small*small and
+// those 2 bits): fp32-level accuracy. Finite inputs only (inf and NaN give NaN).
+struct Split { uint32_t big, small; };
+__device__ __forceinline__ Split split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+// d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
+// fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
+// column g; d = row g then g+8, columns 2t, 2t+1.
+__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// shared: split_tf32 end
 // Input offset, within a sample, of depth k = (ci, kd, kh) of a row-GEMM (0 for the padding depths past depth).
 template <int K>
 __device__ __forceinline__ unsigned depth_offset(int k, int depth, const Dims& d) {
@@ -319,11 +334,6 @@ __device__ __forceinline__ void wgmma(float (&d)[32], const uint32_t (&a)[4], co
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 }
 #endif
-__device__ __forceinline__ void mma_tf32(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // acc += a * (one step's weights: big part at w, small part at w + TC_WORDS), small terms first. Layout of a
 // part: column n, depth k at word (n / 8) * 64 + (k / 4) * 32 + (n % 8) * 4 + k % 4 (the tensor cores' 8x4
@@ -340,9 +350,9 @@ __device__ __forceinline__ void multiply(float (&acc)[32], const uint32_t (&big)
 #pragma unroll
     for (int j = 0; j < 2 * K; ++j) {
         const uint32_t* wj = w + j * 64 + lane;
-        mma_tf32(acc + 4 * j, small, wj[0], wj[32]);
-        mma_tf32(acc + 4 * j, big, wj[TC_WORDS], wj[TC_WORDS + 32]);
-        mma_tf32(acc + 4 * j, big, wj[0], wj[32]);
+        mma(acc + 4 * j, small, wj[0], wj[32]);
+        mma(acc + 4 * j, big, wj[TC_WORDS], wj[TC_WORDS + 32]);
+        mma(acc + 4 * j, big, wj[0], wj[32]);
     }
 #endif
 }
@@ -404,7 +414,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
         const int kw = n / CO, co = co0 + n % CO;
         const float v = kw < K && co < d.C_out && k < depth
                             ? to_float(weight[((size_t)co * d.C_in + k / (K * K)) * K * K * K + k % (K * K) * K + kw]) : 0.f;
-        const TfSplit s = tf_split(v);
+        const Split s = split(v);
         w_s[st][half][w] = half == 0 ? s.big : s.small;
     }
     for (int i = threadIdx.x; i < steps * 4; i += THREADS) {
@@ -477,7 +487,7 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const TfSplit v = tf_split(raw[i][e]);
+                    const Split v = split(raw[i][e]);
                     bg[i][e] = v.big;
                     sm[i][e] = v.small;
                 }
@@ -910,7 +920,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
             v[h] = co < d.C_out && kw < K && ci < d.C_in
                        ? weight[((((size_t)co * d.C_in + ci) * K + kd) * K + kh) * K + kw] : 0.f;
         }
-        const TfSplit s0 = tf_split(v[0]), s1 = tf_split(v[1]);
+        const Split s0 = split(v[0]), s1 = split(v[1]);
         w_s[st][half][j][l] = half == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
     }
     __syncthreads();
@@ -961,7 +971,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const TfSplit v = tf_split(a[i][e]);
+                    const Split v = split(a[i][e]);
                     big[i][e] = v.big;
                     small[i][e] = v.small;
                 }
@@ -977,9 +987,9 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                     const uint2 wb = w_s[ws][0][j][lane], wsm = w_s[ws][1][j][lane];
 #pragma unroll
                     for (int i = 0; i < 2; ++i) {
-                        mma_tf32(acc[r][i][j], small[i], wb.x, wb.y);
-                        mma_tf32(acc[r][i][j], big[i], wsm.x, wsm.y);
-                        mma_tf32(acc[r][i][j], big[i], wb.x, wb.y);
+                        mma(acc[r][i][j], small[i], wb.x, wb.y);
+                        mma(acc[r][i][j], big[i], wsm.x, wsm.y);
+                        mma(acc[r][i][j], big[i], wb.x, wb.y);
                     }
                 }
             }
@@ -1226,7 +1236,7 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int m = 0; m < 11; ++m) {
-                const TfSplit v = tf_split(G[h][m]);
+                const Split v = split(G[h][m]);
                 gb[h][m] = v.big;
                 gs[h][m] = v.small;
             }
@@ -1236,7 +1246,7 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
 #pragma unroll
             for (int j = 0; j < WGT_TILES; ++j) {
                 const float4 v = xv[j][s / 2];
-                const TfSplit p0 = tf_split(s % 2 ? v.z : v.x), p1 = tf_split(s % 2 ? v.w : v.y);
+                const Split p0 = split(s % 2 ? v.z : v.x), p1 = split(s % 2 ? v.w : v.y);
                 xb[j][0] = p0.big; xsm[j][0] = p0.small;
                 xb[j][1] = p1.big; xsm[j][1] = p1.small;
             }
@@ -1247,9 +1257,9 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 const uint32_t as[4] = {gs[0][m], gs[1][m], gs[0][m + 1], gs[1][m + 1]};
 #pragma unroll
                 for (int j = 0; j < WGT_TILES; ++j) {
-                    mma_tf32(acc[kw][j], as, xb[j][0], xb[j][1]);
-                    mma_tf32(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
-                    mma_tf32(acc[kw][j], ab, xb[j][0], xb[j][1]);
+                    mma(acc[kw][j], as, xb[j][0], xb[j][1]);
+                    mma(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    mma(acc[kw][j], ab, xb[j][0], xb[j][1]);
                 }
             }
         }
@@ -1547,6 +1557,9 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
                     grad_x[((((size_t)b * t.C_out + co0 + c) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][c];
 }
 
+using WgradDims = Dims;
+// shared: wgrad_tiled_3d begin
+// WgradDims: the file's dims type (B, C_in, C_out, Do, Ho, Wo, D, H, W), named before this block.
 // dL/dW, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items (sample,
 // output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of the
 // chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so that
@@ -1576,7 +1589,7 @@ static size_t wgrad_smem_bytes(int C_in, Kernel3 k) {
 }
 __device__ __forceinline__ int wg_swizzle(int pos, int quad) { return pos * CO_T + 4 * (quad ^ ((pos >> 1) & 3)); }
 __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, Dims d, Kernel3 k,
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, WgradDims d, Kernel3 k,
     int splits)
 {
     static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
@@ -1677,7 +1690,9 @@ __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
         __syncthreads();   // the totals read before the next round's stage
     }
 }
+// shared: wgrad_tiled_3d end
 
+// shared: finish_weight_grad_tiled begin
 // dL/dW: each weight's split totals added in order.
 __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
                                                 long long n, int splits)
@@ -1688,6 +1703,7 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
     for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
     grad_weight[i] = (float)v;
 }
+// shared: finish_weight_grad_tiled end
 
 // The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
 // splits giving about two blocks an SM.
