@@ -126,7 +126,9 @@ template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double m
 }
 
 
-// out = in converted (to nearest even): the half-precision path's inputs to float, its gradients back.
+// shared: convert begin
+// A tensor's elements converted between float32 and a half type (to nearest even): the half-precision paths'
+// float copies of their inputs and their gradients' roundings. Dtype codes as with_type's.
 template <typename S, typename D>
 __global__ void convert_kernel(const S* __restrict__ in, D* __restrict__ out, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
@@ -143,6 +145,7 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
         });
     });
 }
+// shared: convert end
 
 // The hardware's approximations (MUFU), flushing denormals so that no fix-up code surrounds them.
 __device__ __forceinline__ float ex2(float v) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v)); return r; }

@@ -1728,13 +1728,26 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
 }
 // shared: finish_weight_grad_tiled end
 
-// A tensor's elements converted between float32 and a half type (to nearest even): the backward's float copies
-// and its gradients' roundings.
+// shared: convert begin
+// A tensor's elements converted between float32 and a half type (to nearest even): the half-precision paths'
+// float copies of their inputs and their gradients' roundings. Dtype codes as with_type's.
 template <typename S, typename D>
 __global__ void convert_kernel(const S* __restrict__ in, D* __restrict__ out, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         out[i] = from_float<D>(to_float(in[i]));
 }
+cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream) {
+    return with_type(in_type, [&](auto s) {
+        return with_type(out_type, [&](auto d) {
+            using S = decltype(s);
+            using D = decltype(d);
+            const int blocks = (int)std::min<long long>((n + 255) / 256, 4096);
+            convert_kernel<S, D><<<blocks, 256, 0, stream>>>(static_cast<const S*>(in), static_cast<D*>(out), n);
+            return cudaGetLastError();
+        });
+    });
+}
+// shared: convert end
 
 static int units_per_sample(int D, int H, int W) {
     return ((D - K + 1) * (H - K + 1) * row_segments(W, wide_rows(W)) + WARPS - 1) / WARPS;
@@ -1910,17 +1923,6 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
     });
 }
 
-cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream) {
-    return with_type(in_type, [&](auto s) {
-        return with_type(out_type, [&](auto o) {
-            using S = decltype(s);
-            using D = decltype(o);
-            const int blocks = (int)std::min<long long>((n + 255) / 256, 8192);
-            convert_kernel<S, D><<<blocks, 256, 0, stream>>>(static_cast<const S*>(in), static_cast<D*>(out), n);
-            return cudaGetLastError();
-        });
-    });
-}
 
 // The conv's gradients: the tensor-core kernels at kernel 3 where their bounds hold (dL/dx: W <= 32, C_in <= 4,
 // C_out <= 24; dL/dW: W <= 32 and a multiple of 4, C_in <= 7, the input 16-byte aligned), the general kernels

@@ -146,7 +146,9 @@ template <typename T> __device__ __forceinline__ float conv_output(float conv, f
 }
 
 
-// out = in converted (to nearest even): the half-precision backward's inputs to float, its gradients back.
+// shared: convert begin
+// A tensor's elements converted between float32 and a half type (to nearest even): the half-precision paths'
+// float copies of their inputs and their gradients' roundings. Dtype codes as with_type's.
 template <typename S, typename D>
 __global__ void convert_kernel(const S* __restrict__ in, D* __restrict__ out, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
@@ -163,6 +165,7 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
         });
     });
 }
+// shared: convert end
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
 __device__ __forceinline__ float hardswish_grad(float v) {   // PyTorch's convention at the joins

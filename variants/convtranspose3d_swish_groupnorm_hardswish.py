@@ -130,7 +130,9 @@ template <typename T> __device__ __forceinline__ void store_streaming(T* p, floa
     __stcs(reinterpret_cast<unsigned short*>(p), from_float<T>(v).bits);
 }
 
-// out = in converted (to nearest even): the half-precision path's inputs to float, its gradients back.
+// shared: convert begin
+// A tensor's elements converted between float32 and a half type (to nearest even): the half-precision paths'
+// float copies of their inputs and their gradients' roundings. Dtype codes as with_type's.
 template <typename S, typename D>
 __global__ void convert_kernel(const S* __restrict__ in, D* __restrict__ out, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
@@ -147,6 +149,7 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
         });
     });
 }
+// shared: convert end
 
 // A transposed conv's shape: channels, input and output sizes, and per axis (d, h, w) kernel, stride, padding.
 struct ConvShape {
