@@ -2231,18 +2231,25 @@ static void check(cudaError_t err) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
 }
 
-// t as a contiguous tensor of `dtype`: itself if it is one, else converted by our kernel (to nearest even): the
-// backward's float copies of half inputs (exact) and its gradients' roundings.
+// shared: converted begin
+// t as a contiguous tensor of `dtype`: itself if it is one, else converted by convert_launch (to nearest even):
+// the half-precision paths' float copies of their inputs (exact) and their gradients' roundings.
 static Tensor converted(const Tensor& t, at::ScalarType dtype) {
     if (!t.defined()) return t;
     auto src = t.contiguous();
     if (src.scalar_type() == dtype) return src;
     auto dst = at::empty(src.sizes(), src.options().dtype(dtype));
-    if (src.numel() > 0)
-        check(convert_launch(src.data_ptr(), dtype_code(src), dst.data_ptr(), dtype_code(dst), src.numel(),
-                             c10::cuda::getCurrentCUDAStream()));
+    if (src.numel() > 0) {
+        const cudaError_t err = convert_launch(src.data_ptr(), dtype_code(src), dst.data_ptr(), dtype_code(dst),
+                                               src.numel(), c10::cuda::getCurrentCUDAStream());
+        TORCH_CHECK(err == cudaSuccess, "conversion to ", c10::toString(dtype), " failed: ", cudaGetErrorString(err));
+    }
     return dst;
 }
+static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(converted(*t, dtype)) : t;
+}
+// shared: converted end
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:

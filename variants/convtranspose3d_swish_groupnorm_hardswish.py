@@ -2001,31 +2001,25 @@ static bool allow_tf32_conv() {
 #endif
 }
 
-// t as a contiguous float32 tensor: itself if it is one, else converted by our kernel (the half-precision
-// path's inputs, exact in float).
-static Tensor as_float(const Tensor& t) {
+// shared: converted begin
+// t as a contiguous tensor of `dtype`: itself if it is one, else converted by convert_launch (to nearest even):
+// the half-precision paths' float copies of their inputs (exact) and their gradients' roundings.
+static Tensor converted(const Tensor& t, at::ScalarType dtype) {
+    if (!t.defined()) return t;
     auto src = t.contiguous();
-    if (src.scalar_type() == at::kFloat) return src;
-    auto dst = at::empty(src.sizes(), src.options().dtype(at::kFloat));
+    if (src.scalar_type() == dtype) return src;
+    auto dst = at::empty(src.sizes(), src.options().dtype(dtype));
     if (src.numel() > 0) {
-        const cudaError_t err = convert_launch(src.data_ptr(), dtype_code(src), dst.data_ptr(), 0, src.numel(),
-                                               c10::cuda::getCurrentCUDAStream());
-        TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: conversion failed: ", cudaGetErrorString(err));
+        const cudaError_t err = convert_launch(src.data_ptr(), dtype_code(src), dst.data_ptr(), dtype_code(dst),
+                                               src.numel(), c10::cuda::getCurrentCUDAStream());
+        TORCH_CHECK(err == cudaSuccess, "conversion to ", c10::toString(dtype), " failed: ", cudaGetErrorString(err));
     }
     return dst;
 }
-static OptTensor as_float(const OptTensor& t) { return t.has_value() && t->defined() ? OptTensor(as_float(*t)) : t; }
-// A float32 gradient rounded to its tensor's dtype (to nearest even); itself when that is float32.
-static Tensor to_dtype(const Tensor& t, at::ScalarType dtype) {
-    if (!t.defined() || t.scalar_type() == dtype) return t;
-    auto dst = at::empty(t.sizes(), t.options().dtype(dtype));
-    if (t.numel() > 0) {
-        const cudaError_t err = convert_launch(t.data_ptr(), 0, dst.data_ptr(), dtype_code(dst), t.numel(),
-                                               c10::cuda::getCurrentCUDAStream());
-        TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: conversion failed: ", cudaGetErrorString(err));
-    }
-    return dst;
+static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
+    return t.has_value() && t->defined() ? OptTensor(converted(*t, dtype)) : t;
 }
+// shared: converted end
 
 // Dtypes as the reference takes them: the conv's input and parameters of one floating dtype (float32,
 // float16 or bfloat16), the GroupNorm's parameters the same or float32 (torch.autocast's GroupNorm).
@@ -2125,8 +2119,9 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const auto gn_scratch = tuned ? Tensor()
         : at::empty({gn_scratch_bytes(B, cs.C_out, groups, (int64_t)cs.Do * cs.Ho * cs.Wo)}, x.options().dtype(at::kByte));
     // Half precision: the inputs as floats (exact), the roundings in the kernel.
-    const auto xf = as_float(x), wf = as_float(w), gwf = as_float(gn_weight), gbf = as_float(gn_bias);
-    const auto bf = as_float(bias);
+    const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
+    const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
+    const auto bf = converted(bias, at::kFloat);
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
         gwf.data_ptr<float>(), gbf.data_ptr<float>(), tuned ? ws.data() : gn_scratch.data_ptr(), tuned ? ws.counters() : nullptr,
@@ -2168,8 +2163,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     if (any) {
         const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
         auto work = at::empty({chain_backward_workspace(B, cs)}, x.options().dtype(torch::kFloat64));
-        const auto xf = as_float(x), wf = as_float(w), gwf = as_float(gn_weight), gbf = as_float(gn_bias);
-        const auto bf = as_float(bias);
+        const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
+    const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
+        const auto bf = converted(bias, at::kFloat);
         cudaError_t err = chain_backward_launch(
             xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
             gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(), grad_out.contiguous().data_ptr(),
@@ -2184,7 +2180,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                                 grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
     }
-    return {to_dtype(grad_x, x.scalar_type()), to_dtype(grad_w, w.scalar_type()), grad_b, grad_gn_weight,
+    return {converted(grad_x, x.scalar_type()), converted(grad_w, w.scalar_type()), grad_b, grad_gn_weight,
             grad_gn_bias};
 }
 
