@@ -43,9 +43,9 @@ def small(name):
     return next(c for c in PROBLEMS[name].cases if c.label == "batch3_odd")
 
 
-# The inner loop's subset, `pytest -m quick` (under 2 minutes with the extensions built): the CPU checks of the
-# files' text, the shared code, the references and the checker; each file's operators on meta tensors; and one GPU
-# check per file at its benchmark size. The full suite is the check before landing.
+# The inner loop's subset, `pytest -m quick` (2.5 minutes on a fresh H200 machine, its six builds included): the
+# CPU checks of the files' text, the shared code, the references and the checker; each file's operators on meta
+# tensors; and one GPU check per file at its benchmark size. The full suite is the check before landing.
 QUICK = {"test_contract.py", "test_shared.py", "test_harness_rules.py", "test_reference_and_checker.py",
          "test_operators.py::test_meta_forward_and_backward_shapes", "test_gpu.py::test_benchmark_configuration"}
 
