@@ -112,7 +112,7 @@ def test_problem92():
 def test_every_stage_names_a_kernel_of_the_file(name):
     """Each kernel a plan names is defined in the file (a renamed kernel cannot leave a stale plan)."""
     import re
-    text = (load(name)["cuda_source"] if "cuda_source" in load(name) else "")
+    text = load(name)["cuda_source"]
     for case in ("benchmark", "general"):
         for stage, kernels in plan(name, case).items():
             for kernel in re.findall(r"\b(\w+_kernel)\b", kernels):

@@ -144,10 +144,11 @@ __global__ void finalize_kernel(const double* __restrict__ partials, const float
     out[blockIdx.x] = (float)(total / C_OUT);
 }
 
-// The two kernels on `stream`; partials: B * Do * tiles * 2 * C_OUT doubles of workspace.
+// The two kernels on `stream`; partials: partials_doubles(B, D, H, W) doubles of workspace.
 int conv_tiles(int H, int W) {
     return ((H - K + 1) * ((W - K + 1 + P - 1) / P) + THREADS * ITEMS - 1) / (THREADS * ITEMS);
 }
+long long partials_doubles(long long B, int D, int H, int W) { return B * (D - K + 1) * conv_tiles(H, W) * 2 * C_OUT; }
 cudaError_t launch(const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
                    double* partials, float* out, long long B, int D, int H, int W, int groups, double eps,
                    cudaStream_t stream) {
@@ -163,7 +164,7 @@ cudaError_t launch(const float* x, const float* weight, const float* bias, const
 cpp_source = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
-int conv_tiles(int H, int W);
+long long partials_doubles(long long B, int D, int H, int W);
 cudaError_t launch(const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
                    double* partials, float* out, long long B, int D, int H, int W, int groups, double eps,
                    cudaStream_t stream);
@@ -174,7 +175,7 @@ torch::Tensor forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias,
     const int64_t B = x.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     auto out = torch::empty({B}, x.options());
     if (B == 0) return out;
-    auto partials = torch::empty({B * (D - 2) * conv_tiles(H, W) * 48}, x.options().dtype(torch::kFloat64));
+    auto partials = torch::empty({partials_doubles(B, (int)D, (int)H, (int)W)}, x.options().dtype(torch::kFloat64));
     const cudaError_t err = launch(x.data_ptr<float>(), weight.contiguous().data_ptr<float>(),
         bias.contiguous().data_ptr<float>(), gn_weight.contiguous().data_ptr<float>(),
         gn_bias.contiguous().data_ptr<float>(), partials.data_ptr<double>(), out.data_ptr<float>(), B, (int)D, (int)H,

@@ -182,7 +182,7 @@ struct Params {
     double* partials;        // (B, C_out, tiles, 2): each phase-1 block's sum and sum of squares per channel
     float* norm;             // (B, C_out, 2): per channel 1 / (-ln(2) scale) and shift (half: scale, shift)
     double* stats;           // (B, groups, 2): per group the mean and 1/std of the Swish output (for the backward)
-    int* counters;           // zero at the launch: [0] tickets, [1] unused (kept for the layout)
+    int* counters;           // zero at the launch: [0] the work items' tickets
     int* done;               // (B): sample b's phase-1 items done; zero at the launch
     int* ready;              // (B): sample b's norm written; zero at the launch
     void* out;               // (B, C_out, Do, Ho, Wo), the GroupNorm's element type
@@ -1244,7 +1244,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 2) convt_swish_general_kernel(
 }
 
 // Caller (the tuned configuration, convt_tuned): convt_items < 2^30 (the ticket counter overshoots by the
-// grid size); `data` of convt_data_bytes; counters (2 ints), done and ready (B ints each) zero, and only this
+// grid size); `data` of convt_data_bytes; counters (1 int), done and ready (B ints each) zero, and only this
 // launch using them. Any other configuration: the general path (the workspace
 // unused). The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types)
 // of the model's conv and GroupNorm; `out` in the GroupNorm's.
@@ -2039,15 +2039,15 @@ static void check_dtypes(const Tensor& x, const Tensor& weight, const OptTensor&
 
 // The tuned kernel's workspace, allocated on each call (so that a CUDA graph pool, as torch.compile's
 // reduce-overhead mode keeps one, sees every allocation; nothing outlives the call but its outputs).
-// Layout: counters (tickets, blocks finished), done and ready (B ints each), zeroed on the stream before the
+// Layout: the ticket counter, done and ready (B ints each), zeroed on the stream before the
 // launch; from a 16-byte boundary, data_bytes of partials and norm, which the kernel writes before reading.
 struct Workspace {
     Tensor buf;
     int64_t B = 0;
-    static int64_t counter_bytes(int64_t B) { return ((2 + 2 * B) * 4 + 15) / 16 * 16; }
+    static int64_t counter_bytes(int64_t B) { return ((1 + 2 * B) * 4 + 15) / 16 * 16; }
     int* counters() const { return static_cast<int*>(buf.data_ptr()); }
-    int* done() const { return counters() + 2; }
-    int* ready() const { return counters() + 2 + B; }
+    int* done() const { return counters() + 1; }
+    int* ready() const { return counters() + 1 + B; }
     void* data() const { return static_cast<char*>(buf.data_ptr()) + counter_bytes(B); }
 };
 
