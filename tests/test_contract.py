@@ -73,19 +73,30 @@ def test_init_signature_matches_reference(name):
     assert defaults == [p.default for p in ref.parameters.values() if p.default is not inspect.Parameter.empty]
 
 
+def _leading_string(value, assigned):
+    """The constant that starts a + expression; a name assigned one (the files' `_namespace`: their name and
+    a hash of their source) stands for that constant and "#" for the rest."""
+    while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        value = value.left
+    if isinstance(value, ast.Name) and value.id in assigned:
+        start = _leading_string(assigned[value.id], {})
+        return None if start is None else start + "#"
+    return value.value if isinstance(value, ast.Constant) else None
+
+
 def extension_names(name):
     """The extension name the file builds under: the second argument of each `_build(...)` call (the shared build
-    block's one load_inline) or a load_inline's own name=, a string or the string that starts a + expression (the files that build a second,
-    pre-Hopper library add a suffix to their own name)."""
+    block's one load_inline) or a load_inline's own name=: a string, or the string that starts a + expression
+    (the files build under their name and a hash of their source, a second, pre-Hopper library with a suffix)."""
+    assigned = {t.id: node.value for node in tree(name).body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
     names = []
     for call in ast.walk(tree(name)):
         func = ast.unparse(call.func) if isinstance(call, ast.Call) else ""
         if func == "_build" or (func == "load_inline" and any(k.arg == "name" and isinstance(k.value, ast.Constant)
                                                            for k in call.keywords)):
             value = call.args[1] if func == "_build" else next(k.value for k in call.keywords if k.arg == "name")
-            while isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
-                value = value.left
-            names.append(value.value if isinstance(value, ast.Constant) else None)
+            names.append(_leading_string(value, assigned))
     return names
 
 

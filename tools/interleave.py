@@ -1,14 +1,17 @@
 """Time versions of one variant in turn in one process (A, B, A, B, ...), at the benchmark size.
 
     python tools/interleave.py NAME OTHER_FILE [OTHER_FILE ...] [--rounds N] [--tf32 on|off] [--backward]
+                               [--init-args "(32, 64, 3, 8)" --input-shape "(32, 32, 8, 16, 16)"] [--dtype bf16]
 
 Each OTHER_FILE is another version of variants/NAME.py (for example `git show REV:variants/NAME.py >
 file`). All are exec-ed as a harness does (torch builds each under a versioned name), given the same
 parameters and input; each call (with --backward: forward and backward, as run_all.py times them) is
-timed with CUDA events after an L2 flush. Prints each one's median and its ratio to the first
-OTHER_FILE's: below 1 is faster.
+timed with CUDA events after an L2 flush. Prints whether each one's output (and with --backward every gradient)
+is bit-identical to the first OTHER_FILE's, then each one's median and its ratio to the first's: below 1 is
+faster. --init-args and --input-shape time another configuration than the benchmark's.
 """
 import argparse
+import ast
 import pathlib
 import statistics
 import sys
@@ -23,6 +26,8 @@ from common.timing import flush_l2  # noqa: E402
 
 import torch  # noqa: E402
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -31,16 +36,22 @@ def main():
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--tf32", choices=["on", "off"], default="on", help="torch.backends.cudnn.allow_tf32")
     parser.add_argument("--backward", action="store_true", help="time forward + backward (input and parameters)")
+    parser.add_argument("--init-args", help="the module's arguments, a Python tuple (default: the benchmark's)")
+    parser.add_argument("--input-shape", help="the input's shape, a Python tuple (default: the benchmark's)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="model and input cast to it")
     args = parser.parse_args()
     problem = PROBLEMS[args.name]
+    init_args = ast.literal_eval(args.init_args) if args.init_args else problem.init_args
+    input_shape = ast.literal_eval(args.input_shape) if args.input_shape else problem.input_shape
+    dtype = DTYPES[args.dtype]
     versions = {}
     for file in args.other_files:
         other, path = {"__name__": "interleave_other"}, pathlib.Path(file)
         exec(compile(path.read_text(), str(path), "exec"), other)
         versions[path.name] = other["ModelNew"]
     versions["working tree"] = load_variant(args.name)["ModelNew"]
-    models = {k: make_models(problem.model, cls, problem.init_args, "cuda")[1] for k, cls in versions.items()}
-    x = make_input(problem.input_shape, 0, "cuda")
+    models = {k: make_models(problem.model, cls, init_args, "cuda")[1].to(dtype) for k, cls in versions.items()}
+    x = make_input(input_shape, 0, "cuda").to(dtype)
     times = {k: [] for k in models}
     with cudnn_tf32(args.tf32 == "on"):
         with torch.no_grad():
@@ -51,6 +62,16 @@ def main():
                   f"max abs difference {(out - outs[first]).abs().max().item():.3e}")
         x_grad = x.clone().requires_grad_(True)
         grad_out = torch.randn_like(outs[first])
+        if args.backward:
+            grads = {}
+            for key, model in models.items():
+                model.zero_grad(set_to_none=True)
+                x_grad.grad = None
+                model(x_grad).backward(grad_out)
+                grads[key] = [x_grad.grad.clone()] + [p.grad.clone() for p in model.parameters()]
+            for key, gs in grads.items():
+                same = all(torch.equal(a, b) for a, b in zip(gs, grads[first]))
+                print(f"[{key}] vs [{first}]: every gradient bit-identical {same}")
 
         def call(model):
             if args.backward:
@@ -74,7 +95,7 @@ def main():
     base = medians[next(iter(medians))]
     what = " forward + backward" if args.backward else ""
     for key, ms in medians.items():
-        print(f"{args.name} [{key}]{what}, allow_tf32 {args.tf32}: median {ms:.4f} ms over {args.rounds} rounds, "
+        print(f"{args.name} [{key}]{what}, {args.dtype}, allow_tf32 {args.tf32}: median {ms:.4f} ms over {args.rounds} rounds, "
               f"ratio {ms / base:.4f}")
 
 

@@ -2527,11 +2527,12 @@ def _build(file, name, namespace, extra_cuda_cflags):
 _no_sm90a = os.environ.get("VARIANTS_NO_SM90A") == "1"
 _hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and not _no_sm90a
 # shared: hopper end
-# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
-# per process, so the library is loaded once per source, however often the file is exec-ed.
+# The operators' namespace and the build folder's name: the file's name and a hash of its source. A namespace can be
+# registered once per process, so the library is loaded once per source, however often the file is exec-ed; each
+# version of the file builds in a folder of its own, once.
 _namespace = "conv3d_groupnorm_mean_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
 if not hasattr(getattr(torch.ops, _namespace), "model"):
-    _build("conv3d_groupnorm_mean", "conv3d_groupnorm_mean" + ("_mma_sync_ext" if _no_sm90a else "_ext"), _namespace,
+    _build("conv3d_groupnorm_mean", _namespace + ("_mma_sync_ext" if _no_sm90a else "_ext"), _namespace,
            ["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
