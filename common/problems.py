@@ -221,9 +221,14 @@ PROBLEMS = {p.name: p for p in (
                           extra=(Case("no_bias", (3, 16, 3, 2, 1, 4, 1e-5, False), (2, 3, 5, 7, 9)),
                                  # several row and column tiles per depth
                                  Case("wide_tall", (3, 16, 3, 2, 1, 4, 1e-5), (2, 3, 3, 37, 45)),
-                                 # input channels in two chunks, output channels in two groups, a
-                                 # partial chunk of channels
+                                 # the tuned path: input channels in two chunks, a partial chunk of
+                                 # output channels
+                                 Case("partial_chunk", (6, 20, 3, 2, 1, 4, 1e-5), (2, 6, 3, 9, 11)),
+                                 # output channels in two groups, a partial chunk of channels
                                  Case("many_channels", (6, 36, 3, 2, 1, 4, 1e-5), (2, 6, 3, 9, 11)),
+                                 # more than 8 input channels and more than one group of output channels:
+                                 # the general path at kernel 3, stride 2, padding 1
+                                 Case("many_channels_general", (12, 36, 3, 2, 1, 4, 1e-5), (2, 12, 3, 9, 11)),
                                  Case("odd_channels", (3, 6, 3, 2, 1, 3, 1e-5), (2, 3, 4, 5, 6)))),
         other_configs=((4, 8, 3, 2, 1, 2, 1e-3), (3, 16, 4, 2, 1, 4, 1e-5), (3, 16, 3, 1, 1, 4, 1e-5)),
         has_backward=True,

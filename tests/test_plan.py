@@ -70,6 +70,15 @@ def test_problem27_all_custom():
     assert (general["forward"], general["backward dL/dx"], general["backward dL/dW"]) == (
         "conv_hswish_sums_general_kernel + gn_mean_finalize_kernel", "grad_input_tiled_kernel<4>",
         "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
+    Case = type(PROBLEMS[P27AC].benchmark)
+    wide = plan(P27AC, Case("rows wider than 32", (3, 16, 3, 4), (2, 3, 8, 8, 64)))   # plain FP32 forward
+    six = plan(P27AC, Case("C_in 6", (6, 16, 3, 4), (2, 6, 8, 8, 32)))   # tensor-core forward, not dL/dx's bounds
+    assert (wide["forward"], six["forward"]) == ("conv_hswish_sums_kernel", "conv_rows_tc_kernel")
+    # the backward stage by stage: each tensor-core kernel where its bounds hold, else the stage's general kernel
+    assert (wide["backward dL/dy"], wide["backward dL/dx"], wide["backward dL/dW"]) == (
+        "grad_y_general_kernel", "grad_input_tiled_kernel<4>", "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
+    assert (six["backward dL/dy"], six["backward dL/dx"], six["backward dL/dW"]) == (
+        "conv_rows_tc_kernel (GRAD)", "grad_input_tiled_kernel<8>", "grad_weight_tc_kernel + finish_weight_grad_tc_kernel")
 
 
 def test_problem60():
@@ -83,6 +92,11 @@ def test_problem60():
     half = plan(P60, "benchmark", torch.bfloat16)
     assert (half["forward"], half["forward GroupNorm"]) == ("convt_swish_gn_kernel (RAW: Swish written, rounded)",
                                                             "group_norm_hardswish_kernel")
+    Case = type(PROBLEMS[P60].benchmark)   # kernel 3, stride 2, padding 1, but more channels than one group
+    assert plan(P60, Case("32 -> 64", (32, 64, 3, 2, 1, 8, 1e-5), (2, 32, 4, 8, 8)))["forward"] == (
+        "convt_swish_general_kernel")
+    for tuned in ((16, 32, 3, 2, 1, 8, 1e-5), (8, 64, 3, 2, 1, 8, 1e-5)):   # C_out <= 32 or C_in <= 8
+        assert plan(P60, Case("tuned", tuned, (2, tuned[0], 4, 8, 8)))["forward"] == "convt_swish_gn_kernel"
     general = plan(P60, "general")
     assert (general["forward"], general["forward GroupNorm"], general["backward dL/dW"]) == (
         "convt_swish_general_kernel", "gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel",

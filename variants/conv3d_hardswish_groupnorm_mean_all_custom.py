@@ -18,13 +18,12 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
   gn_mean_finalize_kernel           adds the partials in order, the group statistics, the (B, C) output
   backward
     gn_mean_backward_coef_kernel    dL/dy's coefficients and the parameters' terms
-    conv_rows_tc_kernel<K, true>    dL/dy and its channel sums (tensor-core path); grad_y_kernel (plain path);
-    grad_y_general_kernel           (general path)
-    grad_input_tc_kernel            dL/dx per input row (split TF32); grad_input_kernel (plain FP32);
-    grad_input_tiled_kernel         (general path: a tiled conv of dL/dy with flipped weights)
+    (each stage's tensor-core kernel where its bounds hold, else its general kernel: backward_plan)
+    conv_rows_tc_kernel<K, true>    dL/dy and its channel sums (tensor-core path); grad_y_general_kernel (general)
+    grad_input_tc_kernel            dL/dx per input row (split TF32); grad_input_tiled_kernel (general: a tiled conv
+                                    of dL/dy with flipped weights)
     grad_weight_tc_kernel           dL/dW per output row and kw (split TF32, fp32 totals a row) + finish_weight_grad_tc_kernel;
-    grad_weight_smem_kernel, grad_weight_kernel   plain FP32 (planes in shared memory or not) + finish_weight_grad_kernel;
-    grad_weight_tiled_kernel        (general path) + finish_weight_grad_tiled_kernel
+    grad_weight_tiled_kernel        (general) + finish_weight_grad_tiled_kernel
     finish_channel_grads_kernel     dL/dbias, dL/dgamma, dL/dbeta in order
     convert_kernel                  half precision: float copies of the inputs, the gradients' roundings
 Every sum is in a fixed order (no atomics): the same input gives the same bits.
@@ -65,14 +64,11 @@ cuda_source = r"""
 constexpr int THREADS = 128;   // conv-shaped kernels: a thread per 4 output columns
 constexpr int PW = 4;          // adjacent columns per thread
 constexpr int CO = 16;         // output channels per thread (grid covers the rest in chunks)
-constexpr int CI = 4;          // input channels per thread in the input gradient
-constexpr int PWI = 8;         // adjacent input columns per thread in the input gradient
-constexpr int WG_THREADS = 256, WG_WARPS = WG_THREADS / 32;   // weight gradient
 
 struct Dims {
     int B, C_in, C_out, D, H, W, Do, Ho, Wo;
-    int quads, in_quads;        // ceil(Wo / PW), ceil(W / PWI)
-    long long out_units, in_units;   // per sample: Do * Ho * quads, D * H * in_quads
+    int quads;                  // ceil(Wo / PW)
+    long long out_units;        // per sample: Do * Ho * quads
 };
 
 
@@ -781,115 +777,6 @@ __global__ void gn_mean_backward_coef_kernel(const float* __restrict__ grad_out,
     }
 }
 
-// dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), y recomputed; per block the per-channel sum of dL/dy
-// (the conv bias's gradient) -> partials (B, chunks, blocks_per_sample, CO).
-template <int K>
-__global__ void __launch_bounds__(THREADS) grad_y_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    const float* __restrict__ coef, float* __restrict__ grad_y, double* __restrict__ bias_partials, Dims d,
-    int blocks_per_sample)
-{
-    __shared__ __align__(16) float w_s[K * K * K * CO];
-    __shared__ double red[THREADS / 32][CO];
-    long long b;
-    int od, oh, ow0;
-    const bool live = locate_quad(d, blocks_per_sample, b, od, oh, ow0);
-    const int co0 = blockIdx.y * CO;
-    float acc[PW][CO];
-    conv_quad<K>(acc, x, weight, w_s, d, b, co0, od, oh, ow0);
-    float s[CO];
-#pragma unroll
-    for (int j = 0; j < CO; ++j) {
-        s[j] = 0.f;
-        const int c = co0 + j;
-        if (!live || c >= d.C_out) continue;
-        const float bj = bias != nullptr ? bias[c] : 0.f;
-        const float* cf = coef + (b * d.C_out + c) * 3;
-        const float a = cf[0], bg = cf[1], mu = cf[2];
-        float* row = grad_y + (((size_t)b * d.C_out + c) * d.Do + od) * d.Ho * d.Wo + (size_t)oh * d.Wo;
-#pragma unroll
-        for (int p = 0; p < PW; ++p)
-            if (ow0 + p < d.Wo) {
-                const float y = acc[p][j] + bj;
-                const float g = fmaf(bg, hardswish(y) - mu, a) * hardswish_grad(y);
-                row[ow0 + p] = g;
-                s[j] += g;
-            }
-    }
-    block_channel_sums(s, red, bias_partials + ((b * gridDim.y + blockIdx.y) * blocks_per_sample +
-                                                blockIdx.x % blocks_per_sample) * CO);
-}
-
-// dL/dx[b, ci, i] = sum_{co, tap} dL/dy[b, co, i - tap] W[co, ci, tap]: a thread per PWI adjacent input
-// columns x CI input channels (grid y: chunks of CI); weights staged per 16 output channels.
-template <int K>
-__global__ void __launch_bounds__(THREADS) grad_input_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, Dims d,
-    int blocks_per_sample)
-{
-    __shared__ __align__(16) float4 w_s[CO * K * K * K];   // [co][tap]: CI input channels
-    const long long b = blockIdx.x / blocks_per_sample;
-    const long long q = (long long)(blockIdx.x % blocks_per_sample) * THREADS + threadIdx.x;
-    const bool live = q < d.in_units;
-    const long long qq = live ? q : 0;
-    const int iw0 = (int)(qq % d.in_quads) * PWI, ih = (int)(qq / d.in_quads % d.H);
-    const int id = (int)(qq / ((long long)d.in_quads * d.H));
-    const int ci0 = blockIdx.y * CI;
-    float acc[PWI][CI] = {};
-    for (int co0 = 0; co0 < d.C_out; co0 += CO) {
-        __syncthreads();
-        for (int i = threadIdx.x; i < CO * K * K * K; i += THREADS) {
-            const int co = co0 + i / (K * K * K), tap = i % (K * K * K);
-            float w[CI];
-#pragma unroll
-            for (int c = 0; c < CI; ++c)
-                w[c] = co < d.C_out && ci0 + c < d.C_in ? weight[((size_t)co * d.C_in + ci0 + c) * K * K * K + tap] : 0.f;
-            w_s[i] = make_float4(w[0], w[1], w[2], w[3]);
-        }
-        __syncthreads();
-        const int n_co = min(CO, d.C_out - co0);
-        for (int j = 0; j < n_co; ++j)
-            for (int kd = 0; kd < K; ++kd) {
-                const int od = id - kd;
-                if (od < 0 || od >= d.Do) continue;
-                for (int kh = 0; kh < K; ++kh) {
-                    const int oh = ih - kh;
-                    if (oh < 0 || oh >= d.Ho) continue;
-                    const float* row = grad_y + (((size_t)b * d.C_out + co0 + j) * d.Do + od) * d.Ho * d.Wo +
-                                       (size_t)oh * d.Wo;
-                    float g[PWI + K - 1];   // g[i] = dL/dy at column iw0 - (K - 1) + i, zero outside
-#pragma unroll
-                    for (int i = 0; i < PWI + K - 1; ++i) {
-                        const int ow = iw0 - (K - 1) + i;
-                        g[i] = ow >= 0 && ow < d.Wo ? __ldg(row + ow) : 0.f;
-                    }
-                    const float4* wr = w_s + (j * K + kd) * K * K + kh * K;
-#pragma unroll
-                    for (int kw = 0; kw < K; ++kw) {
-                        const float4 w = wr[kw];
-#pragma unroll
-                        for (int p = 0; p < PWI; ++p) {   // output column iw0 + p - kw
-                            const float gv = g[p + K - 1 - kw];
-                            acc[p][0] = fmaf(gv, w.x, acc[p][0]);
-                            acc[p][1] = fmaf(gv, w.y, acc[p][1]);
-                            acc[p][2] = fmaf(gv, w.z, acc[p][2]);
-                            acc[p][3] = fmaf(gv, w.w, acc[p][3]);
-                        }
-                    }
-                }
-            }
-    }
-    if (!live) return;
-#pragma unroll
-    for (int c = 0; c < CI; ++c) {
-        if (ci0 + c >= d.C_in) break;
-        float* row = grad_x + (((size_t)b * d.C_in + ci0 + c) * d.D + id) * d.H * d.W + (size_t)ih * d.W;
-#pragma unroll
-        for (int p = 0; p < PWI; ++p)
-            if (iw0 + p < d.W) row[iw0 + p] = acc[p][c];
-    }
-}
-
 // dL/dx on the tensor cores (mma.sync m16n8k8, split TF32) where the forward runs there, C_in <= 4 and
 // K^2 ceil(C_out / 8) <= GI_MAX_STEPS: per input row (b, id, ih) a GEMM with rows = the 32 output columns ow,
 // columns = (kw, ci) (4 x 4, zero past K and C_in), depth = the row's valid taps (kd, kh) x output channels:
@@ -1032,147 +919,6 @@ __host__ __device__ inline bool tc_input_grad(const Dims& d, int K) {
     return tc_forward(d, K) && d.C_in <= 4 && K * K * ((d.C_out + 7) / 8) <= GI_MAX_STEPS;
 }
 
-// dL/dW[co, ci, kd, kh, kw] = sum over samples and output positions of dL/dy[co] x[ci, + tap]. An item is
-// 4 output channels x one (ci, kd, kh) x the K kw taps. A slice is one (sample, output depth); block i
-// takes the contiguous slices [i S / n, (i + 1) S / n), and its warps take items in turn: for each, the
-// lanes walk the range's output columns with 4 K sums each, added at the end by a fixed shuffle tree
-// into partials (blocks, items, 4, K).
-template <int K>
-__global__ void __launch_bounds__(WG_THREADS, 3) grad_weight_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, Dims d,
-    int n_items)
-{
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const long long slices = (long long)d.B * d.Do;
-    const long long s0 = blockIdx.x * slices / gridDim.x, s1 = (blockIdx.x + 1) * slices / gridDim.x;
-    const size_t plane = (size_t)d.Ho * d.Wo;
-    for (int item = warp; item < n_items; item += WG_WARPS) {
-        const int co0 = item / (d.C_in * K * K) * 4, r = item % (d.C_in * K * K);
-        const int ci = r / (K * K), kd = r / K % K, kh = r % K, n_co = min(4, d.C_out - co0);
-        float a[4][K] = {};
-        for (long long s = s0; s < s1; ++s) {
-            const long long b = s / d.Do;
-            const int od = (int)(s % d.Do);
-            const float* xs = x + (((size_t)b * d.C_in + ci) * d.D + od + kd) * d.H * d.W + (size_t)kh * d.W;
-            const float* gs = grad_y + (((size_t)b * d.C_out + co0) * d.Do + od) * plane;
-            for (int oh = 0; oh < d.Ho; ++oh)
-                for (int ow = lane; ow < d.Wo; ow += 32) {
-                    float xv[K], g[4];
-#pragma unroll
-                    for (int kw = 0; kw < K; ++kw) xv[kw] = __ldg(xs + (size_t)oh * d.W + ow + kw);
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        g[c] = c < n_co ? __ldg(gs + c * d.Do * plane + (size_t)oh * d.Wo + ow) : 0.f;
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-#pragma unroll
-                        for (int kw = 0; kw < K; ++kw) a[c][kw] = fmaf(g[c], xv[kw], a[c][kw]);
-                }
-        }
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-#pragma unroll
-            for (int kw = 0; kw < K; ++kw) {
-                double v = a[c][kw];
-#pragma unroll
-                for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (lane == 0) partials[((size_t)blockIdx.x * n_items + item) * 4 * K + c * K + kw] = v;
-            }
-    }
-}
-
-// The same sums with each (sample, output depth) slice staged in shared memory: block (group, range) takes
-// WG_WARPS items (4 output channels x one (ci, kd)), a warp each, over a contiguous range of slices. Per
-// slice the block stages the dL/dy planes of its items' output channels and the K input planes of their
-// input channels; each lane then walks the slice's positions with 4 x K x K sums, kept in registers over
-// the whole range and added at the end by a fixed shuffle tree. Partials in grad_weight_kernel's layout.
-// Used where the largest group's planes fit in shared memory (smem_floats).
-template <int K>
-__global__ void __launch_bounds__(WG_THREADS, 2) grad_weight_smem_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, Dims d,
-    int n_groups, int n_ranges)
-{
-    extern __shared__ float sm[];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int group = blockIdx.x % n_groups, range = blockIdx.x / n_groups;
-    const int per_co = d.C_in * K, n_items = (d.C_out + 3) / 4 * per_co;   // items: (co / 4, ci, kd)
-    const int first = group * WG_WARPS, last = min(first + WG_WARPS, n_items) - 1;
-    const int co_lo = first / per_co * 4, co_hi = min(d.C_out, (last / per_co + 1) * 4);
-    int ci_lo = d.C_in, ci_hi = 0;
-    for (int it = first; it <= last; ++it) {
-        ci_lo = min(ci_lo, it % per_co / K);
-        ci_hi = max(ci_hi, it % per_co / K + 1);
-    }
-    const int plane_out = d.Ho * d.Wo, plane_in = d.H * d.W;
-    float* g_s = sm;
-    float* x_s = sm + (co_hi - co_lo) * plane_out;
-    const int item = min(first + warp, last);   // warps past the last item repeat it and write nothing
-    const int cq = item / per_co, ci = item % per_co / K, kd = item % K, n_co = min(4, d.C_out - 4 * cq);
-    const long long slices = (long long)d.B * d.Do;
-    const long long s0 = range * slices / n_ranges, s1 = (range + 1) * slices / n_ranges;
-    float a[4][K][K] = {};
-    for (long long s = s0; s < s1; ++s) {
-        const long long b = s / d.Do;
-        const int od = (int)(s % d.Do);
-        __syncthreads();
-        for (int i = threadIdx.x; i < (co_hi - co_lo) * plane_out; i += WG_THREADS)
-            g_s[i] = __ldg(grad_y + (((size_t)b * d.C_out + co_lo + i / plane_out) * d.Do + od) * plane_out + i % plane_out);
-        for (int i = threadIdx.x; i < (ci_hi - ci_lo) * K * plane_in; i += WG_THREADS)   // planes od .. od + K - 1
-            x_s[i] = __ldg(x + (((size_t)b * d.C_in + ci_lo + i / (K * plane_in)) * d.D + od) * plane_in +
-                           i % (K * plane_in));
-        __syncthreads();
-        const float* gp = g_s + (4 * cq - co_lo) * plane_out;
-        const float* xp = x_s + ((ci - ci_lo) * K + kd) * plane_in;
-        for (int p = lane; p < plane_out; p += 32) {
-            const int oh = p / d.Wo, ow = p % d.Wo;
-            float g[4];
-#pragma unroll
-            for (int c = 0; c < 4; ++c) g[c] = c < n_co ? gp[c * plane_out + p] : 0.f;
-            const float* xr = xp + oh * d.W + ow;
-#pragma unroll
-            for (int kh = 0; kh < K; ++kh)
-#pragma unroll
-                for (int kw = 0; kw < K; ++kw) {
-                    const float xv = xr[kh * d.W + kw];
-#pragma unroll
-                    for (int c = 0; c < 4; ++c) a[c][kh][kw] = fmaf(g[c], xv, a[c][kh][kw]);
-                }
-        }
-    }
-    const bool writes = first + warp <= last;
-    const int n_items_kh = n_items * K;   // grad_weight_kernel's items: (co / 4, ci, kd, kh)
-#pragma unroll
-    for (int c = 0; c < 4; ++c)
-#pragma unroll
-        for (int kh = 0; kh < K; ++kh)
-#pragma unroll
-            for (int kw = 0; kw < K; ++kw) {
-                double v = a[c][kh][kw];
-#pragma unroll
-                for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (writes && lane == 0)
-                    partials[(((size_t)range * n_items_kh + item * K + kh) * 4 + c) * K + kw] = v;
-            }
-}
-
-// Shared memory (floats) grad_weight_smem_kernel needs: the largest group's planes.
-static long long wg_smem_floats(const Dims& d, int K) {
-    const int per_co = d.C_in * K, n_items = (d.C_out + 3) / 4 * per_co;
-    long long most = 0;
-    for (int first = 0; first < n_items; first += WG_WARPS) {
-        const int last = min(first + WG_WARPS, n_items) - 1;
-        const int co_lo = first / per_co * 4, co_hi = min(d.C_out, (last / per_co + 1) * 4);
-        int ci_lo = d.C_in, ci_hi = 0;
-        for (int it = first; it <= last; ++it) {
-            ci_lo = min(ci_lo, it % per_co / K);
-            ci_hi = max(ci_hi, it % per_co / K + 1);
-        }
-        most = max(most, (long long)(co_hi - co_lo) * d.Ho * d.Wo + (long long)(ci_hi - ci_lo) * K * d.H * d.W);
-    }
-    return most;
-}
-constexpr long long WG_SMEM_MAX = 100 * 1024;   // bytes: two blocks per SM on sm_80 and newer
-
 // dL/dW on the tensor cores where the forward runs there and a row's 4 columns are one 16-byte load (vec):
 // per output row (b, od, oh) and depth k = (ci, kd, kh), with X_k the input row x[b, ci, od + kd, oh + kh, :],
 //   dW[co][k][kw] += sum_iw dL/dy[co][iw - kw] X_k[iw]   (dL/dy zero outside [0, Wo)),
@@ -1309,22 +1055,6 @@ __global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partia
     grad_weight[i] = (float)v;
 }
 
-// dL/dW from the weight-gradient partials, a thread per weight, the blocks' partials added in order.
-template <int K>
-__global__ void finish_weight_grad_kernel(const double* __restrict__ w_partials, float* __restrict__ grad_weight,
-                                          Dims d, int wg_blocks)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int taps = K * K * K, n_items = (d.C_out + 3) / 4 * d.C_in * K * K;
-    if (i >= (long long)d.C_out * d.C_in * taps) return;
-    // weight (co, ci, kd, kh, kw): item (co / 4, ci, kd, kh), slot (co % 4, kw)
-    const int co = (int)(i / (d.C_in * taps)), r = (int)(i % (d.C_in * taps)), kw = r % K;
-    const int item = co / 4 * d.C_in * K * K + r / K;
-    double v = 0.0;
-    for (int k = 0; k < wg_blocks; ++k) v += w_partials[((size_t)k * n_items + item) * 4 * K + (co % 4) * K + kw];
-    grad_weight[i] = (float)v;
-}
-
 // Per channel (block x), one of three sums (block y): the bias gradient from the grad_y blocks' partials,
 // dL/dgamma and dL/dbeta from the per-sample terms. Each thread adds a fixed stride of terms in order,
 // then a fixed tree: deterministic.
@@ -1439,7 +1169,8 @@ __global__ void __launch_bounds__(THREADS) conv_hswish_sums_general_kernel(
     block_channel_sums(q, red, out + CO);
 }
 
-// grad_y_kernel on the general path (float32).
+// dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), y recomputed (any kernel size, float32); per block the
+// per-channel sum of dL/dy (the conv bias's gradient) -> partials (B, chunks, blocks_per_sample, CO).
 __global__ void __launch_bounds__(THREADS) grad_y_general_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
     const float* __restrict__ coef, float* __restrict__ grad_y, double* __restrict__ bias_partials, Dims d,
@@ -1723,9 +1454,7 @@ static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
     d.B = B; d.C_in = C_in; d.C_out = C_out; d.D = D; d.H = H; d.W = W;
     d.Do = D - K + 1; d.Ho = H - K + 1; d.Wo = W - K + 1;
     d.quads = (d.Wo + PW - 1) / PW;
-    d.in_quads = (W + PWI - 1) / PWI;
     d.out_units = (long long)d.Do * d.Ho * d.quads;
-    d.in_units = (long long)D * H * d.in_quads;
     return d;
 }
 
@@ -1796,73 +1525,39 @@ cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* 
     });
 }
 
+// The backward, stage by stage: each tensor-core kernel where its bounds hold (a tuned kernel size and: dL/dy the
+// forward's tc_forward; dL/dx tc_input_grad; dL/dW tc_forward and rows of the float input as vector loads), else
+// that stage's general kernel (tiled, any kernel size; they beat the plain-FP32 kernels they replaced by 4 to 27%:
+// docs/conv3d_hardswish_groupnorm_mean_all_custom.md).
+struct BackwardPlan {
+    bool tc_y, tc_x, tc_w;
+    int bps;   // dL/dy's blocks per (sample, channel chunk): its partial sums of dL/dbias
+};
+static BackwardPlan backward_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw, bool vec) {
+    const bool tuned = tuned_kernel(kd, kh, kw);
+    const Dims d = make_dims(B, C_in, C_out, D, H, W, kd);
+    BackwardPlan bp{tuned && tc_forward(d, kd), tuned && tc_input_grad(d, kd), tuned && tc_forward(d, kd) && vec, 0};
+    bp.bps = bp.tc_y ? tc_parts(d) : general_bps(general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw}));
+    return bp;
+}
+
 // Workspace (doubles): coef (B, C, 3) floats rounded up to doubles, param terms (B, 2C), bias partials,
 // weight-gradient partials.
-static int wg_blocks(int sms) { return 3 * sms; }   // grad_weight_kernel: 3 blocks per SM resident
 // grad_weight_tc_kernel's blocks (grid x): 2 per SM resident (a wave), shared by the chunks.
 static int wgt_blocks(const Dims& d, int sms) { return std::max(1, 2 * sms / ((d.C_out + CO - 1) / CO)); }
-static bool tc_weight_grad(const Dims& d, int K, bool vec) { return tc_forward(d, K) && vec; }
-static long long weight_partials(const Dims& d, int K, bool vec, int sms) {
-    const int chunks = (d.C_out + CO - 1) / CO, depth = d.C_in * K * K;
-    if (tc_weight_grad(d, K, vec)) return (long long)wgt_blocks(d, sms) * chunks * wgt_groups(depth) * CO * WGT_DEPTHS * K;
-    return (long long)wg_blocks(sms) * (d.C_out + 3) / 4 * depth * 4 * K;
-}
 int grad_y_tail() { return GI_TAIL; }
 long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
                                      int kw, int sms) {
-    const long long common = ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out;
-    if (!tuned_kernel(kd, kh, kw)) {   // the tiled dL/dW's split totals
-        const Kernel3 k{kd, kh, kw};
-        const Dims d = general_dims(B, C_in, C_out, D, H, W, k);
-        return common + (long long)B * ((C_out + CO - 1) / CO) * general_bps(d) * CO +
-               (long long)wgrad_grid(d, k, sms).z * C_out * C_in * kd * kh * kw;
+    const BackwardPlan bp = backward_plan(B, C_in, C_out, D, H, W, kd, kh, kw, aligned_rows(x, W));
+    const int chunks = (C_out + CO - 1) / CO;
+    const long long common = ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out + (long long)B * chunks * bp.bps * CO;
+    if (bp.tc_w) {
+        const int K = kd;
+        return common + (long long)wgt_blocks(make_dims(B, C_in, C_out, D, H, W, K), sms) * chunks *
+                            wgt_groups(C_in * K * K) * CO * WGT_DEPTHS * K;
     }
-    const int K = kd;
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    return common + (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * CO +
-           weight_partials(d, K, aligned_rows(x, W), sms);
-}
-
-// The backward on the general path: dL/dy and its channel sums, dL/dx, dL/dW, then the channel gradients.
-static cudaError_t backward_general(const float* x, const float* weight, const float* bias, const float* coef,
-                                    const double* param_terms, double* b_partials, double* w_partials, float* grad_y,
-                                    float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                                    float* grad_gn_bias, const Dims& d, Kernel3 k, int sms, cudaStream_t stream) {
-    const int bps = general_bps(d);
-    cudaError_t err;
-    grad_y_general_kernel<<<dim3((unsigned)((long long)d.B * bps), (d.C_out + CO - 1) / CO), THREADS, 0, stream>>>(
-        x, weight, bias, coef, grad_y, b_partials, d, k, bps);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (grad_x != nullptr) {   // the conv's transpose: dL/dy (C_out channels, Do x Ho x Wo) in, C_in channels out
-        const int cot = d.C_in <= 4 ? 4 : d.C_in <= 8 ? 8 : CO_T, th = cot < CO_T ? 2 * TILE_H : TILE_H;
-        FlipConv t{d.C_out, d.C_in, d.Do, d.Ho, d.Wo, 1, k, cot, th};
-        t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)d.C_out, (40u << 10) / t.smem_bytes()));
-        const long long tiles = (long long)d.D * ((d.H + th - 1) / th) * ((d.W + TILE_W - 1) / TILE_W);
-        const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 4>
-                          : cot == 8 ? grad_input_tiled_kernel<8, 4> : grad_input_tiled_kernel<CO_T, 2>;
-        if (t.smem_bytes() > (40u << 10) &&
-            (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
-                cudaSuccess)
-            return err;
-        kernel<<<dim3((unsigned)(tiles * d.B), (d.C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
-            grad_y, weight, grad_x, t);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    }
-    const dim3 grid = wgrad_grid(d, k, sms);
-    const size_t smem = wgrad_smem_bytes(d.C_in, k);
-    if (smem > (40u << 10) &&
-        (err = cudaFuncSetAttribute(grad_weight_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
-            cudaSuccess)
-        return err;
-    grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, w_partials, d, k, (int)grid.z);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    const long long n_w = (long long)d.C_out * d.C_in * k.d * k.h * k.w;
-    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight, n_w,
-                                                                                       (int)grid.z);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    finish_channel_grads_kernel<<<dim3(d.C_out, 3), SUM_THREADS, 0, stream>>>(b_partials, param_terms, grad_bias,
-                                                                              grad_gn_weight, grad_gn_bias, d, bps);
-    return cudaGetLastError();
+    const Kernel3 k{kd, kh, kw};   // the tiled dL/dW's split totals
+    return common + (long long)wgrad_grid(general_dims(B, C_in, C_out, D, H, W, k), k, sms).z * C_out * C_in * kd * kh * kw;
 }
 
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
@@ -1871,101 +1566,95 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
                             int kh, int kw, int sms, cudaStream_t stream) {
     const int K = kd;
-    const bool tuned = tuned_kernel(kd, kh, kw);
-    const Dims d = tuned ? make_dims(B, C_in, C_out, D, H, W, K) : general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
-    const int bps = tuned ? sum_blocks(d, K) : general_bps(d), chunks = (C_out + CO - 1) / CO;
+    const Kernel3 k{kd, kh, kw};
+    const BackwardPlan bp = backward_plan(B, C_in, C_out, D, H, W, kd, kh, kw, aligned_rows(x, W));
+    const Dims dt = make_dims(B, C_in, C_out, D, H, W, K);   // the tensor-core kernels' dims (a cubic kernel K)
+    const Dims dg = general_dims(B, C_in, C_out, D, H, W, k);
+    const int bps = bp.bps, chunks = (C_out + CO - 1) / CO;
     float* coef = reinterpret_cast<float*>(work);
     double* param_terms = work + ((long long)B * C_out * 3 + 1) / 2;
     double* b_partials = param_terms + (long long)B * 2 * C_out;
     double* w_partials = b_partials + (long long)B * chunks * bps * CO;
-    const int n_items = (C_out + 3) / 4 * C_in * K * K, n_wg = wg_blocks(sms);
     cudaError_t err;
-    gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, d, G);
+    gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, dg, G);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (!tuned)
-        return backward_general(x, weight, bias, coef, param_terms, b_partials, w_partials, grad_y, grad_x, grad_weight,
-                                grad_bias, grad_gn_weight, grad_gn_bias, d, Kernel3{kd, kh, kw}, sms, stream);
+    // dL/dy and its per-block channel sums
     const dim3 grid_y((unsigned)((long long)B * bps), chunks);
-    const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
-    if (tc && K == 3)
-        conv_rows_tc_kernel<3, true><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps, vec);
-    else if (tc)
-        conv_rows_tc_kernel<4, true><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps, vec);
-    else if (K == 3) grad_y_kernel<3><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps);
-    else grad_y_kernel<4><<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, d, bps);
+    if (bp.tc_y) {
+        const auto kernel = K == 3 ? conv_rows_tc_kernel<3, true> : conv_rows_tc_kernel<4, true>;
+        kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dt, bps, aligned_rows(x, W));
+    } else {
+        grad_y_general_kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dg, k, bps);
+    }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (grad_x != nullptr && tc_input_grad(d, K)) {
+    // dL/dx: the conv's transpose of dL/dy
+    if (grad_x != nullptr && bp.tc_x) {
         const auto kernel = K == 3 ? grad_input_tc_kernel<3> : grad_input_tc_kernel<4>;
         int per_sm = 0;   // one wave of resident blocks
         if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
             return err;
-        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    } else if (grad_x != nullptr) {
-        const int ibps = (int)((d.in_units + THREADS - 1) / THREADS);
-        const dim3 grid_x((unsigned)((long long)B * ibps), (C_in + CI - 1) / CI);
-        if (K == 3) grad_input_kernel<3><<<grid_x, THREADS, 0, stream>>>(grad_y, weight, grad_x, d, ibps);
-        else grad_input_kernel<4><<<grid_x, THREADS, 0, stream>>>(grad_y, weight, grad_x, d, ibps);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    }
-    const long long smem = wg_smem_floats(d, K) * (long long)sizeof(float);
-    const long long n_w = (long long)C_out * C_in * K * K * K;
-    const unsigned w_grid = (unsigned)((n_w + 127) / 128);
-    if (tc_weight_grad(d, K, vec)) {
-        const int n_blocks = wgt_blocks(d, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
-        if (K == 3) grad_weight_tc_kernel<3><<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, d);
-        else grad_weight_tc_kernel<4><<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, d);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_blocks);
-        else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_blocks);
-    } else if (smem <= WG_SMEM_MAX) {
-        const int n_groups = (n_items / K + WG_WARPS - 1) / WG_WARPS;
-        const auto kernel = K == 3 ? grad_weight_smem_kernel<3> : grad_weight_smem_kernel<4>;
-        if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, dt);
+    } else if (grad_x != nullptr) {   // dL/dy (C_out channels, Do x Ho x Wo) in, C_in channels out
+        const int cot = C_in <= 4 ? 4 : C_in <= 8 ? 8 : CO_T, th = cot < CO_T ? 2 * TILE_H : TILE_H;
+        FlipConv t{C_out, C_in, dg.Do, dg.Ho, dg.Wo, 1, k, cot, th};
+        t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_out, (40u << 10) / t.smem_bytes()));
+        const long long tiles = (long long)D * ((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
+        const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 4>
+                          : cot == 8 ? grad_input_tiled_kernel<8, 4> : grad_input_tiled_kernel<CO_T, 2>;
+        if (t.smem_bytes() > (40u << 10) &&
+            (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
+                cudaSuccess)
             return err;
-        kernel<<<n_groups * n_wg, WG_THREADS, (size_t)smem, stream>>>(grad_y, x, w_partials, d, n_groups, n_wg);
-    } else if (K == 3) {
-        grad_weight_kernel<3><<<n_wg, WG_THREADS, 0, stream>>>(grad_y, x, w_partials, d, n_items);
-    } else {
-        grad_weight_kernel<4><<<n_wg, WG_THREADS, 0, stream>>>(grad_y, x, w_partials, d, n_items);
+        kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
+            grad_y, weight, grad_x, t);
     }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (!tc_weight_grad(d, K, vec)) {
-        if (K == 3) finish_weight_grad_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_wg);
-        else finish_weight_grad_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_wg);
+    // dL/dW: partials, then their sums in order
+    const long long n_w = (long long)C_out * C_in * kd * kh * kw;
+    if (bp.tc_w) {
+        const int n_blocks = wgt_blocks(dt, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
+        const unsigned w_grid = (unsigned)((n_w + 127) / 128);
+        if (K == 3) grad_weight_tc_kernel<3><<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, dt);
+        else grad_weight_tc_kernel<4><<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, dt);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
+        else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
+    } else {
+        const dim3 grid = wgrad_grid(dg, k, sms);
+        const size_t smem = wgrad_smem_bytes(C_in, k);
+        if (smem > (40u << 10) &&
+            (err = cudaFuncSetAttribute(grad_weight_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem)) != cudaSuccess)
+            return err;
+        grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, w_partials, dg, k, (int)grid.z);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight,
+                                                                                           n_w, (int)grid.z);
     }
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
     finish_channel_grads_kernel<<<dim3(C_out, 3), SUM_THREADS, 0, stream>>>(b_partials, param_terms, grad_bias,
-                                                                            grad_gn_weight, grad_gn_bias, d, bps);
+                                                                            grad_gn_weight, grad_gn_bias, dg, bps);
     return cudaGetLastError();
 }
 
 // The launch plan for an input: each stage's kernel and the rule that picked it, from the decisions the launchers
-// above make (tuned_kernel, tc_forward, aligned_rows, tc_input_grad, tc_weight_grad, wg_smem_floats). conv_type: the
+// above make (tuned_kernel, tc_forward, aligned_rows, backward_plan). conv_type: the
 // dtype code; x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a non-contiguous input,
 // and in the backward the float copy of a half input). One line a stage, "stage: kernel; rule".
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                           int conv_type, int x_misalign) {
-    const bool half = conv_type != 0;
-    std::string s;
-    if (!tuned_kernel(kd, kh, kw)) {
-        s += "forward: conv_hswish_sums_general_kernel + gn_mean_finalize_kernel; general path (the tuned one takes "
-             "a cubic kernel of 3 or 4)\n";
-        s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-        s += "backward dL/dy: grad_y_general_kernel; general path\n";
-        s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 4 ? "4" : C_in <= 8 ? "8" : "16") +
-             ">; general path, " + (C_in <= 4 ? "C_in <= 4" : C_in <= 8 ? "C_in <= 8" : "C_in > 8") + "\n";
-        s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; general path\n";
-        s += "backward channel gradients: finish_channel_grads_kernel; always\n";
-        return s;
-    }
+    const bool half = conv_type != 0, tuned = tuned_kernel(kd, kh, kw);
     const int K = kd;
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const bool tc = tc_forward(d, K);
+    const bool tc = tuned && tc_forward(d, K);
     const bool vec_fwd = W % 4 == 0 && x_misalign % (half ? 8 : 16) == 0;   // aligned_rows on the input as given
     const bool vec_bwd = W % 4 == 0 && (half || x_misalign == 0);          // aligned_rows on the float input
     const std::string rows = " (rows of x as vector loads: W a multiple of 4 and x aligned)";
-    if (tc && half)
+    std::string s;
+    if (!tuned)
+        s += "forward: conv_hswish_sums_general_kernel + gn_mean_finalize_kernel; general path (the tuned one takes "
+             "a cubic kernel of 3 or 4)\n";
+    else if (tc && half)
         s += std::string("forward: conv_rows_half_kernel<") + (vec_fwd ? "VEC" : "element loads") + ">; tuned "
              "(a cubic kernel of 3 or 4), W <= 32, C_in K^2 <= 64: 16-bit MMA" + (vec_fwd ? rows : "") + "\n";
     else if (tc)
@@ -1973,20 +1662,19 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
              "64: split TF32 on the tensor cores" + (vec_fwd ? rows : "") + "\n";
     else
         s += "forward: conv_hswish_sums_kernel; tuned kernel size, but W > 32 or C_in K^2 > 64: plain FP32\n";
-    s += "forward finish: gn_mean_finalize_kernel; always\n";
+    if (tuned) s += "forward finish: gn_mean_finalize_kernel; always\n";
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    s += tc ? "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n"
-            : "backward dL/dy: grad_y_kernel; as the forward's plain path\n";
-    s += tc_input_grad(d, K) ? "backward dL/dx: grad_input_tc_kernel; tc_input_grad (W <= 32, its depth bound)\n"
-                             : "backward dL/dx: grad_input_kernel; tc_input_grad's bounds do not hold\n";
-    if (tc_weight_grad(d, K, vec_bwd))
-        s += "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; the forward's tensor-core bounds "
-             "and rows of vector loads\n";
-    else if (wg_smem_floats(d, K) * (long long)sizeof(float) <= WG_SMEM_MAX)
-        s += "backward dL/dW: grad_weight_smem_kernel + finish_weight_grad_kernel; its planes fit 100 KB of shared "
-             "memory\n";
-    else
-        s += "backward dL/dW: grad_weight_kernel + finish_weight_grad_kernel; planes too large for shared memory\n";
+    const BackwardPlan bp = backward_plan(B, C_in, C_out, D, H, W, kd, kh, kw, vec_bwd);
+    const std::string general = tuned ? "its tensor-core kernel's bounds do not hold" : "general path";
+    s += bp.tc_y ? "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n"
+                 : "backward dL/dy: grad_y_general_kernel; " + general + "\n";
+    s += bp.tc_x ? "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth "
+                   "bound)\n"
+                 : std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 4 ? "4" : C_in <= 8 ? "8" : "16") +
+                       ">; " + general + ", " + (C_in <= 4 ? "C_in <= 4" : C_in <= 8 ? "C_in <= 8" : "C_in > 8") + "\n";
+    s += bp.tc_w ? "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; the forward's tensor-core "
+                   "bounds and rows of vector loads\n"
+                 : "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; " + general + "\n";
     s += "backward channel gradients: finish_channel_grads_kernel; always\n";
     return s;
 }
@@ -2371,11 +2059,12 @@ def _build(file, name, namespace, extra_cuda_cflags):
 _no_sm90a = os.environ.get("VARIANTS_NO_SM90A") == "1"
 _hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and not _no_sm90a
 # shared: hopper end
-# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
-# per process, so the library is loaded once per source, however often the file is exec-ed.
+# The operators' namespace and the build folder's name: the file's name and a hash of its source. A namespace can be
+# registered once per process, so the library is loaded once per source, however often the file is exec-ed; each
+# version of the file builds in a folder of its own, once.
 _namespace = "conv3d_hardswish_groupnorm_mean_all_custom_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
 if not hasattr(getattr(torch.ops, _namespace), "model"):
-    _build("conv3d_hardswish_groupnorm_mean_all_custom", "conv3d_hardswish_groupnorm_mean_all_custom" + ("_mma_sync_ext" if _no_sm90a else "_ext"), _namespace,
+    _build("conv3d_hardswish_groupnorm_mean_all_custom", _namespace + ("_mma_sync_ext" if _no_sm90a else "_ext"), _namespace,
            ["-O3"] + (["-gencode=arch=compute_90a,code=sm_90a"] if _hopper else []))
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
