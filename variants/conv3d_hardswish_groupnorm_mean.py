@@ -4,11 +4,12 @@ PyTorch's Conv3d stays (the brief keeps it: nn.Conv3d's parameters, computed by 
 our operator), fed contiguous input with TF32 off so it is exact fp32 (cuDNN's channels-last path for
 it is TF32); with torch.backends.cudnn.allow_tf32 on, cuDNN runs this conv in fp32 at the benchmark
 size anyway, so the file is exact under both settings, as PyTorch is. Everything after it is ours:
-  forward (hardswish_gn_mean_kernel, one block per sample): each warp streams whole channel rows of
+  forward (hardswish_gn_mean_kernel, a block per sample, or per run of its groups where the batch is too small
+    to fill the GPU): each warp streams whole channel rows of
     the conv output y once, summing h = hardswish(y) and h^2; then
         out[b, c] = gamma_c * (m_c - mu_g) * rstd_g + beta_c,   m_c = mean_s h[c, s],
     with mu_g, rstd_g the group's mean and 1/std. Nothing of y's size is written.
-  backward (hardswish_gn_mean_backward_kernel, one block per sample): with N = S * C / G,
+  backward (hardswish_gn_mean_backward_kernel, blocks as the forward's): with N = S * C / G,
         dL/dh[c, s] = A_c + B_g * (h[c, s] - mu_g),
         A_c = rstd * (g_c gamma_c / S - sum_{c' in g} g_c' gamma_c' / N),
         B_g = -rstd^3 / N * sum_{c' in g} g_c' gamma_c' (m_c' - mu_g),
@@ -51,6 +52,7 @@ from torch.utils.cpp_extension import get_default_build_root, load_inline
 
 cuda_source = r"""
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -177,8 +179,24 @@ __device__ __forceinline__ void row_sums(const T* __restrict__ row, int S, int l
     sumsq = warp_sum(dq);
 }
 
-// Forward: one block per sample. Writes out (B, C) and the statistics the backward needs. T: the conv
-// output's element type; TO: the GroupNorm's (its parameters and the output).
+// Both kernels' grid: (sample, part), a part a run of gpb whole groups, so that a batch smaller than the GPU
+// still fills it: parts such that B x parts >= 2 blocks per SM (1 at the benchmark's batch). Each channel's and
+// group's sums are added in the same order whatever the split: the same bits for any number of parts.
+struct GroupParts {
+    int parts, gpb;   // parts of a sample, groups per part
+};
+static GroupParts group_parts(int B, int G) {
+    int device = 0, sms = 132;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) !=
+                                                     cudaSuccess)
+        sms = 132;
+    const int want = std::min(G, std::max(1, (2 * sms + B - 1) / B));
+    const int gpb = (G + want - 1) / want;
+    return {(G + gpb - 1) / gpb, gpb};
+}
+
+// Forward: a block per (sample, part of the groups). Writes out (B, C) and the statistics the backward needs.
+// T: the conv output's element type; TO: the GroupNorm's (its parameters and the output).
 template <typename T, typename TO>
 __global__ void __launch_bounds__(THREADS) hardswish_gn_mean_kernel(
     const T* __restrict__ y,              // (B, C, S) conv output, contiguous
@@ -186,20 +204,20 @@ __global__ void __launch_bounds__(THREADS) hardswish_gn_mean_kernel(
     const TO* __restrict__ gn_bias,       // (C)
     TO* __restrict__ out,                 // (B, C)
     double* __restrict__ stats,           // (B, C + 2G): m_c, then mu_g, then rstd_g
-    int C, int G, int S, double eps)
+    int C, int G, int S, double eps, int gpb)
 {
-    extern __shared__ double sums[];      // [0, C): sum of h per channel, [C, 2C): sum of h^2
-    const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int c = warp; c < C; c += WARPS) {
+    extern __shared__ double sums[];      // [0, C): sum of h per channel, [C, 2C): sum of h^2 (the part's slots)
+    const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, cpg = C / G;
+    const int c0 = blockIdx.y * gpb * cpg, c1 = min(C, c0 + gpb * cpg);   // the part's channels: whole groups
+    for (int c = c0 + warp; c < c1; c += WARPS) {
         double s, q;
         row_sums(y + ((size_t)b * C + c) * S, S, lane, s, q);
         if (lane == 0) { sums[c] = s; sums[C + c] = q; }
     }
     __syncthreads();
-    const int cpg = C / G;
     const double n_group = (double)S * cpg;
     double* st = stats + (size_t)b * (C + 2 * G);
-    for (int c = threadIdx.x; c < C; c += THREADS) {
+    for (int c = c0 + threadIdx.x; c < c1; c += THREADS) {
         const int g = c / cpg;
         double s = 0.0, q = 0.0;
         for (int j = g * cpg; j < (g + 1) * cpg; ++j) { s += sums[j]; q += sums[C + j]; }
@@ -217,9 +235,9 @@ __global__ void __launch_bounds__(THREADS) hardswish_gn_mean_kernel(
     }
 }
 
-// Backward: one block per sample. Forms A_c, B_g (see the file's docstring) in shared memory, then
-// streams y once and writes grad_y (in y's element type, for PyTorch's convolution backward) once. Also
-// writes this sample's dgamma/dbeta terms.
+// Backward: a block per (sample, part of the groups). Forms A_c, B_g (see the file's docstring) in shared
+// memory, then streams y once and writes grad_y (in y's element type, for PyTorch's convolution backward)
+// once. Also writes this sample's dgamma/dbeta terms.
 template <typename T, typename TO>
 __global__ void __launch_bounds__(THREADS, 2) hardswish_gn_mean_backward_kernel(   // 2 blocks/SM: <= 64 registers
     const TO* __restrict__ grad_out,      // (B, C)
@@ -228,14 +246,15 @@ __global__ void __launch_bounds__(THREADS, 2) hardswish_gn_mean_backward_kernel(
     const double* __restrict__ stats,     // (B, C + 2G), from the forward
     T* __restrict__ grad_y,               // (B, C, S)
     double* __restrict__ param_terms,     // (B, 2C): g_c (m_c - mu) rstd, then g_c
-    int C, int G, int S)
+    int C, int G, int S, int gpb)
 {
-    extern __shared__ float coef[];       // [0, C): A_c, [C, C + G): B_g, [C + G, C + 2G): mu_g
+    extern __shared__ float coef[];       // [0, C): A_c, [C, C + G): B_g, [C + G, C + 2G): mu_g (the part's slots)
     const int b = blockIdx.x, cpg = C / G;
+    const int c0 = blockIdx.y * gpb * cpg, c1 = min(C, c0 + gpb * cpg);   // the part's channels: whole groups
     const double* st = stats + (size_t)b * (C + 2 * G);
     const TO* g = grad_out + (size_t)b * C;
     const double n_group = (double)S * cpg;
-    for (int c = threadIdx.x; c < C; c += THREADS) {
+    for (int c = c0 + threadIdx.x; c < c1; c += THREADS) {
         const int grp = c / cpg;
         const double mu = st[C + grp], rstd = st[C + G + grp];
         double g1 = 0.0, g2 = 0.0;
@@ -255,7 +274,7 @@ __global__ void __launch_bounds__(THREADS, 2) hardswish_gn_mean_backward_kernel(
     }
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int c = warp; c < C; c += WARPS) {
+    for (int c = c0 + warp; c < c1; c += WARPS) {
         const float a = coef[c], bg = coef[C + c / cpg], mu = coef[C + G + c / cpg];
         const auto grad = [=](T e) {
             const float v = to_float(e);
@@ -313,9 +332,10 @@ cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weigh
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        hardswish_gn_mean_kernel<T, TO><<<B, THREADS, 2 * C * sizeof(double), stream>>>(
+        const GroupParts gp = group_parts(B, G);
+        hardswish_gn_mean_kernel<T, TO><<<dim3(B, gp.parts), THREADS, 2 * C * sizeof(double), stream>>>(
             static_cast<const T*>(y), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
-            static_cast<TO*>(out), stats, C, G, S, eps);
+            static_cast<TO*>(out), stats, C, G, S, eps, gp.gpb);
         return cudaGetLastError();
     });
 }
@@ -327,9 +347,10 @@ cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* 
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        hardswish_gn_mean_backward_kernel<T, TO><<<B, THREADS, (C + 2 * G) * sizeof(float), stream>>>(
+        const GroupParts gp = group_parts(B, G);
+        hardswish_gn_mean_backward_kernel<T, TO><<<dim3(B, gp.parts), THREADS, (C + 2 * G) * sizeof(float), stream>>>(
             static_cast<const TO*>(grad_out), static_cast<const T*>(y), static_cast<const TO*>(gn_weight), stats,
-            static_cast<T*>(grad_y), param_terms, C, G, S);
+            static_cast<T*>(grad_y), param_terms, C, G, S, gp.gpb);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
         gn_param_grad_kernel<TO><<<(2 * C + 255) / 256, 256, 0, stream>>>(
@@ -711,11 +732,12 @@ def _build(file, name, namespace, extra_cuda_cflags):
                 extra_cflags=[f"-DOPS_NAMESPACE={namespace}"], extra_cuda_cflags=extra_cuda_cflags,
                 is_python_module=False, verbose=False, **_header_option)
 # shared: build end
-# The operators' namespace: the file's name and a hash of its source. A namespace can be registered once
-# per process, so the library is loaded once per source, however often the file is exec-ed.
+# The operators' namespace and the build folder's name: the file's name and a hash of its source. A namespace can be
+# registered once per process, so the library is loaded once per source, however often the file is exec-ed; each
+# version of the file builds in a folder of its own, once.
 _namespace = "conv3d_hardswish_groupnorm_mean_" + hashlib.sha256((cpp_source + cuda_source).encode()).hexdigest()[:12]
 if not hasattr(getattr(torch.ops, _namespace), "model"):
-    _build("conv3d_hardswish_groupnorm_mean", "conv3d_hardswish_groupnorm_mean_ext", _namespace,
+    _build("conv3d_hardswish_groupnorm_mean", _namespace + "_ext", _namespace,
            ["-O3"])
 _ops = getattr(torch.ops, _namespace)
 _model = _ops.model.default   # an overload, not the packet: a little less host time per call
@@ -749,7 +771,8 @@ class ModelNew(nn.Module):
         """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward. One path for every
         input and configuration (the element types are template parameters), so the plan is the same for all x."""
         return {"forward conv": "PyTorch's nn.Conv3d (at::_convolution); the brief keeps it",
-                "forward": "hardswish_gn_mean_kernel; always: a block a sample, y read once",
+                "forward": "hardswish_gn_mean_kernel; always: a block per (sample, run of whole groups), as many "
+                           "runs as fill 2 blocks per SM (one at the benchmark's batch), y read once",
                 "backward chain": "hardswish_gn_mean_backward_kernel + gn_param_grad_kernel; always: y read once, "
                                   "dL/dy written once",
                 "backward conv": "PyTorch's convolution backward (at::convolution_backward); the brief keeps the conv"}
