@@ -1,7 +1,7 @@
 """Verify and time every variant: accuracy, milliseconds beside eager and torch.compile, floors.
 
     python run_all.py [--only NAME] [--dtype fp32|fp16|bf16 ...] [--json PATH] [--markdown PATH] [--reps N]
-                      [--no-compile] [--cold] [--sweep]
+                      [--no-compile] [--cold] [--sweep | --channels [--plot PNG]]
 
 Builds each variant once (into build/torch_extensions; --cold also times a build into an empty folder
 in a fresh interpreter), checks it against the float64 truth and against PyTorch under its default
@@ -12,6 +12,9 @@ writes the tables as the README's Results section shows them.
 --sweep instead times each file's forward and forward + backward at batch 1, 8, the benchmark's, KernelBench's
 previous size and a configuration outside the tuned path, beside eager, as GPU time (a CUDA graph replayed)
 and harness time (one call between CUDA events), with each file's smallest ratio (common/sweep.py).
+--channels times the channel sweep instead (channel pairs 3 -> 16 to 64 -> 128, kernel 3 and 5, batch 8 and 32;
+common/problems.py channel_sweep) in each --dtype, the same way; --plot PNG draws it (x eager per configuration,
+a panel per dtype; tools/plot_sweep.py draws one from a saved --json).
 Without a GPU it builds every variant, says that nothing was checked or timed, and exits 1.
 """
 import argparse
@@ -28,7 +31,7 @@ import torch  # noqa: E402
 
 from common.evaluate import evaluate, format_tables  # noqa: E402
 from common.problems import PROBLEMS  # noqa: E402
-from common.sweep import format_sweep, smallest_ratios, sweep  # noqa: E402
+from common.sweep import format_sweep, plot_channel_sweep, smallest_ratios, sweep  # noqa: E402
 
 COLD_BUILD = "import sys; sys.path.insert(0, {root!r}); from common.loading import load_variant; load_variant({name!r})"
 
@@ -74,9 +77,13 @@ def build_all(names, cold):
 
 
 def run_sweep(args, built, failed, gpu):
-    rows = [row for name, (namespace, _) in built.items() for row in sweep(name, namespace["ModelNew"], args.reps)]
+    dtypes = (args.dtype or ["fp32"]) if args.channels else ["fp32"]
+    rows = [row for dtype in dtypes for name, (namespace, _) in built.items()
+            if dtype in PROBLEMS[name].dtypes
+            for row in sweep(name, namespace["ModelNew"], args.reps, channels=args.channels, dtype=dtype)]
+    what = "channel sweep" if args.channels else "sizes"
     header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, commit {git_commit()[:12]}, "
-              f"{time.strftime('%Y-%m-%d')}, fp32, TF32 flag at PyTorch's default")
+              f"{time.strftime('%Y-%m-%d')}, {what}, {', '.join(dtypes)}, TF32 flag at PyTorch's default")
     table = format_sweep(rows)
     print(f"\n{header}\n{table}")
     if args.json:
@@ -84,7 +91,9 @@ def run_sweep(args, built, failed, gpu):
                 "date": time.strftime("%Y-%m-%d %H:%M:%S"), "build_failures": failed}
         smallest = {n: {k: {"ratio": v, "point": p} for k, (v, p) in r.items()} for n, r in smallest_ratios(rows).items()}
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "sweep": rows, "smallest": smallest}, f, indent=2)
+            json.dump({"meta": meta, "header": header, "sweep": rows, "smallest": smallest}, f, indent=2)
+    if args.plot:
+        plot_channel_sweep(rows, args.plot, title=header)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(f"{header} (medians of {args.reps} runs, L2 flushed before each; GPU = a CUDA graph replayed, "
@@ -103,7 +112,11 @@ def main():
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile of the reference")
     parser.add_argument("--cold", action="store_true", help="also time a build into an empty folder")
     parser.add_argument("--sweep", action="store_true", help="time every file across sizes (fp32) instead")
+    parser.add_argument("--channels", action="store_true", help="time every file's channel sweep (each --dtype) instead")
+    parser.add_argument("--plot", help="with --channels: draw the sweep into this PNG file (matplotlib)")
     args = parser.parse_args()
+    if args.plot and not args.channels:
+        parser.error("--plot draws the channel sweep: add --channels")
     names = args.only or variant_names()
     unknown = set(names) - set(variant_names())
     if unknown:
@@ -116,7 +129,7 @@ def main():
         return 1
 
     gpu = torch.cuda.get_device_name()
-    if args.sweep:
+    if args.sweep or args.channels:
         return run_sweep(args, built, failed, gpu)
     results = []
     dtypes = args.dtype or ["fp32"]

@@ -348,6 +348,29 @@ _GRIDS[_P92] = [
 CONFIGURATIONS = {name: tuple(Case(label, args, shape) for label, args, shape in grid) for name, grid in _GRIDS.items()}
 
 
+# The channel sweep (run_all.py --channels): configurations a user would pick, each file at every pair of channel
+# counts, kernel size and batch below. name -> (init_args from (C_in, C_out, kernel), the input's spatial size).
+SWEEP_CHANNELS = ((3, 16), (16, 32), (32, 64), (64, 128))
+SWEEP_KERNELS = (3, 5)
+SWEEP_BATCHES = (8, 32)
+_SWEEP_CONFIG = {
+    _P23: (lambda ci, co, k: (ci, co, k, 8), (8, 16, 16)),
+    _P27_KEPT: (lambda ci, co, k: (ci, co, k, 8), (8, 16, 16)),
+    _P27: (lambda ci, co, k: (ci, co, k, 8), (8, 16, 16)),
+    _P60: (lambda ci, co, k: (ci, co, k, 2, 1, 8, 1e-5), (4, 8, 8)),   # stride 2, padding 1
+    _P92: (lambda ci, co, k: (ci, co, k, 8), (32, 32)),
+}
+
+
+def channel_sweep(name):
+    """The channel sweep's cases of one file (none for a file that takes only its benchmark's configuration)."""
+    if name not in _SWEEP_CONFIG:
+        return ()
+    make_args, spatial = _SWEEP_CONFIG[name]
+    return tuple(Case(f"{ci}->{co} k{k} b{b}", make_args(ci, co, k), (b, ci) + spatial)
+                 for ci, co in SWEEP_CHANNELS for k in SWEEP_KERNELS for b in SWEEP_BATCHES)
+
+
 def full_names():
     """The problems whose file is a full module (backward, half precision, operators, torch.compile)."""
     return sorted(name for name, problem in PROBLEMS.items() if problem.full)

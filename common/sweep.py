@@ -1,5 +1,7 @@
 """Speed at every size (docs/DESIGN.md): each file's forward, and forward + backward, at batch 1, batch 8, the
-benchmark batch, KernelBench's previous size and a configuration outside the tuned path, beside eager.
+benchmark batch, KernelBench's previous size and a configuration outside the tuned path, beside eager; and the
+channel sweep (common/problems.py channel_sweep: channel pairs 3 -> 16 to 64 -> 128, kernel 3 and 5, batch 8 and
+32), in each dtype asked for, with plot_channel_sweep drawing it.
 
 Each point is timed two ways, L2 flushed before every repeat:
   GPU time: the call replayed from a CUDA graph (the kernels alone);
@@ -10,7 +12,9 @@ Forward + backward: the input and every parameter take gradients, `out.backward(
 import torch
 
 from common.inputs import make_input, make_models
-from common.problems import PROBLEMS, Case
+from common.problems import PROBLEMS, Case, channel_sweep
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 from common.timing import time_cuda
 
 DEVICE = "cuda"
@@ -51,12 +55,15 @@ def time_both(fn, reps):
     return gpu, harness
 
 
-def sweep_point(name, model_cls, case, reps=20, backward=True):
-    """One row: the variant and eager, forward (and forward + backward), GPU and harness milliseconds."""
+def sweep_point(name, model_cls, case, reps=20, backward=True, dtype="fp32"):
+    """One row: the variant and eager, forward (and forward + backward), GPU and harness milliseconds; model and
+    input cast to `dtype` as a benchmark harness casts them."""
     problem = PROBLEMS[name]
     ref, new = make_models(problem.model, model_cls, case.init_args, DEVICE)
-    x = make_input(case.input_shape, 11, DEVICE)
-    row = {"name": name, "point": case.label, "init_args": list(case.init_args), "input_shape": list(case.input_shape)}
+    ref, new = ref.to(DTYPES[dtype]), new.to(DTYPES[dtype])
+    x = make_input(case.input_shape, 11, DEVICE).to(DTYPES[dtype])
+    row = {"name": name, "point": case.label, "dtype": dtype, "init_args": list(case.init_args),
+           "input_shape": list(case.input_shape)}
     for key, model in (("variant", new), ("eager", ref)):
         with torch.no_grad():
             row[f"{key}_gpu_ms"], row[f"{key}_ms"] = time_both(lambda m=model: m(x), reps)
@@ -75,11 +82,12 @@ def sweep_point(name, model_cls, case, reps=20, backward=True):
     return row
 
 
-def sweep(name, model_cls, reps=20, log=print):
+def sweep(name, model_cls, reps=20, log=print, channels=False, dtype="fp32"):
+    """The rows of one file: its sizes (points), or with channels=True its channel sweep, in `dtype`."""
     rows = []
-    for case in points(name):
-        row = sweep_point(name, model_cls, case, reps)
-        log(f"{name} [{case.label}]: GPU {row['variant_gpu_ms']:.4f} ms (eager {row['eager_gpu_ms']:.4f}), "
+    for case in (channel_sweep(name) if channels else points(name)):
+        row = sweep_point(name, model_cls, case, reps, dtype=dtype)
+        log(f"{name} [{case.label}, {dtype}]: GPU {row['variant_gpu_ms']:.4f} ms (eager {row['eager_gpu_ms']:.4f}), "
             f"harness {row['variant_ms']:.4f} ms (eager {row['eager_ms']:.4f}), host {row['host_us']:.0f} us")
         rows.append(row)
         torch.cuda.empty_cache()
@@ -98,7 +106,7 @@ def smallest_ratios(rows):
 
 
 def format_sweep(rows):
-    head = ("| variant | point | input | GPU ms | eager GPU ms | x | harness ms | eager ms | x | host us "
+    head = ("| variant | point | dtype | input | GPU ms | eager GPU ms | x | harness ms | eager ms | x | host us "
             "| fwd+bwd GPU ms | eager | x | fwd+bwd harness ms | eager | x | host us |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
 
@@ -106,7 +114,7 @@ def format_sweep(rows):
         return format(row[key], fmt) if key in row else "-"
     for r in rows:
         lines.append(
-            f"| {r['name'][:44]} | {r['point']} | {'x'.join(map(str, r['input_shape']))} "
+            f"| {r['name'][:44]} | {r['point']} | {r.get('dtype', 'fp32')} | {'x'.join(map(str, r['input_shape']))} "
             f"| {f(r, 'variant_gpu_ms', '.4f')} | {f(r, 'eager_gpu_ms', '.4f')} | {f(r, 'x_eager_gpu', '.2f')} "
             f"| {f(r, 'variant_ms', '.4f')} | {f(r, 'eager_ms', '.4f')} | {f(r, 'x_eager', '.2f')} | {f(r, 'host_us', '.0f')} "
             f"| {f(r, 'variant_fwd_bwd_gpu_ms', '.3f')} | {f(r, 'eager_fwd_bwd_gpu_ms', '.3f')} "
@@ -120,3 +128,36 @@ def format_sweep(rows):
                  for k in ("x_eager_gpu", "x_eager", "x_eager_fwd_bwd_gpu", "x_eager_fwd_bwd")]
         lines.append(f"| {name[:44]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def plot_channel_sweep(rows, path, title=""):
+    """Draws x eager (GPU time) of each configuration, a line a file: a column of panels per dtype, forward above,
+    forward + backward below; the line at 1 is eager's speed. Written to `path` (PNG)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    dtypes = [d for d in DTYPES if any(r.get("dtype", "fp32") == d for r in rows)]
+    names = sorted({r["name"] for r in rows})
+    fig, axes = plt.subplots(2, len(dtypes), figsize=(7 * len(dtypes), 8), squeeze=False, sharey=True)
+    for col, dtype in enumerate(dtypes):
+        for row_i, (key, what) in enumerate((("x_eager_gpu", "forward"), ("x_eager_fwd_bwd_gpu", "forward + backward"))):
+            ax = axes[row_i][col]
+            labels = []
+            for name in names:
+                mine = [r for r in rows if r["name"] == name and r.get("dtype", "fp32") == dtype and key in r]
+                labels = labels if len(labels) >= len(mine) else [r["point"] for r in mine]
+                ax.plot(range(len(mine)), [r[key] for r in mine], marker="o", label=name[:40])
+            ax.axhline(1.0, color="black", linewidth=1)
+            ax.set_yscale("log")
+            ax.set_title(f"{what}, {dtype}")
+            ax.set_xticks(range(len(labels)))
+            ax.set_xticklabels(labels, rotation=90, fontsize=7)
+            ax.set_ylabel("x eager (GPU time; above 1: faster)")
+    axes[0][0].legend(fontsize=7)
+    if title:
+        import textwrap
+        fig.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+

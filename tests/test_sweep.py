@@ -26,3 +26,31 @@ def test_smallest_ratio_is_the_minimum_over_points():
     assert smallest_ratios(rows)["a"]["x_eager_gpu"] == (0.5, "p2")
     assert smallest_ratios(rows)["a"]["x_eager"] == (1.0, "p2")
     assert "0.50 (p2)" in format_sweep(rows)
+
+
+def test_channel_sweep_covers_the_pairs_kernels_and_batches_and_the_reference_takes_each():
+    """run_all.py --channels: every full file at 3 -> 16 ... 64 -> 128 channels, kernel 3 and 5, batch 8 and 32;
+    each configuration one the reference accepts (run on the meta device: shapes only)."""
+    import torch
+    from common.problems import SWEEP_BATCHES, SWEEP_CHANNELS, SWEEP_KERNELS, channel_sweep
+    for name, problem in PROBLEMS.items():
+        cases = channel_sweep(name)
+        if not problem.full:
+            assert cases == (), name
+            continue
+        assert len(cases) == len(SWEEP_CHANNELS) * len(SWEEP_KERNELS) * len(SWEEP_BATCHES), name
+        assert {(c.init_args[0], c.init_args[1]) for c in cases} == set(SWEEP_CHANNELS)
+        assert {c.input_shape[0] for c in cases} == set(SWEEP_BATCHES)
+        for case in cases:
+            model = problem.model(*case.init_args).to("meta")
+            out = model(torch.empty(case.input_shape, device="meta"))
+            assert tuple(out.shape) == problem.out_shape(case.init_args, case.input_shape), (name, case)
+
+
+def test_plot_draws_a_png(tmp_path):
+    from common.sweep import plot_channel_sweep
+    rows = [{"name": n, "point": p, "dtype": d, "x_eager_gpu": r, "x_eager_fwd_bwd_gpu": r / 2}
+            for n in ("a", "b") for d in ("fp32", "bf16") for p, r in (("3->16 k3 b8", 2.0), ("16->32 k3 b8", 0.5))]
+    path = tmp_path / "sweep.png"
+    plot_channel_sweep(rows, path, title="test")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
