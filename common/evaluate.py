@@ -3,7 +3,7 @@ each variant's `python variants/<name>.py`."""
 import torch
 
 from common.accuracy import (HALF_DTYPES, check_against_pytorch, check_gradients, check_half, check_half_gradients,
-                             check_model, compare, models_in)
+                             check_model, compare, cudnn_tf32, models_in)
 from common.inputs import float64_copy, make_input, make_models
 from common.loading import variant_path
 from common.problems import PROBLEMS
@@ -91,6 +91,12 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
         for key, model in models.items():
             result[f"{key}_fwd_bwd_ms"] = time_cuda(
                 lambda m=model: m(xg).backward(grad_out), device, reps=reps).as_dict()
+        # PyTorch's default flags let cuDNN's fp32 convs (eager's, forward and backward) take TF32; with the flag
+        # off eager's are exact, as ours are under both: both ratios are reported.
+        with cudnn_tf32(False):
+            for key in ("variant", "eager"):
+                result[f"{key}_fwd_bwd_tf32_off_ms"] = time_cuda(
+                    lambda m=models[key]: m(xg).backward(grad_out), device, reps=reps).as_dict()
 
     bandwidth = device_bandwidth(device)
     if stages is not None:
@@ -143,6 +149,10 @@ BACKWARD_COLUMNS = [
      if "compiled_fwd_bwd_ms" in r else float("nan"), "{:.2f}"),
     ("floor ms", "fwd_bwd_floor_ms", "{:.3f}"),
     ("x floor", lambda r: _ratio(r["variant_fwd_bwd_ms"]["median_ms"], r["fwd_bwd_floor_ms"]), "{:.2f}"),
+    ("TF32 off: ms", lambda r: r["variant_fwd_bwd_tf32_off_ms"]["median_ms"], "{:.3f}"),
+    ("eager ms", lambda r: r["eager_fwd_bwd_tf32_off_ms"]["median_ms"], "{:.3f}"),
+    ("x eager", lambda r: _ratio(r["eager_fwd_bwd_tf32_off_ms"]["median_ms"],
+                                 r["variant_fwd_bwd_tf32_off_ms"]["median_ms"]), "{:.2f}"),
 ]
 
 
@@ -171,7 +181,8 @@ def format_tables(results):
     text = format_table(results)
     with_backward = [r for r in results if "grad_rel_l2" in r]
     if with_backward:
-        text += "\n\nforward + backward:\n" + format_table(with_backward, BACKWARD_COLUMNS)
+        text += ("\n\nforward + backward (PyTorch's default flags, then torch.backends.cudnn.allow_tf32 off):\n" +
+                 format_table(with_backward, BACKWARD_COLUMNS))
     stage_rows = [{"name": r["name"], "stage": stage, "ms": s["ms"]["median_ms"],
                    "floor_ms": s["floor_ms"] or float("nan"),
                    "x_floor": _ratio(s["ms"]["median_ms"], s["floor_ms"] or float("nan"))}
