@@ -1,0 +1,130 @@
+// The tensor-core conv engine, first step: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, split
+// TF32: three TF32 products a step, fp32-level accuracy), for the files' general paths. Not yet written into any
+// variant: tests/test_conv_engine.py builds it alone and checks it against float64. Needs the split_tf32 block
+// (common/blocks/split_tf32.h: Split, split, mma) before it.
+//
+// The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (ci, kd, kh, kw).
+// Conv3d gathers x[b, ci, od s - p + kd, ...]; ConvTranspose3d is the same GEMM gathering x[b, ci, (od + p - kd) / s,
+// ...] where that divides exactly (the transposed conv as a data gradient), its weight (C_in, C_out, taps). Any
+// kernel, stride and padding per axis; 64-bit indices. A block computes 64 rows x 64 columns, a warp 32 x 32 of
+// them; a stage stages 16 depths of the gathered input and of the weights in shared memory. The epilogue gets each
+// output value with its (sample, channel, position) and stores it (a file's epilogue fuses what follows the conv).
+// Depths are added in a fixed order: the same input gives the same bits.
+struct ConvGeom {
+    int B, C_in, C_out, D, H, W, Do, Ho, Wo;
+    int k[3], s[3], p[3];
+    bool transposed;
+};
+constexpr int IG_BM = 64, IG_BN = 64, IG_BK = 16, IG_THREADS = 128;
+
+// The input index along one axis that output o takes through tap t, or -1 where there is none.
+__device__ __forceinline__ int ig_axis(int o, int t, int s, int p, int in, bool transposed) {
+    if (!transposed) {
+        const int i = o * s - p + t;
+        return i >= 0 && i < in ? i : -1;
+    }
+    const int q = o + p - t;
+    if (q < 0 || q % s != 0) return -1;
+    return q / s < in ? q / s : -1;
+}
+
+// Epilogue: y[b, co, position] = v + bias[co] (bias may be null).
+struct StoreWithBias {
+    float* y;
+    const float* bias;
+    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
+                                               float v) const {
+        y[((size_t)b * C_out + co) * plane + pos] = bias != nullptr ? v + bias[co] : v;
+    }
+};
+
+template <typename Epilogue>
+__global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const float* __restrict__ x,
+                                                                const float* __restrict__ w, ConvGeom g,
+                                                                Epilogue epilogue)
+{
+    __shared__ float a_s[IG_BK][IG_BM + 4];   // [depth][row]: the gathered input
+    __shared__ float b_s[IG_BK][IG_BN + 4];   // [depth][column]: the weights
+    const long long plane = (long long)g.Do * g.Ho * g.Wo, rows = (long long)g.B * plane;
+    const int taps = g.k[0] * g.k[1] * g.k[2], depth = g.C_in * taps;
+    const long long m0 = (long long)blockIdx.x * IG_BM;
+    const int n0 = blockIdx.y * IG_BN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
+    // This thread stages row a_row of the input and column a_row of the weights, at depths half + 2 j.
+    const int a_row = threadIdx.x % IG_BM, half = threadIdx.x / IG_BM;
+    const long long m = m0 + a_row;
+    const bool row_ok = m < rows;
+    long long rest = row_ok ? m : 0;
+    const int ow = (int)(rest % g.Wo), oh = (int)(rest / g.Wo % g.Ho), od = (int)(rest / g.Wo / g.Ho % g.Do);
+    const long long b = rest / plane;
+    const float* xb = x + (size_t)b * g.C_in * g.D * g.H * g.W;
+    const int n = n0 + a_row;
+    float acc[2][4][4] = {};
+    for (int k0 = 0; k0 < depth; k0 += IG_BK) {
+#pragma unroll
+        for (int j = 0; j < IG_BK / 2; ++j) {
+            const int kk = k0 + half + 2 * j;
+            float v = 0.f, u = 0.f;
+            if (kk < depth) {
+                const int ci = kk / taps, t = kk % taps;
+                const int tz = t / (g.k[1] * g.k[2]), ty = t / g.k[2] % g.k[1], tx = t % g.k[2];
+                if (row_ok) {
+                    const int id = ig_axis(od, tz, g.s[0], g.p[0], g.D, g.transposed);
+                    const int ih = ig_axis(oh, ty, g.s[1], g.p[1], g.H, g.transposed);
+                    const int iw = ig_axis(ow, tx, g.s[2], g.p[2], g.W, g.transposed);
+                    if (id >= 0 && ih >= 0 && iw >= 0) v = __ldg(xb + (((size_t)ci * g.D + id) * g.H + ih) * g.W + iw);
+                }
+                if (n < g.C_out)
+                    u = __ldg(w + (g.transposed ? ((size_t)ci * g.C_out + n) * taps + t : (size_t)n * depth + kk));
+            }
+            a_s[half + 2 * j][a_row] = v;
+            b_s[half + 2 * j][a_row] = u;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < IG_BK; ks += 8) {
+            uint32_t a_big[2][4], a_small[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int r = wm + 16 * i + gq;
+                const Split s0 = split(a_s[ks + tq][r]), s1 = split(a_s[ks + tq][r + 8]);
+                const Split s2 = split(a_s[ks + tq + 4][r]), s3 = split(a_s[ks + tq + 4][r + 8]);
+                a_big[i][0] = s0.big; a_big[i][1] = s1.big; a_big[i][2] = s2.big; a_big[i][3] = s3.big;
+                a_small[i][0] = s0.small; a_small[i][1] = s1.small; a_small[i][2] = s2.small; a_small[i][3] = s3.small;
+            }
+#pragma unroll
+            for (int jn = 0; jn < 4; ++jn) {
+                const int c = wn + 8 * jn + gq;
+                const Split b0 = split(b_s[ks + tq][c]), b1 = split(b_s[ks + tq + 4][c]);
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {   // the small products first, then big x big
+                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
+                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
+                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
+                }
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int jn = 0; jn < 4; ++jn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const long long row = m0 + wm + 16 * i + gq + (e >= 2 ? 8 : 0);
+                const int co = n0 + wn + 8 * jn + 2 * tq + (e & 1);
+                if (row < rows && co < g.C_out) epilogue(row / plane, co, row % plane, plane, g.C_out, acc[i][jn][e]);
+            }
+}
+
+template <typename Epilogue>
+cudaError_t conv_igemm_launch(const float* x, const float* w, const ConvGeom& g, Epilogue epilogue,
+                              cudaStream_t stream) {
+    const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo;
+    if (rows == 0 || g.C_out == 0) return cudaSuccess;
+    const dim3 grid((unsigned)((rows + IG_BM - 1) / IG_BM), (g.C_out + IG_BN - 1) / IG_BN);
+    conv_igemm_kernel<<<grid, IG_THREADS, 0, stream>>>(x, w, g, epilogue);
+    return cudaGetLastError();
+}

@@ -1,0 +1,108 @@
+"""The tensor-core conv engine (common/engine/conv_igemm.h), built alone: it compiles (CPU, nvcc), and on a GPU its
+Conv3d and ConvTranspose3d agree with PyTorch's in float64 under the fp32 accuracy rule, across kernel sizes, tuples,
+strides, paddings, channel counts and batches (common/accuracy.py compare: relative L2 <= 1e-5, allclose 1e-4)."""
+import hashlib
+import pathlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import common.loading  # noqa: F401  (the build folder, CUDA_HOME, the target with no GPU; before cpp_extension)
+from common.accuracy import compare
+from tests.conftest import needs_gpu, needs_nvcc
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+CPP = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+cudaError_t engine_forward(const float* x, const float* w, const float* bias, float* y, const int* dims,
+                           const int* k, const int* s, const int* p, bool transposed, cudaStream_t stream);
+// (x, weight, bias or None, kernel, stride, padding, transposed, output size) -> the conv's output, float32.
+torch::Tensor forward(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tensor> bias, std::vector<int64_t> k,
+                      std::vector<int64_t> s, std::vector<int64_t> p, bool transposed, std::vector<int64_t> out) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 5 && x.is_contiguous() &&
+                w.is_contiguous() && w.scalar_type() == at::kFloat, "engine: contiguous 5-D float32 CUDA tensors");
+    const c10::cuda::CUDAGuard guard(x.device());
+    const int C_out = (int)(transposed ? w.size(1) : w.size(0));
+    auto y = at::empty({x.size(0), C_out, out[0], out[1], out[2]}, x.options());
+    const int dims[9] = {(int)x.size(0), (int)x.size(1), C_out, (int)x.size(2), (int)x.size(3), (int)x.size(4),
+                         (int)out[0], (int)out[1], (int)out[2]};
+    const int kk[3] = {(int)k[0], (int)k[1], (int)k[2]}, ss[3] = {(int)s[0], (int)s[1], (int)s[2]};
+    const int pp[3] = {(int)p[0], (int)p[1], (int)p[2]};
+    const cudaError_t err = engine_forward(x.data_ptr<float>(), w.data_ptr<float>(),
+                                           bias.has_value() ? bias->data_ptr<float>() : nullptr, y.data_ptr<float>(),
+                                           dims, kk, ss, pp, transposed, c10::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "engine: ", cudaGetErrorString(err));
+    return y;
+}
+"""
+
+LAUNCHER = r"""
+cudaError_t engine_forward(const float* x, const float* w, const float* bias, float* y, const int* dims,
+                           const int* k, const int* s, const int* p, bool transposed, cudaStream_t stream) {
+    ConvGeom g{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7], dims[8],
+               {k[0], k[1], k[2]}, {s[0], s[1], s[2]}, {p[0], p[1], p[2]}, transposed};
+    return conv_igemm_launch(x, w, g, StoreWithBias{y, bias}, stream);
+}
+"""
+
+_built = {}
+
+
+def engine():
+    """The engine's test extension (built once per source: its name carries the source's hash)."""
+    if "ext" not in _built:
+        from torch.utils.cpp_extension import load_inline
+        cuda = ("#include <cuda_runtime.h>\n#include <cstdint>\n" + (ROOT / "common/blocks/split_tf32.h").read_text()
+                + (ROOT / "common/engine/conv_igemm.h").read_text() + LAUNCHER)
+        digest = hashlib.sha256((CPP + cuda).encode()).hexdigest()[:12]
+        _built["ext"] = load_inline(name=f"conv_engine_test_{digest}", cpp_sources=CPP, cuda_sources=cuda,
+                                    functions=["forward"], extra_cuda_cflags=["-O3"], verbose=False)
+    return _built["ext"]
+
+
+def triple(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v, v)
+
+
+# (label, transposed, C_in, C_out, kernel, stride, padding, input shape (B, D, H, W))
+CASES = [
+    ("kernel3", False, 3, 16, 3, 1, 0, (2, 6, 9, 11)),
+    ("kernel1", False, 5, 7, 1, 1, 0, (3, 4, 5, 6)),
+    ("kernel5_channels_32_64", False, 32, 64, 5, 1, 0, (2, 8, 12, 12)),
+    ("tuple_kernel_stride_padding", False, 6, 20, (1, 3, 5), (1, 2, 3), (0, 1, 2), (2, 5, 11, 17)),
+    ("channels_64_128", False, 64, 128, 3, 1, 1, (1, 4, 8, 9)),
+    ("odd_channels_many_rows", False, 7, 65, 3, 2, 1, (5, 9, 10, 33)),
+    ("transposed_k3_s2_p1", True, 3, 16, 3, 2, 1, (2, 4, 5, 6)),
+    ("transposed_k3_s2_p1_channels_32_64", True, 32, 64, 3, 2, 1, (2, 4, 8, 8)),
+    ("transposed_k4_s2_p1", True, 5, 12, 4, 2, 1, (2, 3, 5, 7)),
+    ("transposed_k5_s3_p4", True, 4, 9, 5, 3, 4, (2, 3, 4, 5)),
+    ("transposed_tuple", True, 6, 10, (1, 3, 5), (1, 2, 3), (0, 1, 2), (2, 3, 4, 5)),
+]
+
+
+@needs_nvcc
+def test_the_engine_builds():
+    assert hasattr(engine(), "forward")
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_the_engine_matches_float64(case):
+    _, transposed, c_in, c_out, kernel, stride, padding, (b, d, h, w) = case
+    k, s, p = triple(kernel), triple(stride), triple(padding)
+    gen = torch.Generator().manual_seed(7)
+    x = torch.rand((b, c_in, d, h, w), generator=gen).cuda()
+    weight = (torch.randn((c_in, c_out) + k if transposed else (c_out, c_in) + k, generator=gen) * 0.2).cuda()
+    bias = torch.randn(c_out, generator=gen).cuda()
+    conv = F.conv_transpose3d if transposed else F.conv3d
+    truth = conv(x.double(), weight.double(), bias.double(), stride=s, padding=p)
+    out = engine().forward(x, weight, bias, list(k), list(s), list(p), transposed, list(truth.shape[2:]))
+    report = compare(out, truth)
+    assert report.passed, report
+    no_bias = engine().forward(x, weight, None, list(k), list(s), list(p), transposed, list(truth.shape[2:]))
+    assert torch.equal(no_bias + bias.view(1, -1, 1, 1, 1), out)   # the bias added after the sums
