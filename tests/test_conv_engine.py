@@ -1,4 +1,4 @@
-"""The tensor-core conv engine (common/engine/conv_igemm.h), built alone: it compiles (CPU, nvcc), and on a GPU its
+"""The tensor-core conv engine (common/blocks/_conv_igemm.h), built alone: it compiles (CPU, nvcc), and on a GPU its
 Conv3d and ConvTranspose3d agree with PyTorch's in float64 under the fp32 accuracy rule, across kernel sizes, tuples,
 strides, paddings, channel counts and batches (common/accuracy.py compare: relative L2 <= 1e-5, allclose 1e-4)."""
 import hashlib
@@ -58,7 +58,7 @@ def engine():
     if "ext" not in _built:
         from torch.utils.cpp_extension import load_inline
         cuda = ("#include <cuda_runtime.h>\n#include <cstdint>\n" + (ROOT / "common/blocks/split_tf32.h").read_text()
-                + (ROOT / "common/engine/conv_igemm.h").read_text() + LAUNCHER)
+                + (ROOT / "common/blocks/_conv_igemm.h").read_text() + LAUNCHER)
         digest = hashlib.sha256((CPP + cuda).encode()).hexdigest()[:12]
         _built["ext"] = load_inline(name=f"conv_engine_test_{digest}", cpp_sources=CPP, cuda_sources=cuda,
                                     functions=["forward"], extra_cuda_cflags=["-O3"], verbose=False)

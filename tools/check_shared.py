@@ -12,6 +12,9 @@ holds a copy between two marker lines, inside its CUDA/C++ strings or in its Pyt
   python tools/check_shared.py --check   exit 1, naming file and block, where a copy differs from its source,
                                          a marker names no source, or a source is used by no variant
                                          (the tests and CI run this)
+
+A source whose name starts with _ is in no variant yet and is not asked for (common/blocks/_conv_igemm.h, the conv
+engine, which tests/test_conv_engine.py builds alone).
 """
 import argparse
 import pathlib

@@ -1,7 +1,7 @@
 // The tensor-core conv engine, first step: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, split
 // TF32: three TF32 products a step, fp32-level accuracy), for the files' general paths. Not yet written into any
-// variant: tests/test_conv_engine.py builds it alone and checks it against float64. Needs the split_tf32 block
-// (common/blocks/split_tf32.h: Split, split, mma) before it.
+// variant (the leading _ keeps tools/check_shared.py from asking for a copy): tests/test_conv_engine.py builds it
+// alone and checks it against float64. Needs the split_tf32 block (Split, split, mma) before it.
 //
 // The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (ci, kd, kh, kw).
 // Conv3d gathers x[b, ci, od s - p + kd, ...]; ConvTranspose3d is the same GEMM gathering x[b, ci, (od + p - kd) / s,
