@@ -57,6 +57,12 @@ def git_commit():
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def short_commit():
+    """git_commit() for a table's header: 12 hex digits, its "-dirty" kept (a tree with changes the commit lacks)."""
+    commit = git_commit()
+    return commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
 def build_all(names, cold):
     """{name: (namespace, build times)} of the variants that built, {name: error text} of those that did not."""
     built, failed = {}, {}
@@ -82,7 +88,7 @@ def run_sweep(args, built, failed, gpu):
             if dtype in PROBLEMS[name].dtypes
             for row in sweep(name, namespace["ModelNew"], args.reps, channels=args.channels, dtype=dtype)]
     what = "channel sweep" if args.channels else "sizes"
-    header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, commit {git_commit()[:12]}, "
+    header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, commit {short_commit()}, "
               f"{time.strftime('%Y-%m-%d')}, {what}, {', '.join(dtypes)}, TF32 flag at PyTorch's default")
     table = format_sweep(rows)
     print(f"\n{header}\n{table}")
@@ -145,7 +151,7 @@ def main():
                   f"{result['variant_ms']['median_ms']:.3f} ms", flush=True)
 
     header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, copy bandwidth "
-              f"{results[0]['bandwidth_gbs']:.0f} GB/s, commit {git_commit()[:12]}, {time.strftime('%Y-%m-%d')}")
+              f"{results[0]['bandwidth_gbs']:.0f} GB/s, commit {short_commit()}, {time.strftime('%Y-%m-%d')}")
     tables = "\n\n".join(format_tables([r for r in results if r["dtype"] == d]) for d in dtypes)
     print(f"\n{header}\n{tables}")
     if args.json:

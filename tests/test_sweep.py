@@ -54,3 +54,12 @@ def test_plot_draws_a_png(tmp_path):
     path = tmp_path / "sweep.png"
     plot_channel_sweep(rows, path, title="test")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_table_header_names_a_changed_tree(monkeypatch):
+    """run_all.py's headers keep "-dirty" when they shorten the commit: a run of uncommitted code says so."""
+    import run_all
+    monkeypatch.setattr(run_all, "git_commit", lambda: "0123456789abcdef0123456789abcdef01234567-dirty")
+    assert run_all.short_commit() == "0123456789ab-dirty"
+    monkeypatch.setattr(run_all, "git_commit", lambda: "0123456789abcdef0123456789abcdef01234567")
+    assert run_all.short_commit() == "0123456789ab"
