@@ -97,6 +97,10 @@ def test_problem60():
         "convt_swish_general_kernel")
     for tuned in ((16, 32, 3, 2, 1, 8, 1e-5), (8, 64, 3, 2, 1, 8, 1e-5)):   # C_out <= 32 or C_in <= 8
         assert plan(P60, Case("tuned", tuned, (2, tuned[0], 4, 8, 8)))["forward"] == "convt_swish_gn_kernel"
+    for c_in, c_out, kernel in ((8, 33, "convt_swish_gn_kernel"), (9, 32, "convt_swish_gn_kernel"),
+                                (9, 33, "convt_swish_general_kernel")):   # the rule's edges
+        args = (c_in, c_out, 3, 2, 1, 1, 1e-5)
+        assert plan(P60, Case("edge", args, (1, c_in, 2, 3, 4)))["forward"] == kernel, (c_in, c_out)
     general = plan(P60, "general")
     assert (general["forward"], general["forward GroupNorm"], general["backward dL/dW"]) == (
         "convt_swish_general_kernel", "gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel",
