@@ -106,3 +106,31 @@ def test_the_engine_matches_float64(case):
     assert report.passed, report
     no_bias = engine().forward(x, weight, None, list(k), list(s), list(p), transposed, list(truth.shape[2:]))
     assert torch.equal(no_bias + bias.view(1, -1, 1, 1, 1), out)   # the bias added after the sums
+
+
+# The data gradient of a Conv3d is the engine's transposed form over dL/dy with the conv's own weight, output sized
+# as the input (what output_padding would fix for ConvTranspose3d); that of a ConvTranspose3d its plain form.
+# (label, the forward conv transposed, C_in, C_out, kernel, stride, padding, the forward's input shape (B, D, H, W))
+DGRAD_CASES = [
+    ("conv3d_k3", False, 3, 24, 3, 1, 0, (2, 6, 9, 11)),
+    ("conv3d_k3_s2_p1_odd_input", False, 5, 16, 3, 2, 1, (2, 7, 9, 10)),
+    ("conv_transpose3d_k3_s2_p1", True, 3, 16, 3, 2, 1, (2, 4, 5, 6)),
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", DGRAD_CASES, ids=[c[0] for c in DGRAD_CASES])
+def test_the_engine_computes_data_gradients(case):
+    _, transposed, c_in, c_out, kernel, stride, padding, (b, d, h, w) = case
+    k, s, p = triple(kernel), triple(stride), triple(padding)
+    gen = torch.Generator().manual_seed(11)
+    x = torch.rand((b, c_in, d, h, w), generator=gen, dtype=torch.float64).cuda().requires_grad_(True)
+    weight = (torch.randn((c_in, c_out) + k if transposed else (c_out, c_in) + k, generator=gen,
+                          dtype=torch.float64) * 0.2).cuda()
+    y = (F.conv_transpose3d if transposed else F.conv3d)(x, weight, stride=s, padding=p)
+    grad_y = torch.randn(y.shape, generator=gen, dtype=torch.float64).cuda()
+    truth, = torch.autograd.grad(y, x, grad_y)
+    out = engine().forward(grad_y.float().contiguous(), weight.float().contiguous(), None, list(k), list(s), list(p),
+                           not transposed, [d, h, w])
+    report = compare(out, truth)
+    assert report.passed, report
