@@ -202,7 +202,8 @@ PROBLEMS = {p.name: p for p in (
                           extra=(Case("no_bias", (3, 16, 4, 4, False), (2, 3, 7, 9, 11)),
                                  # partial column quads and a partial output-channel chunk
                                  Case("odd_channels", (5, 20, 3, 5), (2, 5, 6, 7, 38)),
-                                 # planes too large for the weight gradient's shared-memory path
+                                 # rows wider than 32 on large planes: the plain-FP32 forward, the general
+                                 # backward kernels
                                  Case("wide_plane", (3, 16, 4, 4), (1, 3, 4, 90, 100)),
                                  # the tensor-core paths with K = 3 and rows of 16-byte loads shorter
                                  # than 32 columns (clamped), and with two output-channel chunks
