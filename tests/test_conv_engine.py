@@ -1,6 +1,7 @@
 """The tensor-core conv engine (common/blocks/_conv_igemm.h), built alone: it compiles (CPU, nvcc), and on a GPU its
-Conv3d and ConvTranspose3d agree with PyTorch's in float64 under the fp32 accuracy rule, across kernel sizes, tuples,
-strides, paddings, channel counts and batches (common/accuracy.py compare: relative L2 <= 1e-5, allclose 1e-4)."""
+Conv3d and ConvTranspose3d, their data gradients and their weight gradients agree with PyTorch's in float64 under
+the fp32 accuracy rule, across kernel sizes, tuples, strides, paddings, channel counts and batches
+(common/accuracy.py compare: relative L2 <= 1e-5, allclose 1e-4)."""
 import hashlib
 import pathlib
 
@@ -21,6 +22,9 @@ CPP = r"""
 #include <cuda_runtime.h>
 cudaError_t engine_forward(const float* x, const float* w, const float* bias, float* y, const int* dims,
                            const int* k, const int* s, const int* p, bool transposed, cudaStream_t stream);
+cudaError_t engine_wgrad(const float* dir, const float* gat, double* partials, float* grad_weight, const int* dims,
+                         const int* k, const int* s, const int* p, int splits, cudaStream_t stream);
+int engine_wgrad_splits(const int* dims, const int* k);
 // (x, weight, bias or None, kernel, stride, padding, transposed, output size) -> the conv's output, float32.
 torch::Tensor forward(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tensor> bias, std::vector<int64_t> k,
                       std::vector<int64_t> s, std::vector<int64_t> p, bool transposed, std::vector<int64_t> out) {
@@ -39,6 +43,25 @@ torch::Tensor forward(torch::Tensor x, torch::Tensor w, c10::optional<torch::Ten
     TORCH_CHECK(err == cudaSuccess, "engine: ", cudaGetErrorString(err));
     return y;
 }
+// (Dir, Gat, kernel, stride, padding) -> W' (Dir's channels, Gat's channels, kernel...), float32.
+torch::Tensor wgrad(torch::Tensor dir, torch::Tensor gat, std::vector<int64_t> k, std::vector<int64_t> s,
+                    std::vector<int64_t> p) {
+    TORCH_CHECK(dir.is_cuda() && dir.scalar_type() == at::kFloat && dir.dim() == 5 && dir.is_contiguous() &&
+                gat.is_contiguous() && gat.scalar_type() == at::kFloat, "engine: contiguous 5-D float32 tensors");
+    const c10::cuda::CUDAGuard guard(dir.device());
+    const int dims[9] = {(int)dir.size(0), (int)dir.size(1), (int)gat.size(1), (int)dir.size(2), (int)dir.size(3),
+                         (int)dir.size(4), (int)gat.size(2), (int)gat.size(3), (int)gat.size(4)};
+    const int kk[3] = {(int)k[0], (int)k[1], (int)k[2]}, ss[3] = {(int)s[0], (int)s[1], (int)s[2]};
+    const int pp[3] = {(int)p[0], (int)p[1], (int)p[2]};
+    const int splits = engine_wgrad_splits(dims, kk);
+    auto grad_weight = at::empty({dir.size(1), gat.size(1), k[0], k[1], k[2]}, dir.options());
+    auto partials = at::empty({(int64_t)splits * grad_weight.numel()}, dir.options().dtype(at::kDouble));
+    const cudaError_t err = engine_wgrad(dir.data_ptr<float>(), gat.data_ptr<float>(), partials.data_ptr<double>(),
+                                         grad_weight.data_ptr<float>(), dims, kk, ss, pp, splits,
+                                         c10::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "engine: ", cudaGetErrorString(err));
+    return grad_weight;
+}
 """
 
 LAUNCHER = r"""
@@ -47,6 +70,21 @@ cudaError_t engine_forward(const float* x, const float* w, const float* bias, fl
     ConvGeom g{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7], dims[8],
                {k[0], k[1], k[2]}, {s[0], s[1], s[2]}, {p[0], p[1], p[2]}, transposed};
     return conv_igemm_launch(x, w, g, StoreWithBias{y, bias}, stream);
+}
+static WgradGeom wgrad_geom(const int* dims, const int* k, const int* s, const int* p) {
+    return WgradGeom{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7], dims[8],
+                     {k[0], k[1], k[2]}, {s ? s[0] : 1, s ? s[1] : 1, s ? s[2] : 1}, {p ? p[0] : 0, p ? p[1] : 0, p ? p[2] : 0}};
+}
+int engine_wgrad_splits(const int* dims, const int* k) {   // for the current device's SMs
+    int device = 0, sms = 132;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        sms = 132;
+    return conv_igemm_wgrad_splits(wgrad_geom(dims, k, nullptr, nullptr), sms);
+}
+cudaError_t engine_wgrad(const float* dir, const float* gat, double* partials, float* grad_weight, const int* dims,
+                         const int* k, const int* s, const int* p, int splits, cudaStream_t stream) {
+    return conv_igemm_wgrad_launch(dir, gat, wgrad_geom(dims, k, s, p), splits, partials, grad_weight, stream);
 }
 """
 
@@ -57,11 +95,13 @@ def engine():
     """The engine's test extension (built once per source: its name carries the source's hash)."""
     if "ext" not in _built:
         from torch.utils.cpp_extension import load_inline
-        cuda = ("#include <cuda_runtime.h>\n#include <cstdint>\n" + (ROOT / "common/blocks/split_tf32.h").read_text()
-                + (ROOT / "common/blocks/_conv_igemm.h").read_text() + LAUNCHER)
+        blocks = ROOT / "common/blocks"
+        cuda = ("#include <cuda_runtime.h>\n#include <algorithm>\n#include <cstdint>\n" +
+                (blocks / "split_tf32.h").read_text() + (blocks / "finish_weight_grad_tiled.h").read_text() +
+                (blocks / "_conv_igemm.h").read_text() + LAUNCHER)
         digest = hashlib.sha256((CPP + cuda).encode()).hexdigest()[:12]
         _built["ext"] = load_inline(name=f"conv_engine_test_{digest}", cpp_sources=CPP, cuda_sources=cuda,
-                                    functions=["forward"], extra_cuda_cflags=["-O3"], verbose=False)
+                                    functions=["forward", "wgrad"], extra_cuda_cflags=["-O3"], verbose=False)
     return _built["ext"]
 
 
@@ -87,7 +127,7 @@ CASES = [
 
 @needs_nvcc
 def test_the_engine_builds():
-    assert hasattr(engine(), "forward")
+    assert hasattr(engine(), "forward") and hasattr(engine(), "wgrad")
 
 
 @needs_gpu
@@ -134,3 +174,31 @@ def test_the_engine_computes_data_gradients(case):
                            not transposed, [d, h, w])
     report = compare(out, truth)
     assert report.passed, report
+
+
+# The weight gradient: a Conv3d's is wgrad(dL/dy, x); a ConvTranspose3d's wgrad(x, dL/dy). Cases as DGRAD_CASES.
+WGRAD_CASES = DGRAD_CASES + [
+    ("conv3d_tuple", False, 6, 20, (1, 3, 5), (1, 2, 3), (0, 1, 2), (2, 5, 11, 17)),
+    ("conv3d_channels_32_64_k5", False, 32, 64, 5, 1, 0, (3, 8, 12, 12)),
+    ("conv_transpose3d_channels_32_64", True, 32, 64, 3, 2, 1, (2, 4, 8, 8)),
+    ("conv_transpose3d_k5_s3_p4", True, 4, 9, 5, 3, 4, (2, 3, 4, 5)),
+]
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", WGRAD_CASES, ids=[c[0] for c in WGRAD_CASES])
+def test_the_engine_computes_weight_gradients(case):
+    _, transposed, c_in, c_out, kernel, stride, padding, (b, d, h, w) = case
+    k, s, p = triple(kernel), triple(stride), triple(padding)
+    gen = torch.Generator().manual_seed(13)
+    x = torch.rand((b, c_in, d, h, w), generator=gen, dtype=torch.float64).cuda()
+    weight = (torch.randn((c_in, c_out) + k if transposed else (c_out, c_in) + k, generator=gen,
+                          dtype=torch.float64) * 0.2).cuda().requires_grad_(True)
+    y = (F.conv_transpose3d if transposed else F.conv3d)(x, weight, stride=s, padding=p)
+    grad_y = torch.randn(y.shape, generator=gen, dtype=torch.float64).cuda()
+    truth, = torch.autograd.grad(y, weight, grad_y)
+    dir_, gat = (x, grad_y) if transposed else (grad_y, x)
+    out = engine().wgrad(dir_.float().contiguous(), gat.float().contiguous(), list(k), list(s), list(p))
+    report = compare(out, truth)
+    assert report.passed, report
+

@@ -1,7 +1,7 @@
 // The tensor-core conv engine, first step: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, split
 // TF32: three TF32 products a step, fp32-level accuracy), for the files' general paths. Not yet written into any
 // variant (the leading _ keeps tools/check_shared.py from asking for a copy): tests/test_conv_engine.py builds it
-// alone and checks it against float64. Needs the split_tf32 block (Split, split, mma) before it.
+// alone and checks it against float64. Needs the split_tf32 and finish_weight_grad_tiled blocks before it.
 //
 // The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (ci, kd, kh, kw).
 // Conv3d gathers x[b, ci, od s - p + kd, ...]; ConvTranspose3d is the same GEMM gathering x[b, ci, (od + p - kd) / s,
@@ -9,7 +9,9 @@
 // kernel, stride and padding per axis; 64-bit indices. A block computes 64 rows x 64 columns, a warp 32 x 32 of
 // them; a stage stages 16 depths of the gathered input and of the weights in shared memory. The epilogue gets each
 // output value with its (sample, channel, position) and stores it (a file's epilogue fuses what follows the conv).
-// Depths are added in a fixed order: the same input gives the same bits.
+// Depths are added in a fixed order: the same input gives the same bits. The weight gradient is a second GEMM
+// (conv_igemm_wgrad_kernel, below); the data gradient is this one (a Conv3d's: the transposed form over dL/dy with
+// the conv's weight; a ConvTranspose3d's: the plain form).
 struct ConvGeom {
     int B, C_in, C_out, D, H, W, Do, Ho, Wo;
     int k[3], s[3], p[3];
@@ -128,3 +130,116 @@ cudaError_t conv_igemm_launch(const float* x, const float* w, const ConvGeom& g,
     conv_igemm_kernel<<<grid, IG_THREADS, 0, stream>>>(x, w, g, epilogue);
     return cudaGetLastError();
 }
+
+// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
+// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
+// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
+// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
+// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
+struct WgradGeom {
+    int B, R, C;              // samples, Dir's channels, Gat's channels
+    int Dd, Dh, Dw;           // Dir's positions
+    int Gd, Gh, Gw;           // Gat's
+    int k[3], s[3], p[3];
+};
+
+__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
+                                                                      const float* __restrict__ gat,
+                                                                      double* __restrict__ partials, WgradGeom g)
+{
+    __shared__ float a_s[IG_BK][IG_BM + 4];   // [depth][row]: Dir
+    __shared__ float b_s[IG_BK][IG_BN + 4];   // [depth][column]: Gat gathered
+    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
+    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
+    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
+    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
+    const int m0 = blockIdx.x * IG_BM, n0 = blockIdx.y * IG_BN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
+    const int a_row = threadIdx.x % IG_BM, half = threadIdx.x / IG_BM;
+    const int r = m0 + a_row, n = n0 + a_row;   // this thread stages row r of Dir and column n of Gat
+    const int c = n / taps, t = n % taps;
+    const int tz = t / (g.k[1] * g.k[2]), ty = t / g.k[2] % g.k[1], tx = t % g.k[2];
+    float acc[2][4][4] = {};
+    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
+#pragma unroll
+        for (int j = 0; j < IG_BK / 2; ++j) {
+            const long long q = k0 + half + 2 * j;
+            float v = 0.f, u = 0.f;
+            if (q < q1) {
+                const long long b = q / plane, pos = q % plane;
+                if (r < g.R) v = __ldg(dir + ((size_t)b * g.R + r) * plane + pos);
+                if (n < cols) {
+                    const int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
+                    const int id = ig_axis(od, tz, g.s[0], g.p[0], g.Gd, false);
+                    const int ih = ig_axis(oh, ty, g.s[1], g.p[1], g.Gh, false);
+                    const int iw = ig_axis(ow, tx, g.s[2], g.p[2], g.Gw, false);
+                    if (id >= 0 && ih >= 0 && iw >= 0)
+                        u = __ldg(gat + ((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw);
+                }
+            }
+            a_s[half + 2 * j][a_row] = v;
+            b_s[half + 2 * j][a_row] = u;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < IG_BK; ks += 8) {
+            uint32_t a_big[2][4], a_small[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int row = wm + 16 * i + gq;
+                const Split s0 = split(a_s[ks + tq][row]), s1 = split(a_s[ks + tq][row + 8]);
+                const Split s2 = split(a_s[ks + tq + 4][row]), s3 = split(a_s[ks + tq + 4][row + 8]);
+                a_big[i][0] = s0.big; a_big[i][1] = s1.big; a_big[i][2] = s2.big; a_big[i][3] = s3.big;
+                a_small[i][0] = s0.small; a_small[i][1] = s1.small; a_small[i][2] = s2.small; a_small[i][3] = s3.small;
+            }
+#pragma unroll
+            for (int jn = 0; jn < 4; ++jn) {
+                const int col = wn + 8 * jn + gq;
+                const Split b0 = split(b_s[ks + tq][col]), b1 = split(b_s[ks + tq + 4][col]);
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
+                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
+                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    const long long n_w = (long long)g.R * cols;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int jn = 0; jn < 4; ++jn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = m0 + wm + 16 * i + gq + (e >= 2 ? 8 : 0);
+                const int col = n0 + wn + 8 * jn + 2 * tq + (e & 1);
+                if (row < g.R && col < cols)
+                    partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)acc[i][jn][e];
+            }
+}
+
+// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
+inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
+    const long long tiles = (long long)((g.R + IG_BM - 1) / IG_BM) * ((g.C * g.k[0] * g.k[1] * g.k[2] + IG_BN - 1) / IG_BN);
+    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
+    const long long want = (2LL * sms + tiles - 1) / tiles;
+    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
+}
+
+// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
+inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
+                                           double* partials, float* grad_weight, cudaStream_t stream) {
+    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
+    if (n_w == 0) return cudaSuccess;
+    const dim3 grid((g.R + IG_BM - 1) / IG_BM, (unsigned)((n_w / g.R + IG_BN - 1) / IG_BN), splits);
+    conv_igemm_wgrad_kernel<<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
+                                                                                       splits);
+    return cudaGetLastError();
+}
+
