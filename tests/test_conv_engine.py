@@ -73,7 +73,8 @@ cudaError_t engine_forward(const float* x, const float* w, const float* bias, fl
 }
 static WgradGeom wgrad_geom(const int* dims, const int* k, const int* s, const int* p) {
     return WgradGeom{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7], dims[8],
-                     {k[0], k[1], k[2]}, {s ? s[0] : 1, s ? s[1] : 1, s ? s[2] : 1}, {p ? p[0] : 0, p ? p[1] : 0, p ? p[2] : 0}};
+                     {k[0], k[1], k[2]}, {s ? s[0] : 1, s ? s[1] : 1, s ? s[2] : 1},
+                     {p ? p[0] : 0, p ? p[1] : 0, p ? p[2] : 0}};
 }
 int engine_wgrad_splits(const int* dims, const int* k) {   // for the current device's SMs
     int device = 0, sms = 132;

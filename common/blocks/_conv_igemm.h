@@ -30,6 +30,36 @@ __device__ __forceinline__ int ig_axis(int o, int t, int s, int p, int in, bool 
     return q / s < in ? q / s : -1;
 }
 
+// One stage's products: a warp's 32 x 32 of the block's 64 x 64, over the IG_BK staged depths, split TF32 (the small
+// products first, then big x big). a_s: [depth][row], b_s: [depth][column]; (gq, tq) the lane's (lane / 4, lane % 4).
+__device__ __forceinline__ void ig_stage_mma(const float (&a_s)[IG_BK][IG_BM + 4],
+                                             const float (&b_s)[IG_BK][IG_BN + 4], float (&acc)[2][4][4], int wm,
+                                             int wn, int gq, int tq) {
+#pragma unroll
+    for (int ks = 0; ks < IG_BK; ks += 8) {
+        uint32_t a_big[2][4], a_small[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int r = wm + 16 * i + gq;
+            const Split s0 = split(a_s[ks + tq][r]), s1 = split(a_s[ks + tq][r + 8]);
+            const Split s2 = split(a_s[ks + tq + 4][r]), s3 = split(a_s[ks + tq + 4][r + 8]);
+            a_big[i][0] = s0.big; a_big[i][1] = s1.big; a_big[i][2] = s2.big; a_big[i][3] = s3.big;
+            a_small[i][0] = s0.small; a_small[i][1] = s1.small; a_small[i][2] = s2.small; a_small[i][3] = s3.small;
+        }
+#pragma unroll
+        for (int jn = 0; jn < 4; ++jn) {
+            const int c = wn + 8 * jn + gq;
+            const Split b0 = split(b_s[ks + tq][c]), b1 = split(b_s[ks + tq + 4][c]);
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                mma(acc[i][jn], a_small[i], b0.big, b1.big);
+                mma(acc[i][jn], a_big[i], b0.small, b1.small);
+                mma(acc[i][jn], a_big[i], b0.big, b1.big);
+            }
+        }
+    }
+}
+
 // Epilogue: y[b, co, position] = v + bias[co] (bias may be null).
 struct StoreWithBias {
     float* y;
@@ -84,29 +114,7 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const float* __r
             b_s[half + 2 * j][a_row] = u;
         }
         __syncthreads();
-#pragma unroll
-        for (int ks = 0; ks < IG_BK; ks += 8) {
-            uint32_t a_big[2][4], a_small[2][4];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const int r = wm + 16 * i + gq;
-                const Split s0 = split(a_s[ks + tq][r]), s1 = split(a_s[ks + tq][r + 8]);
-                const Split s2 = split(a_s[ks + tq + 4][r]), s3 = split(a_s[ks + tq + 4][r + 8]);
-                a_big[i][0] = s0.big; a_big[i][1] = s1.big; a_big[i][2] = s2.big; a_big[i][3] = s3.big;
-                a_small[i][0] = s0.small; a_small[i][1] = s1.small; a_small[i][2] = s2.small; a_small[i][3] = s3.small;
-            }
-#pragma unroll
-            for (int jn = 0; jn < 4; ++jn) {
-                const int c = wn + 8 * jn + gq;
-                const Split b0 = split(b_s[ks + tq][c]), b1 = split(b_s[ks + tq + 4][c]);
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {   // the small products first, then big x big
-                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
-                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
-                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
-                }
-            }
-        }
+        ig_stage_mma(a_s, b_s, acc, wm, wn, gq, tq);
         __syncthreads();
     }
 #pragma unroll
@@ -182,29 +190,7 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const floa
             b_s[half + 2 * j][a_row] = u;
         }
         __syncthreads();
-#pragma unroll
-        for (int ks = 0; ks < IG_BK; ks += 8) {
-            uint32_t a_big[2][4], a_small[2][4];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const int row = wm + 16 * i + gq;
-                const Split s0 = split(a_s[ks + tq][row]), s1 = split(a_s[ks + tq][row + 8]);
-                const Split s2 = split(a_s[ks + tq + 4][row]), s3 = split(a_s[ks + tq + 4][row + 8]);
-                a_big[i][0] = s0.big; a_big[i][1] = s1.big; a_big[i][2] = s2.big; a_big[i][3] = s3.big;
-                a_small[i][0] = s0.small; a_small[i][1] = s1.small; a_small[i][2] = s2.small; a_small[i][3] = s3.small;
-            }
-#pragma unroll
-            for (int jn = 0; jn < 4; ++jn) {
-                const int col = wn + 8 * jn + gq;
-                const Split b0 = split(b_s[ks + tq][col]), b1 = split(b_s[ks + tq + 4][col]);
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
-                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
-                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
-                }
-            }
-        }
+        ig_stage_mma(a_s, b_s, acc, wm, wn, gq, tq);
         __syncthreads();
     }
     const long long n_w = (long long)g.R * cols;
@@ -223,7 +209,8 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const floa
 
 // Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
 inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
-    const long long tiles = (long long)((g.R + IG_BM - 1) / IG_BM) * ((g.C * g.k[0] * g.k[1] * g.k[2] + IG_BN - 1) / IG_BN);
+    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
+    const long long tiles = (long long)((g.R + IG_BM - 1) / IG_BM) * ((cols + IG_BN - 1) / IG_BN);
     const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
     const long long want = (2LL * sms + tiles - 1) / tiles;
     return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
