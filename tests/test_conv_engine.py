@@ -149,6 +149,21 @@ def test_the_engine_matches_float64(case):
     assert torch.equal(no_bias + bias.view(1, -1, 1, 1, 1), out)   # the bias added after the sums
 
 
+def float64_gradients(case, seed):
+    """A case's conv in float64 on the GPU with a random dL/dy: (transposed, kernel, stride, padding, x, weight,
+    dL/dy, (dL/dx, dL/dW))."""
+    _, transposed, c_in, c_out, kernel, stride, padding, (b, d, h, w) = case
+    k, s, p = triple(kernel), triple(stride), triple(padding)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand((b, c_in, d, h, w), generator=gen, dtype=torch.float64).cuda().requires_grad_(True)
+    weight = (torch.randn((c_in, c_out) + k if transposed else (c_out, c_in) + k, generator=gen,
+                          dtype=torch.float64) * 0.2).cuda().requires_grad_(True)
+    y = (F.conv_transpose3d if transposed else F.conv3d)(x, weight, stride=s, padding=p)
+    grad_y = torch.randn(y.shape, generator=gen, dtype=torch.float64).cuda()
+    grads = torch.autograd.grad(y, (x, weight), grad_y)
+    return transposed, k, s, p, x.detach(), weight.detach(), grad_y, grads
+
+
 # The data gradient of a Conv3d is the engine's transposed form over dL/dy with the conv's own weight, output sized
 # as the input (what output_padding would fix for ConvTranspose3d); that of a ConvTranspose3d its plain form.
 # (label, the forward conv transposed, C_in, C_out, kernel, stride, padding, the forward's input shape (B, D, H, W))
@@ -162,17 +177,9 @@ DGRAD_CASES = [
 @needs_gpu
 @pytest.mark.parametrize("case", DGRAD_CASES, ids=[c[0] for c in DGRAD_CASES])
 def test_the_engine_computes_data_gradients(case):
-    _, transposed, c_in, c_out, kernel, stride, padding, (b, d, h, w) = case
-    k, s, p = triple(kernel), triple(stride), triple(padding)
-    gen = torch.Generator().manual_seed(11)
-    x = torch.rand((b, c_in, d, h, w), generator=gen, dtype=torch.float64).cuda().requires_grad_(True)
-    weight = (torch.randn((c_in, c_out) + k if transposed else (c_out, c_in) + k, generator=gen,
-                          dtype=torch.float64) * 0.2).cuda()
-    y = (F.conv_transpose3d if transposed else F.conv3d)(x, weight, stride=s, padding=p)
-    grad_y = torch.randn(y.shape, generator=gen, dtype=torch.float64).cuda()
-    truth, = torch.autograd.grad(y, x, grad_y)
+    transposed, k, s, p, x, weight, grad_y, (truth, _) = float64_gradients(case, seed=11)
     out = engine().forward(grad_y.float().contiguous(), weight.float().contiguous(), None, list(k), list(s), list(p),
-                           not transposed, [d, h, w])
+                           not transposed, list(x.shape[2:]))
     report = compare(out, truth)
     assert report.passed, report
 
@@ -189,15 +196,7 @@ WGRAD_CASES = DGRAD_CASES + [
 @needs_gpu
 @pytest.mark.parametrize("case", WGRAD_CASES, ids=[c[0] for c in WGRAD_CASES])
 def test_the_engine_computes_weight_gradients(case):
-    _, transposed, c_in, c_out, kernel, stride, padding, (b, d, h, w) = case
-    k, s, p = triple(kernel), triple(stride), triple(padding)
-    gen = torch.Generator().manual_seed(13)
-    x = torch.rand((b, c_in, d, h, w), generator=gen, dtype=torch.float64).cuda()
-    weight = (torch.randn((c_in, c_out) + k if transposed else (c_out, c_in) + k, generator=gen,
-                          dtype=torch.float64) * 0.2).cuda().requires_grad_(True)
-    y = (F.conv_transpose3d if transposed else F.conv3d)(x, weight, stride=s, padding=p)
-    grad_y = torch.randn(y.shape, generator=gen, dtype=torch.float64).cuda()
-    truth, = torch.autograd.grad(y, weight, grad_y)
+    transposed, k, s, p, x, weight, grad_y, (_, truth) = float64_gradients(case, seed=13)
     dir_, gat = (x, grad_y) if transposed else (grad_y, x)
     out = engine().wgrad(dir_.float().contiguous(), gat.float().contiguous(), list(k), list(s), list(p))
     report = compare(out, truth)

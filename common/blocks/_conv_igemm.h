@@ -60,6 +60,19 @@ __device__ __forceinline__ void ig_stage_mma(const float (&a_s)[IG_BK][IG_BM + 4
     }
 }
 
+// f(row, column, value) for each of a warp's accumulators, row and column within the block's 64 x 64 (the m16n8k8
+// result layout: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 tile).
+template <typename F>
+__device__ __forceinline__ void ig_for_each_result(const float (&acc)[2][4][4], int wm, int wn, int gq, int tq, F&& f) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int jn = 0; jn < 4; ++jn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                f(wm + 16 * i + gq + (e >= 2 ? 8 : 0), wn + 8 * jn + 2 * tq + (e & 1), acc[i][jn][e]);
+}
+
 // Epilogue: y[b, co, position] = v + bias[co] (bias may be null).
 struct StoreWithBias {
     float* y;
@@ -117,16 +130,11 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const float* __r
         ig_stage_mma(a_s, b_s, acc, wm, wn, gq, tq);
         __syncthreads();
     }
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int jn = 0; jn < 4; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const long long row = m0 + wm + 16 * i + gq + (e >= 2 ? 8 : 0);
-                const int co = n0 + wn + 8 * jn + 2 * tq + (e & 1);
-                if (row < rows && co < g.C_out) epilogue(row / plane, co, row % plane, plane, g.C_out, acc[i][jn][e]);
-            }
+    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
+        const long long row = m0 + r;
+        const int co = n0 + c;
+        if (row < rows && co < g.C_out) epilogue(row / plane, co, row % plane, plane, g.C_out, v);
+    });
 }
 
 template <typename Epilogue>
@@ -194,17 +202,10 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const floa
         __syncthreads();
     }
     const long long n_w = (long long)g.R * cols;
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int jn = 0; jn < 4; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int row = m0 + wm + 16 * i + gq + (e >= 2 ? 8 : 0);
-                const int col = n0 + wn + 8 * jn + 2 * tq + (e & 1);
-                if (row < g.R && col < cols)
-                    partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)acc[i][jn][e];
-            }
+    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
+        const int row = m0 + r, col = n0 + c;
+        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
+    });
 }
 
 // Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
