@@ -34,6 +34,7 @@ N_WORST = 5
 HALF_TOL = 1e-2      # KernelBench's tolerance for float16 and bfloat16 (atol = rtol)
 HALF_REL_L2_MARGIN = 1.05
 HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, **HALF_DTYPES}   # run_all.py's --dtype names
 
 
 @dataclass

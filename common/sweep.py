@@ -11,10 +11,9 @@ Forward + backward: the input and every parameter take gradients, `out.backward(
 """
 import torch
 
+from common.accuracy import DTYPES
 from common.inputs import make_input, make_models
 from common.problems import PROBLEMS, Case, channel_sweep
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 from common.timing import time_cuda
 
 DEVICE = "cuda"

@@ -18,15 +18,13 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from common.accuracy import cudnn_tf32  # noqa: E402
+from common.accuracy import DTYPES, cudnn_tf32  # noqa: E402
 from common.inputs import make_input, make_models  # noqa: E402
 from common.loading import load_variant  # noqa: E402
 from common.problems import PROBLEMS  # noqa: E402
 from common.timing import flush_l2  # noqa: E402
 
 import torch  # noqa: E402
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def main():
