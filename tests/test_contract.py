@@ -144,8 +144,8 @@ def project_files():
 
 def test_no_separate_cuda_or_cpp_files():
     """The variants compile their strings only. common/blocks/ holds the one source of the pieces they share,
-    written into those strings by tools/check_shared.py (tests/test_shared.py checks the copies); a block whose name
-    starts with _ is in no variant yet (the conv engine, tested alone by tests/test_conv_engine.py)."""
+    written into those strings by tools/check_shared.py (tests/test_shared.py checks the copies; tests/test_conv_engine.py
+    builds the conv engine's blocks alone too)."""
     blocks = ROOT / "common" / "blocks"
     strays = [p for p in project_files() if p.suffix in {".cu", ".cuh", ".cpp", ".h"} and p.parent != blocks]
     assert not strays
