@@ -218,18 +218,19 @@ PROBLEMS = {p.name: p for p in (
         model=reference.ConvTranspose3dSwishGroupNormHardSwish,
         init_args=(3, 16, 3, 2, 1, 4, 1e-5), input_shape=(128, 3, 16, 32, 32), out_shape=_p3_shape,
         flops=_p3_flops, min_bytes=_p3_bytes,
-        cases=_edge_cases((3, 16, 3, 2, 1, 4, 1e-5), 3, (5, 7, 9), (1, 1, 1), 5, 16,
+        cases=_edge_cases((3, 16, 3, 2, 1, 4, 1e-5), 3, (7, 9, 11), (1, 1, 1), 5, 16,
                           extra=(Case("no_bias", (3, 16, 3, 2, 1, 4, 1e-5, False), (2, 3, 5, 7, 9)),
                                  # several row and column tiles per depth
                                  Case("wide_tall", (3, 16, 3, 2, 1, 4, 1e-5), (2, 3, 3, 37, 45)),
-                                 # the tuned path: input channels in two chunks, a partial chunk of
-                                 # output channels
-                                 Case("partial_chunk", (6, 20, 3, 2, 1, 4, 1e-5), (2, 6, 3, 9, 11)),
+                                 # the tuned path (C_in <= 4, 512 input positions a sample on): a
+                                 # partial chunk of output channels
+                                 Case("partial_chunk", (4, 20, 3, 2, 1, 4, 1e-5), (2, 4, 3, 13, 15)),
                                  # output channels in two groups, a partial chunk of channels
-                                 Case("many_channels", (6, 36, 3, 2, 1, 4, 1e-5), (2, 6, 3, 9, 11)),
-                                 # more than 8 input channels and more than one group of output channels:
-                                 # the general path at kernel 3, stride 2, padding 1
+                                 Case("many_channels", (4, 36, 3, 2, 1, 4, 1e-5), (2, 4, 3, 13, 15)),
+                                 # more input channels: the general path (the conv engine) at kernel 3,
+                                 # stride 2, padding 1; and a small input with few channels
                                  Case("many_channels_general", (12, 36, 3, 2, 1, 4, 1e-5), (2, 12, 3, 9, 11)),
+                                 Case("few_positions_general", (4, 20, 3, 2, 1, 4, 1e-5), (2, 4, 3, 9, 11)),
                                  Case("odd_channels", (3, 6, 3, 2, 1, 3, 1e-5), (2, 3, 4, 5, 6)))),
         other_configs=((4, 8, 3, 2, 1, 2, 1e-3), (3, 16, 4, 2, 1, 4, 1e-5), (3, 16, 3, 1, 1, 4, 1e-5)),
         has_backward=True,
@@ -264,7 +265,7 @@ PROBLEMS = {p.name: p for p in (
 _P60 = "convtranspose3d_swish_groupnorm_hardswish"
 _GRIDS = {
     _P60: [
-        ("tuned", (3, 16, 3, 2, 1, 4, 1e-5), (2, 3, 3, 4, 5)),
+        ("tuned", (3, 16, 3, 2, 1, 4, 1e-5), (1, 3, 8, 16, 16)),
         ("kernel1_stride1", (3, 8, 1, 1, 0, 4, 1e-5), (2, 3, 3, 4, 5)),
         ("kernel2_stride2", (4, 8, 2, 2, 0, 2, 1e-5), (2, 4, 3, 4, 5)),
         ("kernel3_stride1_pad1", (3, 16, 3, 1, 1, 4, 1e-5), (2, 3, 3, 4, 5)),

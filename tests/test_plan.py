@@ -94,17 +94,19 @@ def test_problem60():
                                                             "group_norm_hardswish_kernel")
     Case = type(PROBLEMS[P60].benchmark)   # kernel 3, stride 2, padding 1, but more channels than one group
     assert plan(P60, Case("32 -> 64", (32, 64, 3, 2, 1, 8, 1e-5), (2, 32, 4, 8, 8)))["forward"] == (
-        "convt_swish_general_kernel")
-    for tuned in ((16, 32, 3, 2, 1, 8, 1e-5), (8, 64, 3, 2, 1, 8, 1e-5)):   # C_out <= 32 or C_in <= 8
-        assert plan(P60, Case("tuned", tuned, (2, tuned[0], 4, 8, 8)))["forward"] == "convt_swish_gn_kernel"
-    for c_in, c_out, kernel in ((8, 33, "convt_swish_gn_kernel"), (9, 32, "convt_swish_gn_kernel"),
-                                (9, 33, "convt_swish_general_kernel")):   # the rule's edges
+        "conv_igemm_kernel + SwishStore")
+    engine, tuned = "conv_igemm_kernel + SwishStore", "convt_swish_gn_kernel"
+    for c_in, c_out, shape, kernel in ((4, 64, (8, 16, 16), tuned), (5, 16, (8, 16, 16), engine),   # C_in <= 4
+                                       (3, 16, (8, 8, 8), tuned), (3, 16, (8, 8, 7), engine),   # 512 positions
+                                       (16, 32, (4, 8, 8), engine), (8, 64, (4, 8, 8), engine)):
         args = (c_in, c_out, 3, 2, 1, 1, 1e-5)
-        assert plan(P60, Case("edge", args, (1, c_in, 2, 3, 4)))["forward"] == kernel, (c_in, c_out)
+        assert plan(P60, Case("edge", args, (1, c_in) + shape))["forward"] == kernel, (c_in, c_out, shape)
+    assert plan(P60, Case("stride 1", (3, 16, 3, 1, 1, 1, 1e-5), (1, 3, 16, 32, 32)))["forward"] == engine
     general = plan(P60, "general")
     assert (general["forward"], general["forward GroupNorm"], general["backward dL/dW"]) == (
-        "convt_swish_general_kernel", "gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel",
-        "grad_weight_convt_general_kernel")
+        "conv_igemm_kernel + SwishStore", "gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel",
+        "conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel")
+    assert general["backward dL/dx"] == "conv_igemm_kernel"
 
 
 def test_problem92():

@@ -9,24 +9,28 @@ and writes the output once. The backward recomputes y the same way.
 Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
 decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
   forward
-    convt_swish_gn_kernel         tuned path (kernel 3, stride 2, padding 1; C_in <= 8 or C_out <= 32): the parity
+    convt_swish_gn_kernel         tuned path (kernel 3, stride 2, padding 1; C_in <= 4, >= 512 input positions): the parity
                                   split (each input position feeds 2 x 2 x 2 outputs through dense loops), work
                                   items taken by ticket, phase 2 items trailing phase 1's; in half precision it
                                   writes Swish rounded (RAW) only
-    convt_swish_general_kernel    general path (any kernel, stride, padding, tuples): a thread per output position
-                                  and 8 channels, writing Swish
+    conv_igemm_kernel             general path (any kernel, stride, padding, tuples): the tensor-core conv engine
+                                  (implicit GEMM per output parity class, split TF32), its epilogue (SwishStore)
+                                  adding the bias and writing Swish
     gn_partials_kernel, gn_finalize_kernel, gn_apply_kernel
                                   general path, float32: GroupNorm in 64K pieces (Welford states in order) and
                                   HardSwish in place
     group_norm_hardswish_kernel   half precision: GroupNorm's statistics in PyTorch's own order, then HardSwish
   backward
-    chain_backward_channels_kernel  two sweeps recomputing y: the per-channel sums, then dL/dy (8 channels a thread,
-                                    their weights in shared memory); chain_backward_kernel where those exceed 48 KB
+    chain_backward_channels_kernel  tuned path: two sweeps recomputing y: the per-channel sums, then dL/dy (8
+                                    channels a thread, their weights in shared memory)
+    conv_igemm_kernel + chain_backward_kernel  general path: y recomputed once by the engine (StoreWithBias), then
+                                    the two sweeps read it (a thread an element)
     chain_sums_kernel, gn_param_grad_kernel  the sums in order; dL/dgamma, dL/dbeta
     bias_grad_convt_kernel        dL/dbias
-    grad_input_convt_kernel       dL/dx: a thread per input position, 4 input channels
+    grad_input_convt_kernel       dL/dx on the tuned path: a thread per input position, 4 input channels; else
+    conv_igemm_kernel             the engine's plain conv of dL/dy with the weight
     grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path; else
-    grad_weight_convt_general_kernel
+    conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel  the engine's weight-gradient GEMM
     convert_kernel                half precision: float copies of the inputs, the gradients' roundings
 Every sum is in a fixed order; the tickets only decide which block does an item: the same input gives the same bits.
 Each call allocates its workspace (so CUDA graph pools see it) and clears its counters on the stream.
@@ -152,20 +156,515 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 }
 // shared: convert end
 
+// shared: split_tf32 begin
+// Split-TF32: v = big + small. big is v with its low 13 bits cleared, exact in TF32 (sign, 8
+// exponent bits, 10 mantissa bits); small = v - big (exact in fp32) holds the other 13 significant
+// bits, of which the tensor cores, which ignore an operand's low 13 bits, use the top 11.
+// big*big + big*small + small*big then loses at most ~2^-20 of each product (small*small and
+// those 2 bits): fp32-level accuracy. Finite inputs only (inf and NaN give NaN).
+struct Split { uint32_t big, small; };
+__device__ __forceinline__ Split split(float v) {
+    const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+    return {__float_as_uint(big), __float_as_uint(v - big)};
+}
+// d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
+// fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
+// column g; d = row g then g+8, columns 2t, 2t+1.
+__device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// shared: split_tf32 end
+
+// shared: conv_igemm begin
+// The tensor-core conv engine: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, TF32 operands, fp32
+// sums), for the files' general paths (tests/test_conv_engine.py checks it alone against float64). Needs the
+// element_types and split_tf32 blocks before it (and C++17: if constexpr).
+//
+// The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (tap, ci), channels
+// innermost, so a thread's row finds its input position once a tap and then steps through channels. Conv3d gathers
+// x[b, ci, od s - p + kd, ...]. ConvTranspose3d (also a Conv3d's data gradient) is split by output parity: outputs
+// od = c + s j (c < s) take only the taps kd = r + s u, r = (c + p) mod s, from x[.., j + (c + p) / s - u, ..], so
+// each class (grid z) is a dense stride-1 GEMM over its own taps and no product is a zero of the stride. Any kernel,
+// stride and padding per axis; 64-bit indices. The weights are first packed as [tap][ci][co] (conv_igemm_pack_kernel,
+// a workspace of the weight's size) so a stage's weight loads coalesce. A block of 4 warps computes IgTile's
+// BM x BN outputs, a warp (BM / 2) x (BN / 2); a stage stages 16 depths of the gathered input and of the weights in
+// shared memory: float operands by cp.async, IG_STAGES - 1 stages in flight while the tensor cores work on one;
+// 16-bit ones through registers, one stage ahead.
+// Products (IgProducts): IG_SPLIT, three TF32 products a step (fp32-level accuracy, the split_tf32 block);
+// IG_TF32, the operands rounded to TF32 to nearest even and one product (PyTorch's conv under allow_tf32);
+// IG_EXACT, one product of operands already exact in TF32 (float16 and bfloat16 values). The tensor cores add a
+// step's products without rounding to nearest (their sum truncates), so each stage sums into a fresh accumulator
+// that is then added (rounded to nearest) to the running one: the error stays that of fp32 sums at any depth.
+// The epilogue gets each output value with its (sample, channel, position) and stores it (a file's epilogue fuses
+// what follows the conv). Depths are added in a fixed order: the same input gives the same bits. The weight
+// gradient is a second GEMM (the _conv_igemm_wgrad block).
+struct ConvGeom {
+    int B, C_in, C_out, D, H, W, Do, Ho, Wo;
+    int k[3], s[3], p[3];
+    bool transposed;
+};
+enum IgProducts { IG_SPLIT = 0, IG_TF32 = 1, IG_EXACT = 2 };
+constexpr int IG_BK = 16, IG_THREADS = 128;
+
+// A block's tile: 2 x 2 warps of MI 16-row by NJ 8-column MMA tiles. A thread stages A_LOADS input values (one row,
+// depths A_STEP apart) and B_LOADS weights (one column, depths B_STEP apart) a stage.
+template <int MI, int NJ> struct IgTile {
+    static constexpr int BM = 32 * MI, BN = 16 * NJ;
+    static constexpr int A_STEP = IG_THREADS / BM, A_LOADS = IG_BK / A_STEP;
+    static constexpr int B_STEP = IG_THREADS / BN, B_LOADS = IG_BK / B_STEP;
+    static_assert(IG_THREADS % BM == 0 && IG_THREADS % BN == 0, "tile");
+};
+// Shared memory of one stage: a [depth][row], b [depth][column]; the pad of 8 makes a warp's fragment reads (rows or
+// columns g at depths t, lanes (g, t)) hit 32 different banks.
+template <int MI, int NJ> struct IgSmem {
+    float a[IG_BK][32 * MI + 8];
+    float b[IG_BK][16 * NJ + 8];
+};
+
+// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
+// the product of two such values is exact in fp32. Finite v only.
+__device__ __forceinline__ float ig_round_tf32(float v) {
+    const unsigned u = __float_as_uint(v);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
+
+// One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
+// lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
+template <int P, int MI, int NJ>
+__device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn,
+                                             int gq, int tq) {
+#pragma unroll
+    for (int ks = 0; ks < IG_BK; ks += 8) {
+        uint32_t a_big[MI][4], a_small[MI][4];
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+            const int r = wm + 16 * i + gq;
+            const float v[4] = {s.a[ks + tq][r], s.a[ks + tq][r + 8], s.a[ks + tq + 4][r], s.a[ks + tq + 4][r + 8]};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (P == IG_SPLIT) {
+                    const Split sp = split(v[e]);
+                    a_big[i][e] = sp.big;
+                    a_small[i][e] = sp.small;
+                } else {
+                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? ig_round_tf32(v[e]) : v[e]);
+                }
+            }
+        }
+#pragma unroll
+        for (int jn = 0; jn < NJ; ++jn) {
+            const int c = wn + 8 * jn + gq;
+            const float u0 = s.b[ks + tq][c], u1 = s.b[ks + tq + 4][c];
+            if (P == IG_SPLIT) {
+                const Split b0 = split(u0), b1 = split(u1);
+#pragma unroll
+                for (int i = 0; i < MI; ++i) {
+                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
+                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
+                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < MI; ++i) mma(acc[i][jn], a_big[i], __float_as_uint(u0), __float_as_uint(u1));
+            }
+        }
+    }
+}
+
+// A stage's products summed apart and added to acc (rounded to nearest): see the header on truncated sums.
+template <int P, int MI, int NJ>
+__device__ __forceinline__ void ig_stage(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn, int gq,
+                                         int tq) {
+    float part[MI][NJ][4] = {};
+    ig_stage_mma<P>(s, part, wm, wn, gq, tq);
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int jn = 0; jn < NJ; ++jn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][jn][e] += part[i][jn][e];
+}
+
+// f(row, column, value) for each of a warp's accumulators, row and column within the block's tile (the m16n8k8
+// result layout: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 tile).
+template <int MI, int NJ, typename F>
+__device__ __forceinline__ void ig_for_each_result(const float (&acc)[MI][NJ][4], int wm, int wn, int gq, int tq,
+                                                   F&& f) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int jn = 0; jn < NJ; ++jn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                f(wm + 16 * i + gq + (e >= 2 ? 8 : 0), wn + 8 * jn + 2 * tq + (e & 1), acc[i][jn][e]);
+}
+
+// One axis of a parity class: its n outputs o = c + ostep j, its taps t = r + tstep u (u < taps), the input index
+// j mul + off + dir u of output j through tap u.
+struct IgAxis { int n, ostep, c, taps, r, tstep, mul, off, dir; };
+__device__ __forceinline__ IgAxis ig_class_axis(int out, int k, int s, int p, bool transposed, int c) {
+    if (!transposed) return {out, 1, 0, k, 0, 1, s, -p, 1};
+    const int r = (c + p) % s;
+    return {c < out ? (out - c + s - 1) / s : 0, s, c, r < k ? (k - r + s - 1) / s : 0, r, s, 1, (c + p) / s, -1};
+}
+
+// Epilogue: y[b, co, position] = v + bias[co] (bias may be null), rounded to T.
+template <typename T> struct StoreWithBias {
+    T* y;
+    const T* bias;
+    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
+                                               float v) const {
+        y[((size_t)b * C_out + co) * plane + pos] = from_float<T>(bias != nullptr ? v + to_float(bias[co]) : v);
+    }
+};
+
+// 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where src is
+// null (then nothing is read at `any`, a valid global address).
+__device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, const float* any) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(dst), "l"(src != nullptr ? src : any), "r"(src != nullptr ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void ig_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void ig_copy_wait() {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+constexpr int IG_STAGES = 3;   // float operands: stages in flight in shared memory
+
+// The weights as [tap][ci][co] (IG_TF32: rounded to TF32), from (C_out, C_in, taps), or (C_in, C_out, taps) when
+// transposed.
+template <typename T, int P>
+__global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ packed, int C_in, int C_out, int taps,
+                                       bool transposed) {
+    const long long n = (long long)taps * C_in * C_out;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in), t = (int)(i / C_out / C_in);
+        const T v = w[transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
+        packed[i] = P == IG_TF32 ? from_float<T>(ig_round_tf32(to_float(v))) : v;   // (A: as its fragments load)
+    }
+}
+
+template <typename T, int P, int MI, int NJ, typename Epilogue>
+__global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restrict__ x,
+                                                                const T* __restrict__ packed, ConvGeom g,
+                                                                Epilogue epilogue)
+{
+    using Tile = IgTile<MI, NJ>;
+    // This block's parity class (one class unless transposed) and its GEMM.
+    const int cls = blockIdx.z, sh = g.transposed ? g.s[1] : 1, sw = g.transposed ? g.s[2] : 1;
+    const IgAxis ad = ig_class_axis(g.Do, g.k[0], g.s[0], g.p[0], g.transposed, cls / (sh * sw));
+    const IgAxis ah = ig_class_axis(g.Ho, g.k[1], g.s[1], g.p[1], g.transposed, cls / sw % sh);
+    const IgAxis aw = ig_class_axis(g.Wo, g.k[2], g.s[2], g.p[2], g.transposed, cls % sw);
+    const long long cplane = (long long)ad.n * ah.n * aw.n, rows = (long long)g.B * cplane;
+    const long long m0 = (long long)blockIdx.x * Tile::BM;
+    if (m0 >= rows) return;
+    const int taps = ad.taps * ah.taps * aw.taps, depth = taps * g.C_in;
+    const int n0 = blockIdx.y * Tile::BN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    const int wm = warp / 2 * 16 * MI, wn = warp % 2 * 8 * NJ;
+    const long long in_plane = (long long)g.D * g.H * g.W;
+    // A: this thread stages row a_row at depths a_k, a_k + A_STEP, ... of each stage; (a_tap, a_ci) the next one's.
+    const int a_row = threadIdx.x % Tile::BM, a_k = threadIdx.x / Tile::BM;
+    const long long m = m0 + a_row;
+    const bool row_ok = m < rows;
+    const long long rest = row_ok ? m : 0;
+    const int jw = (int)(rest % aw.n), jh = (int)(rest / aw.n % ah.n), jd = (int)(rest / aw.n / ah.n % ad.n);
+    const T* xb = x + (size_t)(rest / cplane) * g.C_in * in_plane;
+    const int bd = jd * ad.mul + ad.off, bh = jh * ah.mul + ah.off, bw = jw * aw.mul + aw.off;
+    int a_tap = a_k / g.C_in, a_ci = a_k % g.C_in;
+    const long long a_step = (long long)Tile::A_STEP * in_plane;
+    const T* a_src = nullptr;   // x at (row, tap a_tap, channel a_ci); null: outside the input
+    const auto a_at_tap = [&]() {
+        const int ud = a_tap / (ah.taps * aw.taps), uh = a_tap / aw.taps % ah.taps, uw = a_tap % aw.taps;
+        const int id = bd + ad.dir * ud, ih = bh + ah.dir * uh, iw = bw + aw.dir * uw;
+        a_src = row_ok && a_tap < taps && (unsigned)id < (unsigned)g.D && (unsigned)ih < (unsigned)g.H &&
+                (unsigned)iw < (unsigned)g.W ? xb + (size_t)a_ci * in_plane + ((size_t)id * g.H + ih) * g.W + iw
+                                             : nullptr;
+    };
+    // B: this thread stages column b_col at depths b_k, b_k + B_STEP, ...; (b_tap, b_ci) the next one's.
+    const int b_col = threadIdx.x % Tile::BN, b_k = threadIdx.x / Tile::BN, n = n0 + b_col;
+    int b_tap = b_k / g.C_in, b_ci = b_k % g.C_in;
+    const long long b_step = (long long)Tile::B_STEP * g.C_out;
+    const T* b_src = nullptr;   // the packed weight at (tap b_tap, channel b_ci, column n); null: none
+    const auto b_at_tap = [&]() {
+        const int ud = b_tap / (ah.taps * aw.taps), uh = b_tap / aw.taps % ah.taps, uw = b_tap % aw.taps;
+        const int t = ((ad.r + ad.tstep * ud) * g.k[1] + ah.r + ah.tstep * uh) * g.k[2] + aw.r + aw.tstep * uw;
+        b_src = n < g.C_out && b_tap < taps ? packed + ((size_t)t * g.C_in + b_ci) * g.C_out + n : nullptr;
+    };
+    a_at_tap();
+    b_at_tap();
+    // The next A / B element of this thread (null: a zero), moving on one: a pointer step within a tap.
+    const auto a_next = [&]() -> const T* {
+        const T* src = a_src;
+        a_ci += Tile::A_STEP;
+        if (a_ci >= g.C_in) {
+            while (a_ci >= g.C_in) { a_ci -= g.C_in; ++a_tap; }
+            a_at_tap();
+        } else if (a_src != nullptr) {
+            a_src += a_step;
+        }
+        return src;
+    };
+    const auto b_next = [&]() -> const T* {
+        const T* src = b_src;
+        b_ci += Tile::B_STEP;
+        if (b_ci >= g.C_in) {
+            while (b_ci >= g.C_in) { b_ci -= g.C_in; ++b_tap; }
+            b_at_tap();
+        } else if (b_src != nullptr) {
+            b_src += b_step;
+        }
+        return src;
+    };
+    const int stages = (depth + IG_BK - 1) / IG_BK;
+    float acc[MI][NJ][4] = {};
+    if constexpr (std::is_same<T, float>::value) {
+        // IG_STAGES - 1 stages in flight (cp.async) while the tensor cores work on one.
+        __shared__ IgSmem<MI, NJ> s[IG_STAGES];
+        const unsigned s0 = (unsigned)__cvta_generic_to_shared(&s[0]);
+        const unsigned a_dst = (unsigned)__cvta_generic_to_shared(&s[0].a[a_k][a_row]) - s0;
+        const unsigned b_dst = (unsigned)__cvta_generic_to_shared(&s[0].b[b_k][b_col]) - s0;
+        const auto issue = [&](int buf) {
+            const unsigned base = s0 + buf * (unsigned)sizeof(IgSmem<MI, NJ>);
+#pragma unroll
+            for (int j = 0; j < Tile::A_LOADS; ++j)
+                ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), a_next(), x);
+#pragma unroll
+            for (int j = 0; j < Tile::B_LOADS; ++j)
+                ig_copy_async(base + b_dst + j * Tile::B_STEP * (unsigned)sizeof(s[0].b[0]), b_next(), x);
+        };
+#pragma unroll
+        for (int i = 0; i < IG_STAGES - 1; ++i) {
+            if (i < stages) issue(i);
+            ig_copy_commit();
+        }
+        for (int k = 0; k < stages; ++k) {
+            ig_copy_wait<IG_STAGES - 2>();
+            __syncthreads();   // stage k is in; every warp is done with stage k - 1's buffer
+            if (k + IG_STAGES - 1 < stages) issue((k + IG_STAGES - 1) % IG_STAGES);
+            ig_copy_commit();
+            ig_stage<P>(s[k % IG_STAGES], acc, wm, wn, gq, tq);
+        }
+    } else {
+        // 16-bit operands (no 2-byte cp.async): the next stage in registers while the tensor cores work.
+        __shared__ IgSmem<MI, NJ> s;
+        float av[Tile::A_LOADS], bv[Tile::B_LOADS];
+        const auto load = [&]() {
+#pragma unroll
+            for (int j = 0; j < Tile::A_LOADS; ++j) {
+                const T* src = a_next();
+                av[j] = src != nullptr ? to_float(*src) : 0.f;
+            }
+#pragma unroll
+            for (int j = 0; j < Tile::B_LOADS; ++j) {
+                const T* src = b_next();
+                bv[j] = src != nullptr ? to_float(*src) : 0.f;
+            }
+        };
+        load();
+        for (int k = 0; k < stages; ++k) {
+#pragma unroll
+            for (int j = 0; j < Tile::A_LOADS; ++j) s.a[a_k + Tile::A_STEP * j][a_row] = av[j];
+#pragma unroll
+            for (int j = 0; j < Tile::B_LOADS; ++j) s.b[b_k + Tile::B_STEP * j][b_col] = bv[j];
+            __syncthreads();
+            if (k + 1 < stages) load();   // in flight during this stage's products
+            ig_stage<P>(s, acc, wm, wn, gq, tq);
+            __syncthreads();
+        }
+    }
+    const long long plane = (long long)g.Do * g.Ho * g.Wo;
+    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
+        const long long row = m0 + r;
+        const int co = n0 + c;
+        if (row < rows && co < g.C_out) {
+            const long long q = row % cplane;
+            const int od = ad.c + ad.ostep * (int)(q / aw.n / ah.n), oh = ah.c + ah.ostep * (int)(q / aw.n % ah.n),
+                      ow = aw.c + aw.ostep * (int)(q % aw.n);
+            epilogue(row / cplane, co, ((long long)od * g.Ho + oh) * g.Wo + ow, plane, g.C_out, v);
+        }
+    });
+}
+
+// Tile shapes: 1: 64 x 32 (at most 32 output channels), 2: 64 x 64. (Measured on an H200 across the channel sweep's
+// convs, batch 32: 128 x 32, 128 x 64 and 64 x 128 tiles won nowhere by more than 10% and lost up to 2x: fewer
+// blocks, fewer warps a stage's latency hides behind.)
+inline int conv_igemm_tile(const ConvGeom& g) { return g.C_out <= 32 ? 1 : 2; }
+
+// The packed weights' elements (the workspace conv_igemm_launch needs).
+inline long long conv_igemm_packed_size(const ConvGeom& g) {
+    return (long long)g.k[0] * g.k[1] * g.k[2] * g.C_in * g.C_out;
+}
+
+template <typename T, int P, int MI, int NJ, typename Epilogue>
+cudaError_t conv_igemm_launch_tile(const T* x, const T* packed, const ConvGeom& g, Epilogue epilogue,
+                                   cudaStream_t stream) {
+    using Tile = IgTile<MI, NJ>;
+    const int classes = g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1;
+    const auto per_class = [&](int out, int s) { return g.transposed ? (out + s - 1) / s : out; };
+    const long long rows = (long long)g.B * per_class(g.Do, g.s[0]) * per_class(g.Ho, g.s[1]) * per_class(g.Wo, g.s[2]);
+    const dim3 grid((unsigned)((rows + Tile::BM - 1) / Tile::BM), (g.C_out + Tile::BN - 1) / Tile::BN, classes);
+    conv_igemm_kernel<T, P, MI, NJ><<<grid, IG_THREADS, 0, stream>>>(x, packed, g, epilogue);
+    return cudaGetLastError();
+}
+
+// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code.
+template <typename T, int P, typename Epilogue>
+cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, int tile, Epilogue epilogue,
+                              cudaStream_t stream) {
+    const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo, n_packed = conv_igemm_packed_size(g);
+    if (rows == 0 || g.C_out == 0) return cudaSuccess;
+    if (n_packed > 0) {
+        const int blocks = (int)std::min<long long>((n_packed + 255) / 256, 4096);
+        conv_igemm_pack_kernel<T, P><<<blocks, 256, 0, stream>>>(w, packed, g.C_in, g.C_out,
+                                                                 g.k[0] * g.k[1] * g.k[2], g.transposed);
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+    }
+    return tile == 1 ? conv_igemm_launch_tile<T, P, 2, 2>(x, packed, g, epilogue, stream)
+                     : conv_igemm_launch_tile<T, P, 2, 4>(x, packed, g, epilogue, stream);
+}
+// shared: conv_igemm end
+
+// shared: finish_weight_grad_tiled begin
+// dL/dW: each weight's split totals added in order.
+__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                                long long n, int splits)
+{
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double v = 0.0;
+    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
+    grad_weight[i] = (float)v;
+}
+// shared: finish_weight_grad_tiled end
+
+// shared: conv_igemm_wgrad begin
+// The conv engine's weight gradient. Needs the conv_igemm and finish_weight_grad_tiled blocks before it.
+// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
+// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
+// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
+// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
+// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
+// A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
+__device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
+struct WgradGeom {
+    int B, R, C;              // samples, Dir's channels, Gat's channels
+    int Dd, Dh, Dw;           // Dir's positions
+    int Gd, Gh, Gw;           // Gat's
+    int k[3], s[3], p[3];
+};
+
+__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
+                                                                      const float* __restrict__ gat,
+                                                                      double* __restrict__ partials, WgradGeom g)
+{
+    constexpr int MI = 2, NJ = 4, BM = 64, BN = 64;
+    __shared__ IgSmem<MI, NJ> s;     // a: [depth][row] Dir, b: [depth][column] Gat gathered
+    __shared__ int col_c[BN], col_t[BN];   // a column's Gat channel (-1: none) and tap (tz << 20 | ty << 10 | tx)
+    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
+    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
+    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
+    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
+    if (threadIdx.x < BN) {   // each column's Gat channel and tap (-1: no such column)
+        const int n = n0 + threadIdx.x;
+        const int t = n % taps;
+        col_c[threadIdx.x] = n < cols ? n / taps : -1;
+        col_t[threadIdx.x] = t / (g.k[1] * g.k[2]) << 20 | t / g.k[2] % g.k[1] << 10 | t % g.k[2];
+    }
+    __syncthreads();
+    const int k_off = threadIdx.x % IG_BK, lead = threadIdx.x / IG_BK;   // rows / columns lead + 8 j
+    // This thread's depth q = (b, pos), pos = (od, oh, ow), moved on by IG_BK a stage.
+    long long q = q0 + k_off;
+    long long b = q / plane;
+    long long pos = q % plane;
+    int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
+    float av[8], bv[8];
+    const auto load = [&]() {
+        const bool ok = q < q1;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int r = m0 + lead + 8 * j;
+            av[j] = ok && r < g.R ? dir[((size_t)b * g.R + r) * plane + pos] : 0.f;
+            const int c = col_c[lead + 8 * j], t = col_t[lead + 8 * j];
+            float u = 0.f;
+            if (ok && c >= 0) {
+                const int id = ig_in(od * g.s[0] - g.p[0] + (t >> 20), g.Gd);
+                const int ih = ig_in(oh * g.s[1] - g.p[1] + (t >> 10 & 1023), g.Gh);
+                const int iw = ig_in(ow * g.s[2] - g.p[2] + (t & 1023), g.Gw);
+                if ((id | ih | iw) >= 0) u = gat[((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw];
+            }
+            bv[j] = u;
+        }
+        q += IG_BK;
+        for (ow += IG_BK; ow >= g.Dw; ow -= g.Dw)
+            if (++oh == g.Dh) { oh = 0; if (++od == g.Dd) od = 0; }
+        for (pos += IG_BK; pos >= plane; pos -= plane) ++b;
+    };
+    float acc[MI][NJ][4] = {};
+    load();
+    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            s.a[k_off][lead + 8 * j] = av[j];
+            s.b[k_off][lead + 8 * j] = bv[j];
+        }
+        __syncthreads();
+        if (k0 + IG_BK < q1) load();
+        ig_stage<IG_SPLIT>(s, acc, wm, wn, gq, tq);
+        __syncthreads();
+    }
+    const long long n_w = (long long)g.R * cols;
+    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
+        const int row = m0 + r, col = n0 + c;
+        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
+    });
+}
+
+// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
+inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
+    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
+    const long long tiles = (long long)((g.R + 63) / 64) * ((cols + 63) / 64);
+    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
+    const long long want = (2LL * sms + tiles - 1) / tiles;
+    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
+}
+
+// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
+inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
+                                           double* partials, float* grad_weight, cudaStream_t stream) {
+    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
+    if (n_w == 0) return cudaSuccess;
+    const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
+    conv_igemm_wgrad_kernel<<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
+                                                                                       splits);
+    return cudaGetLastError();
+}
+// shared: conv_igemm_wgrad end
+
 // A transposed conv's shape: channels, input and output sizes, and per axis (d, h, w) kernel, stride, padding.
 struct ConvShape {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int k[3], s[3], p[3];
 };
-// The configuration convt_swish_gn_kernel is written for: kernel 3, stride 2, padding 1 on every axis, and at most
-// 8 input channels or one block's group of output channels (C_out <= CO_GROUP). Beyond both the general path is
-// faster (measured, batch 32: 16 -> 64 and 32 -> 64 channels 3.3 to 3.5x the forward, 1.4x forward + backward;
-// the tuned path wins at 3 -> 16, 3 -> 32, 8 -> 32, 16 -> 32, 3 -> 64 and 8 -> 64:
-// docs/convtranspose3d_swish_groupnorm_hardswish.md).
+// The configuration convt_swish_gn_kernel takes: kernel 3, stride 2, padding 1 on every axis, at most 4 input
+// channels and at least 512 input positions a sample, where its one pass over the output beats the general path
+// (the conv engine, its output written and normalised in three more passes). Measured against each other (H200,
+// batch 32, interleaved, forward / forward + backward): C_in 3 -> 16 on 4x8x8 the engine 1.1x / -, on 6x14x14 the
+// tuned path 1.6x / 1.1x, on 8x16x16 2.0x / 1.5x (3 -> 64: 2.1x / 1.8x), at the benchmark 8.6x; C_in 8 the engine
+// on all three inputs (8 -> 64 on 4x8x8 2.9x; 8 -> 32 on 6x14x14 2.3x / 1.1x, on 8x16x16 1.35x / 1.06x); C_in 16
+// the engine 4.9x. The 4 and the 512 lie between measured points.
 bool convt_tuned(const ConvShape& cs) {
     for (int a = 0; a < 3; ++a)
         if (cs.k[a] != K || cs.s[a] != 2 || cs.p[a] != 1) return false;
-    return cs.C_in <= 8 || cs.C_out <= CO_GROUP;
+    return cs.C_in <= 4 && (long long)cs.D * cs.H * cs.W >= 512;
 }
 
 struct Geometry {
@@ -1121,142 +1620,41 @@ __device__ __forceinline__ int axis_taps(int o, int (&k)[2], int (&i)[2]) {
     return 2;
 }
 
-// The conv's output at (b, c, od, oh, ow) without its bias: the products in fp32 (operands rounded to TF32 when
-// `tf32`), summed over input channels and taps. GENERAL: any ConvShape (output o takes tap k from input
-// i = (o + p - k) / s where that divides exactly and 0 <= i < In); else kernel 3, stride 2, padding 1 (axis_taps;
-// this branch's code as it was before the general path: a rewrite through a shared tap helper measured the
-// backward's sweeps 16% slower).
-// The taps of output o along one axis of the general transposed conv (kernel K, stride s, padding p, input In):
-// the k with (o + p - k) % s == 0 and 0 <= m = (o + p - k) / s < In, ascending: k, k + s, ... (n of them) from
-// inputs m, m - 1, ... (checked against the search by every k on a host grid: K 1 to 9, s 1 to 4, p 0 to K - 1).
-struct AxisTaps { int k, m, n; };
-__device__ __forceinline__ AxisTaps axis_taps_general(int o, int K, int s, int p, int In) {
-    const int t = o + p;   // k <= t (m >= 0), k >= t - s (In - 1) (m < In), 0 <= k < K
-    const int lo = max(t - s * (In - 1), 0), hi = min(t, K - 1);
-    const int k = lo + ((t - lo) % s + s) % s;   // the first k >= lo with k = t (mod s)
-    if (hi < lo || k > hi) return {0, 0, 0};
-    return {k, (t - k) / s, (hi - k) / s + 1};
-}
-
-template <bool GENERAL>
-__device__ __forceinline__ float conv_at(const float* __restrict__ x, const float* __restrict__ weight, long long b,
-                                         int c, int od, int oh, int ow, const ConvShape& cs, bool tf32) {
-    const int C_in = cs.C_in, C_out = cs.C_out, D = cs.D, H = cs.H, W = cs.W;
-    float acc = 0.f;
-    if (!GENERAL) {
-        int kd[2], id[2], kh[2], ih[2], kw[2], iw[2];
-        const int nd = axis_taps(od, kd, id), nh = axis_taps(oh, kh, ih), nw = axis_taps(ow, kw, iw);
-        for (int ci = 0; ci < C_in; ++ci) {
-            const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
-            const float* wc = weight + ((size_t)ci * C_out + c) * K * K * K;
-            for (int a = 0; a < nd; ++a)
-                for (int e = 0; e < nh; ++e)
-                    for (int f = 0; f < nw; ++f) {
-                        float v = __ldg(xc + ((size_t)id[a] * H + ih[e]) * W + iw[f]);
-                        float w = __ldg(wc + (kd[a] * K + kh[e]) * K + kw[f]);
-                        if (tf32) { v = round_tf32(v); w = round_tf32(w); }
-                        acc = fmaf(v, w, acc);
-                    }
+// The general path's first kernel (any ConvShape): the transposed conv on the tensor cores (the conv_igemm engine:
+// the parity split, split TF32 for exact fp32, one TF32 product under allow_tf32, one exact product of half values),
+// its epilogue adding the bias and applying Swish, written to `out` for the GroupNorm kernels. fp32: sigmoid as
+// PyTorch writes it (1 / (1 + exp(-y))); half (T): rounded where PyTorch rounds (swish_rounded); `out` in TO
+// (autocast: float32 holding the rounded values).
+template <typename T, typename TO> struct SwishStore {
+    TO* out;
+    const float* bias;
+    __device__ __forceinline__ void operator()(long long b, int c, long long pos, long long vol, int C_out,
+                                               float acc) const {
+        const float bc = bias ? __ldg(bias + c) : 0.f;
+        float v;
+        if (is_half<T>()) {
+            v = swish_rounded<T>(acc, bc);
+        } else {
+            const float y = acc + bc;
+            v = y * (1.f / (1.f + expf(-y)));
         }
-        return acc;
+        out[((size_t)b * C_out + c) * vol + pos] = from_float<TO>(v);
     }
-    const AxisTaps td = axis_taps_general(od, cs.k[0], cs.s[0], cs.p[0], D);
-    const AxisTaps th = axis_taps_general(oh, cs.k[1], cs.s[1], cs.p[1], H);
-    const AxisTaps tw = axis_taps_general(ow, cs.k[2], cs.s[2], cs.p[2], W);
-    for (int ci = 0; ci < C_in; ++ci) {
-        const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
-        const float* wc = weight + ((size_t)ci * C_out + c) * cs.k[0] * cs.k[1] * cs.k[2];
-        for (int a = 0; a < td.n; ++a) {
-            const int kd = td.k + a * cs.s[0], id = td.m - a;
-            for (int e = 0; e < th.n; ++e) {
-                const int kh = th.k + e * cs.s[1], ih = th.m - e;
-                const float* xr = xc + ((size_t)id * H + ih) * W;
-                const float* wr = wc + (kd * cs.k[1] + kh) * cs.k[2];
-                for (int f = 0; f < tw.n; ++f) {
-                    float v = __ldg(xr + tw.m - f);
-                    float w = __ldg(wr + tw.k + f * cs.s[2]);
-                    if (tf32) { v = round_tf32(v); w = round_tf32(w); }
-                    acc = fmaf(v, w, acc);
-                }
-            }
-        }
-    }
-    return acc;
-}
-
-// The general path's first kernel (any ConvShape): the transposed conv, its bias and Swish at each output
-// element, a thread per output position and GEN_CO output channels (blockIdx.y's chunk; each input value loaded
-// once for all of them; 64-bit indices), each channel summed in conv_at's order, written to `out` for
-// group_norm_hardswish_kernel. fp32: sigmoid as PyTorch writes it (1 / (1 + exp(-y))); half (T): rounded where
-// PyTorch rounds (swish_rounded); `out` in TO (autocast: float32 holding the rounded values).
-constexpr int GEN_CO = 8;
-template <typename T, typename TO>
-__global__ void __launch_bounds__(BWD_THREADS, 2) convt_swish_general_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias, TO* __restrict__ out,
-    const ConvShape cs, long long positions, bool tf32)
-{
-    const int c0 = blockIdx.y * GEN_CO, taps = cs.k[0] * cs.k[1] * cs.k[2];
-    const long long vol = (long long)cs.Do * cs.Ho * cs.Wo;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < positions; i += (long long)gridDim.x * blockDim.x) {
-        const long long b = i / vol, pos = i % vol;
-        const int ow = (int)(pos % cs.Wo), oh = (int)(pos / cs.Wo % cs.Ho), od = (int)(pos / ((long long)cs.Wo * cs.Ho));
-        const AxisTaps td = axis_taps_general(od, cs.k[0], cs.s[0], cs.p[0], cs.D);
-        const AxisTaps th = axis_taps_general(oh, cs.k[1], cs.s[1], cs.p[1], cs.H);
-        const AxisTaps tw = axis_taps_general(ow, cs.k[2], cs.s[2], cs.p[2], cs.W);
-        float acc[GEN_CO];
-#pragma unroll
-        for (int j = 0; j < GEN_CO; ++j) acc[j] = 0.f;
-        for (int ci = 0; ci < cs.C_in; ++ci) {
-            const float* xc = x + ((size_t)b * cs.C_in + ci) * cs.D * cs.H * cs.W;
-            const float* wj[GEN_CO];   // channel c0 + j's weights (past C_out: the last channel's, computed, not stored)
-#pragma unroll
-            for (int j = 0; j < GEN_CO; ++j) wj[j] = weight + ((size_t)ci * cs.C_out + min(c0 + j, cs.C_out - 1)) * taps;
-            for (int a = 0; a < td.n; ++a) {
-                const int kd = td.k + a * cs.s[0], id = td.m - a;
-                for (int e = 0; e < th.n; ++e) {
-                    const int kh = th.k + e * cs.s[1], ih = th.m - e;
-                    const float* xr = xc + ((size_t)id * cs.H + ih) * cs.W;
-                    const int t0 = (kd * cs.k[1] + kh) * cs.k[2];
-                    for (int f = 0; f < tw.n; ++f) {
-                        float v = __ldg(xr + tw.m - f);
-                        if (tf32) v = round_tf32(v);
-                        const int t = t0 + tw.k + f * cs.s[2];
-#pragma unroll
-                        for (int j = 0; j < GEN_CO; ++j) {
-                            float w = __ldg(wj[j] + t);
-                            if (tf32) w = round_tf32(w);
-                            acc[j] = fmaf(v, w, acc[j]);
-                        }
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < GEN_CO; ++j) {
-            const int c = c0 + j;
-            if (c >= cs.C_out) break;
-            const float bc = bias ? __ldg(bias + c) : 0.f;
-            float v;
-            if (is_half<T>()) {
-                v = swish_rounded<T>(acc[j], bc);
-            } else {
-                const float y = acc[j] + bc;
-                v = y * (1.f / (1.f + expf(-y)));
-            }
-            out[((size_t)b * cs.C_out + c) * vol + pos] = from_float<TO>(v);
-        }
-    }
+};
+ConvGeom conv_geom(int B, const ConvShape& cs) {
+    return ConvGeom{B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W, cs.Do, cs.Ho, cs.Wo,
+                    {cs.k[0], cs.k[1], cs.k[2]}, {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, true};
 }
 
 // Caller (the tuned configuration, convt_tuned): convt_items < 2^30 (the ticket counter overshoots by the
 // grid size); `data` of convt_data_bytes; counters (1 int), done and ready (B ints each) zero, and only this
-// launch using them. Any other configuration: the general path (the workspace
-// unused). The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types)
+// launch using them. Any other configuration: the general path (`data`: gn_scratch_bytes; `packed`: the weight's
+// size, for the conv engine's packed weights). The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types)
 // of the model's conv and GroupNorm; `out` in the GroupNorm's.
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type, int norm_type, int B,
-    const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream)
+    void* data, float* packed, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
+    int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream)
 {
     const long long vol = (long long)cs.Do * cs.Ho * cs.Wo;
     const auto normalise = [&](auto to) {   // GroupNorm and HardSwish over the Swish output written to `out`
@@ -1266,15 +1664,19 @@ cudaError_t convt_swish_gn_hardswish_launch(
             static_cast<TO*>(out), gn_weight, gn_bias, stats, cs.C_out, groups, vol, (float)eps);
         return cudaGetLastError();
     };
-    if (!convt_tuned(cs)) {   // `data`: gn_scratch_bytes
+    if (!convt_tuned(cs)) {
+        const int tile = conv_igemm_tile(conv_geom(B, cs));
         return with_types(conv_type, norm_type, [&](auto t, auto to) {
             using TO = decltype(to);
-            const long long positions = (long long)B * vol;
-            const dim3 grid((unsigned)std::min<long long>((positions + BWD_THREADS - 1) / BWD_THREADS, 1 << 16),
-                            (cs.C_out + GEN_CO - 1) / GEN_CO);
-            convt_swish_general_kernel<decltype(t), TO><<<grid, BWD_THREADS, 0, stream>>>(
-                x, weight, bias, static_cast<TO*>(out), cs, positions, tf32);
-            cudaError_t err = cudaGetLastError();
+            using T = decltype(t);
+            const ConvGeom g = conv_geom(B, cs);
+            const SwishStore<T, TO> store{static_cast<TO*>(out), bias};
+            cudaError_t err;
+            if constexpr (is_half<T>())   // half values (as floats) are exact in TF32: one product
+                err = conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, tile, store, stream);
+            else
+                err = tf32 ? conv_igemm_launch<float, IG_TF32>(x, weight, packed, g, tile, store, stream)
+                           : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, tile, store, stream);
             if (err != cudaSuccess) return err;
             if constexpr (is_half<TO>()) {
                 return normalise(to);   // PyTorch's order of the statistics
@@ -1315,20 +1717,20 @@ cudaError_t convt_swish_gn_hardswish_launch(
 
 // T: dL/dy's element type (float32, which the conv's gradient kernels read); TO: the output gradient's.
 // In half precision the chain's gradient is computed in float from float copies of the inputs.
-template <bool WRITE, bool GENERAL, typename T, typename TO>
+// The general path's sweeps (a thread an element): y = the conv + bias read from y_saved (the engine's recompute).
+template <bool WRITE, typename T, typename TO>
 __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    const float* __restrict__ y_saved,    // (B, C_out, Do, Ho, Wo): the conv with its bias
     const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
     const double* __restrict__ stats,     // (B, groups, 2): mean, 1/std
     const TO* __restrict__ grad_out,      // (B, C_out, Do, Ho, Wo)
     double* __restrict__ partials,        // (B, C_out, chunks, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
     const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
     T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo), float32 for our conv gradients
-    const ConvShape cs, int groups, bool tf32, int chunk_len)
+    const ConvShape cs, int groups, int chunk_len)
 {
     const int C_out = cs.C_out;
-    const int Do = GENERAL ? cs.Do : 2 * cs.D - 1, Ho = GENERAL ? cs.Ho : 2 * cs.H - 1, Wo = GENERAL ? cs.Wo : 2 * cs.W - 1;
-    const int S = Do * Ho * Wo;
+    const int S = cs.Do * cs.Ho * cs.Wo;
     const int chunk = blockIdx.x, c = blockIdx.y, b = blockIdx.z, cpg = C_out / groups, grp = c / cpg;
     const float mu = (float)stats[((size_t)b * groups + grp) * 2], rstd = (float)stats[((size_t)b * groups + grp) * 2 + 1];
     const float gamma = gn_weight[c], beta = gn_bias[c];
@@ -1346,8 +1748,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     float s_dz = 0.f, s_dzn = 0.f;
     const int end = min(S, (chunk + 1) * chunk_len);
     for (int pos = chunk * chunk_len + threadIdx.x; pos < end; pos += BWD_THREADS) {
-        const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
-        const float y = conv_at<GENERAL>(x, weight, b, c, od, oh, ow, cs, tf32) + (bias ? __ldg(bias + c) : 0.f);
+        const float y = y_saved[row + pos];
         const float sig = 1.f / (1.f + expf(-y));
         const float n = (y * sig - mu) * rstd;
         const float z = fmaf(gamma, n, beta);
@@ -1380,11 +1781,10 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     }
 }
 
-// The same two sweeps with CB output channels a thread (grid y: chunks of CB channels): each position's taps are
-// found once and each input value loaded once for all CB channels, whose weights sit in shared memory as
-// [ci][tap][CB] (a tap's CB weights two float4 broadcasts; rounded to TF32 there when `tf32`). Every channel's
-// conv sums in conv_at's order and each thread takes chain_backward_kernel's positions in its order, so both
-// give the same bits. Used where the weights of CB channels fit CB_SMEM bytes.
+// The tuned path's two sweeps, recomputing y, with CB output channels a thread (grid y: chunks of CB channels):
+// each position's taps are found once and each input value loaded once for all CB channels, whose weights sit in
+// shared memory as [ci][tap][CB] (a tap's CB weights two float4 broadcasts; rounded to TF32 there when `tf32`;
+// C_in <= 8 keeps them within CB_SMEM bytes). Each thread takes chain_backward_kernel's positions in its order.
 constexpr int CB = 8;
 constexpr int CB_SMEM = 48 * 1024;
 // The sweeps' chunk of positions (chunk_len): BWD_CHUNK, halved (down to 2 BWD_THREADS) while the channels kernel
@@ -1395,7 +1795,7 @@ static int bwd_chunk(long long B, int C_out, long long S) {
     while (len > 2 * BWD_THREADS && (S + len - 1) / len * ((C_out + CB - 1) / CB) * B < 256) len /= 2;
     return len;
 }
-template <bool WRITE, bool GENERAL, typename T, typename TO>
+template <bool WRITE, typename T, typename TO>
 __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
     const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
@@ -1409,9 +1809,8 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     extern __shared__ float4 w_s4[];     // [ci][tap][CB / 4]
     __shared__ float chan[8][CB];        // per channel: bias, mu, rstd, gamma, beta, P_g / N, Q_g / N
     const int C_in = cs.C_in, C_out = cs.C_out, D = cs.D, H = cs.H, W = cs.W;
-    const int kd_n = GENERAL ? cs.k[0] : K, kh_n = GENERAL ? cs.k[1] : K, kw_n = GENERAL ? cs.k[2] : K;
-    const int taps = kd_n * kh_n * kw_n;
-    const int Do = GENERAL ? cs.Do : 2 * D - 1, Ho = GENERAL ? cs.Ho : 2 * H - 1, Wo = GENERAL ? cs.Wo : 2 * W - 1;
+    const int taps = K * K * K;
+    const int Do = 2 * D - 1, Ho = 2 * H - 1, Wo = 2 * W - 1;
     const int S = Do * Ho * Wo;
     const int chunk = blockIdx.x, c0 = blockIdx.y * CB, b = blockIdx.z, cpg = C_out / groups;
     float* w_s = reinterpret_cast<float*>(w_s4);
@@ -1451,33 +1850,15 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
             acc[4] = fmaf(v, hi.x, acc[4]); acc[5] = fmaf(v, hi.y, acc[5]);
             acc[6] = fmaf(v, hi.z, acc[6]); acc[7] = fmaf(v, hi.w, acc[7]);
         };
-        if (!GENERAL) {
-            int kd[2], id[2], kh[2], ih[2], kw[2], iw[2];
-            const int nd = axis_taps(od, kd, id), nh = axis_taps(oh, kh, ih), nw = axis_taps(ow, kw, iw);
-            for (int ci = 0; ci < C_in; ++ci) {
-                const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
-                for (int a = 0; a < nd; ++a)
-                    for (int e = 0; e < nh; ++e)
-                        for (int f = 0; f < nw; ++f)
-                            tap(__ldg(xc + ((size_t)id[a] * H + ih[e]) * W + iw[f]),
-                                (ci * K + kd[a]) * K * K + kh[e] * K + kw[f]);
-            }
-        } else {
-            const AxisTaps td = axis_taps_general(od, cs.k[0], cs.s[0], cs.p[0], D);
-            const AxisTaps th = axis_taps_general(oh, cs.k[1], cs.s[1], cs.p[1], H);
-            const AxisTaps tw = axis_taps_general(ow, cs.k[2], cs.s[2], cs.p[2], W);
-            for (int ci = 0; ci < C_in; ++ci) {
-                const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
-                for (int a = 0; a < td.n; ++a) {
-                    const int kd = td.k + a * cs.s[0], id = td.m - a;
-                    for (int e = 0; e < th.n; ++e) {
-                        const int kh = th.k + e * cs.s[1], ih = th.m - e;
-                        const float* xr = xc + ((size_t)id * H + ih) * W;
-                        const int t0 = (ci * kd_n + kd) * kh_n * kw_n + kh * kw_n;
-                        for (int f = 0; f < tw.n; ++f) tap(__ldg(xr + tw.m - f), t0 + tw.k + f * cs.s[2]);
-                    }
-                }
-            }
+        int kd[2], id[2], kh[2], ih[2], kw[2], iw[2];
+        const int nd = axis_taps(od, kd, id), nh = axis_taps(oh, kh, ih), nw = axis_taps(ow, kw, iw);
+        for (int ci = 0; ci < C_in; ++ci) {
+            const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
+            for (int a = 0; a < nd; ++a)
+                for (int e = 0; e < nh; ++e)
+                    for (int f = 0; f < nw; ++f)
+                        tap(__ldg(xc + ((size_t)id[a] * H + ih[e]) * W + iw[f]),
+                            (ci * K + kd[a]) * K * K + kh[e] * K + kw[f]);
         }
 #pragma unroll
         for (int j = 0; j < CB; ++j) {
@@ -1547,27 +1928,48 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, TO* __rest
     (kind ? grad_gn_weight : grad_gn_bias)[c] = from_float<TO>((float)v);
 }
 
-long long chain_backward_workspace(long long B, const ConvShape& cs) {   // doubles
+// Doubles: the sweeps' partials and sums; on the general path then y (floats: B x C_out x positions) and the
+// engine's packed weights (floats).
+static long long chain_sums_doubles(long long B, const ConvShape& cs) {
     const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
     const int len = bwd_chunk(B, cs.C_out, S);
     return B * cs.C_out * ((S + len - 1) / len) * 2 + B * cs.C_out * 2;
 }
+long long chain_backward_workspace(long long B, const ConvShape& cs) {
+    if (convt_tuned(cs)) return chain_sums_doubles(B, cs);
+    const long long floats = B * cs.C_out * cs.Do * cs.Ho * cs.Wo + (long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1] * cs.k[2];
+    return chain_sums_doubles(B, cs) + (floats + 1) / 2;
+}
 
 // dL/dy (B, C_out, Do, Ho, Wo) in float32 and the GroupNorm parameters' gradients in the GroupNorm's dtype
 // (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace, whose partials
-// then hold the WRITE sweep's sums of dL/dy (conv_grads_launch's bias gradient).
-// The sweeps take chain_backward_channels_kernel (CB output channels a thread, their weights in shared memory) where
-// those weights fit CB_SMEM, else chain_backward_kernel (a thread an element).
+// then hold the WRITE sweep's sums of dL/dy (conv_grads_launch's bias gradient). The tuned path's sweeps recompute
+// y (chain_backward_channels_kernel); the general path's read it from the engine's one recompute.
 static size_t chain_channels_smem(const ConvShape& cs) {
     return (size_t)cs.C_in * cs.k[0] * cs.k[1] * cs.k[2] * CB * sizeof(float);
 }
-static bool chain_by_channels(const ConvShape& cs) { return chain_channels_smem(cs) <= CB_SMEM; }
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
-                                  int B, const ConvShape& cs, int groups, bool tf32, cudaStream_t stream) {
-    return with_types(conv_type, norm_type, [&](auto, auto to) {
+                                  int B, const ConvShape& cs, int groups, bool tf32, int sms, cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
         using TO = decltype(to);
+        const bool tuned = convt_tuned(cs);
+        float* y_saved = reinterpret_cast<float*>(work + chain_sums_doubles(B, cs));
+        if (!tuned) {   // y = the conv + bias once, on the tensor cores (the engine; as the forward's products)
+            const ConvGeom g = conv_geom(B, cs);
+            float* packed = y_saved + (size_t)B * cs.C_out * cs.Do * cs.Ho * cs.Wo;
+            const StoreWithBias<float> store{y_saved, bias};
+            const int tile = conv_igemm_tile(g);
+            cudaError_t err;
+            if constexpr (is_half<T>())
+                err = conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, tile, store, stream);
+            else
+                err = tf32 ? conv_igemm_launch<float, IG_TF32>(x, weight, packed, g, tile, store, stream)
+                           : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, tile, store, stream);
+            if (err != cudaSuccess) return err;
+        }
         const int C_out = cs.C_out;
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
         const int len = bwd_chunk(B, C_out, S), chunks = (int)((S + len - 1) / len);
@@ -1580,18 +1982,12 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         const dim3 cb_grid(chunks, (C_out + CB - 1) / CB, B);
         const auto sweep = [&](auto write) {
             constexpr bool WRITE = decltype(write)::value;
-            if (chain_by_channels(cs) && convt_tuned(cs))
-                chain_backward_channels_kernel<WRITE, false, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
-            else if (chain_by_channels(cs))
-                chain_backward_channels_kernel<WRITE, true, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
-            else if (convt_tuned(cs))
-                chain_backward_kernel<WRITE, false, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
+            if (tuned)   // (C_in <= 8: the weights of CB channels fit shared memory)
+                chain_backward_channels_kernel<WRITE, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
                     x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
             else
-                chain_backward_kernel<WRITE, true, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
+                chain_backward_kernel<WRITE, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
+                    y_saved, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, len);
             return cudaGetLastError();
         };
         cudaError_t err = sweep(std::false_type());
@@ -1745,51 +2141,6 @@ __global__ void finish_weight_grad_convt_kernel(const double* __restrict__ parti
     grad_weight[i] = (float)v;
 }
 
-// dL/dW elsewhere (any ConvShape): a block per weight row (ci, c, kd, kh), its GW_KW taps kw0 .. at a time (grid
-// y: chunks of kw), the products over the batch and the input positions in double: a thread takes positions in a
-// fixed stride per sample, then a shuffle tree and the warps in order.
-constexpr int GW_KW = 8, GW_THREADS = 128;
-__global__ void __launch_bounds__(GW_THREADS) grad_weight_convt_general_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ grad_weight, const ConvShape cs,
-    int B)
-{
-    int r = blockIdx.x;
-    const int kh = r % cs.k[1]; r /= cs.k[1];
-    const int kd = r % cs.k[0]; r /= cs.k[0];
-    const int c = r % cs.C_out, ci = r / cs.C_out, kw0 = blockIdx.y * GW_KW, n_kw = min(GW_KW, cs.k[2] - kw0);
-    const int n_in = cs.D * cs.H * cs.W;
-    const size_t out_vol = (size_t)cs.Do * cs.Ho * cs.Wo;
-    double acc[GW_KW] = {};
-    for (int b = 0; b < B; ++b) {
-        const float* xs = x + ((size_t)b * cs.C_in + ci) * n_in;
-        const float* g = grad_y + ((size_t)b * cs.C_out + c) * out_vol;
-        for (int i = threadIdx.x; i < n_in; i += GW_THREADS) {
-            const int iw = i % cs.W, ih = i / cs.W % cs.H, id = i / (cs.W * cs.H);
-            const int od = id * cs.s[0] - cs.p[0] + kd, oh = ih * cs.s[1] - cs.p[1] + kh;
-            if (od < 0 || od >= cs.Do || oh < 0 || oh >= cs.Ho) continue;
-            const double xv = __ldg(xs + i);
-            const float* gr = g + ((size_t)od * cs.Ho + oh) * cs.Wo;
-            const int ow0 = iw * cs.s[2] - cs.p[2] + kw0;
-#pragma unroll
-            for (int j = 0; j < GW_KW; ++j)
-                if (j < n_kw && ow0 + j >= 0 && ow0 + j < cs.Wo) acc[j] = fma(xv, (double)__ldg(gr + ow0 + j), acc[j]);
-        }
-    }
-    __shared__ double red[GW_THREADS / 32][GW_KW];
-#pragma unroll
-    for (int j = 0; j < GW_KW; ++j) {
-#pragma unroll
-        for (int off = 16; off > 0; off /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32][j] = acc[j];
-    }
-    __syncthreads();
-    if (threadIdx.x < n_kw) {
-        double v = 0.0;
-        for (int w = 0; w < GW_THREADS / 32; ++w) v += red[w][threadIdx.x];
-        grad_weight[(size_t)blockIdx.x * cs.k[2] + kw0 + threadIdx.x] = (float)v;
-    }
-}
-
 // dL/dbias from the WRITE sweep's per-(sample, channel, chunk) sums of dL/dy, in the bias's dtype: a block per
 // channel, thread j adding terms j, j + 256, ... in order, then a fixed tree.
 constexpr int BG_THREADS = 256;
@@ -1812,16 +2163,29 @@ __global__ void __launch_bounds__(BG_THREADS) bias_grad_convt_kernel(const doubl
     if (threadIdx.x == 0) grad_bias[c] = from_float<T>((float)red[0]);
 }
 
-long long conv_grads_workspace(long long B, const ConvShape& cs) {   // doubles: the tuned dL/dW's partials
-    return convt_tuned(cs) ? B * wt_parts(B, cs) * cs.C_out * cs.C_in * TAPS : 0;
+// The general path's weight gradient as the conv engine's GEMM: Dir = x, Gat = dL/dy.
+static WgradGeom convt_wgrad_geom(int B, const ConvShape& cs) {
+    return WgradGeom{B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W, cs.Do, cs.Ho, cs.Wo,
+                     {cs.k[0], cs.k[1], cs.k[2]}, {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}};
+}
+// Doubles: the tuned dL/dW's partials; on the general path the engine's dL/dW split totals, then dL/dx's packed
+// weights (floats). sms: the device's SM count.
+long long conv_grads_workspace(long long B, const ConvShape& cs, int sms) {
+    if (convt_tuned(cs)) return B * wt_parts(B, cs) * cs.C_out * cs.C_in * TAPS;
+    const long long n_w = (long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1] * cs.k[2];
+    return conv_igemm_wgrad_splits(convt_wgrad_geom((int)B, cs), sms) * n_w + (n_w + 1) / 2;
 }
 
 // The conv's gradients (grad_x, grad_weight null: not wanted); grad_bias (the conv's dtype code) from the
 // partials the WRITE sweep left in chain_backward_launch's workspace.
 cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
                               double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
-                              const ConvShape& cs, cudaStream_t stream) {
+                              const ConvShape& cs, int sms, cudaStream_t stream) {
     cudaError_t err;
+    const bool tuned = convt_tuned(cs);
+    const WgradGeom wg = convt_wgrad_geom(B, cs);
+    const int splits = tuned ? 0 : conv_igemm_wgrad_splits(wg, sms);
+    const long long n_w = (long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1] * cs.k[2];
     if (grad_bias != nullptr) {
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
         const int len = bwd_chunk(B, cs.C_out, S), chunks = (int)((S + len - 1) / len);
@@ -1833,14 +2197,21 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         });
         if (err != cudaSuccess) return err;
     }
-    if (grad_x != nullptr) {
+    if (grad_x != nullptr && tuned) {
         const long long positions = (long long)B * cs.D * cs.H * cs.W;
         grad_input_convt_kernel<<<dim3((unsigned)((positions + GI_THREADS - 1) / GI_THREADS), (cs.C_in + GI_CI - 1) / GI_CI),
                                   GI_THREADS, 0, stream>>>(grad_y, weight, grad_x, cs, positions);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    } else if (grad_x != nullptr) {   // the plain conv of dL/dy with the weight, as the engine's (split TF32)
+        const ConvGeom g{B, cs.C_out, cs.C_in, cs.Do, cs.Ho, cs.Wo, cs.D, cs.H, cs.W, {cs.k[0], cs.k[1], cs.k[2]},
+                         {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, false};
+        float* packed = reinterpret_cast<float*>(work + splits * n_w);
+        err = conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, conv_igemm_tile(g),
+                                                 StoreWithBias<float>{grad_x, nullptr}, stream);
+        if (err != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
-    if (convt_tuned(cs)) {
+    if (tuned) {
         const int parts = wt_parts(B, cs);
         grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * parts * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI)),
                                          WT_THREADS, 0, stream>>>(grad_y, x, work, cs, parts);
@@ -1848,26 +2219,26 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         finish_weight_grad_convt_kernel<<<(cs.C_in * cs.C_out * TAPS + 127) / 128, 128, 0, stream>>>(work, grad_weight,
                                                                                                      cs, B * parts);
     } else {
-        grad_weight_convt_general_kernel<<<dim3((unsigned)((long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1]),
-                                                (cs.k[2] + GW_KW - 1) / GW_KW), GW_THREADS, 0, stream>>>(
-            grad_y, x, grad_weight, cs, B);
+        return conv_igemm_wgrad_launch(x, grad_y, wg, splits, work, grad_weight, stream);
     }
     return cudaGetLastError();
 }
 
 // The launch plan for a configuration: each stage's kernel and the rule that picked it, from the decisions the
-// launchers above make (convt_tuned, chain_by_channels). conv_type, norm_type: the dtype codes. One line a stage,
+// launchers above make (convt_tuned). conv_type, norm_type: the dtype codes. One line a stage,
 // "stage: kernel; rule".
 std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type) {
     const bool tuned = convt_tuned(cs), half_norm = norm_type != 0;
     std::string s;
     if (tuned)
         s += std::string("forward: convt_swish_gn_kernel") + (half_norm ? " (RAW: Swish written, rounded)" : "") +
-             "; tuned (kernel 3, stride 2, padding 1 on every axis, C_in <= 8 or C_out <= 32): the parity split, one "
+             "; tuned (kernel 3, stride 2, padding 1 on every axis, C_in <= 4, >= 512 input positions a sample): the "
+             "parity split, one "
              "persistent kernel\n";
     else
-        s += "forward: convt_swish_general_kernel; general path (the tuned one takes kernel 3, stride 2, padding 1, "
-             "C_in <= 8 or C_out <= 32)\n";
+        s += "forward: conv_igemm_kernel + SwishStore; general path, the tensor-core conv engine, its tile from the "
+             "output's channels (the tuned one takes kernel 3, stride 2, padding 1, C_in <= 4, >= 512 input positions a "
+             "sample)\n";
     if (half_norm)
         s += "forward GroupNorm: group_norm_hardswish_kernel; half-precision output: PyTorch's order of the "
              "statistics\n";
@@ -1876,15 +2247,16 @@ std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, in
              "output\n";
     else
         s += "forward GroupNorm: in convt_swish_gn_kernel (phase 2); tuned, float32 output\n";
-    s += std::string("backward sweeps: ") + (chain_by_channels(cs) ? "chain_backward_channels_kernel"
-                                                                   : "chain_backward_kernel") +
-         (tuned ? "" : "<GENERAL>") + " (two sweeps) + chain_sums_kernel + gn_param_grad_kernel; " +
-         (chain_by_channels(cs) ? "the weights of 8 output channels fit 48 KB of shared memory"
-                                : "the weights of 8 output channels exceed 48 KB") + "\n";
+    s += tuned ? "backward sweeps: chain_backward_channels_kernel (two sweeps) + chain_sums_kernel + "
+                 "gn_param_grad_kernel; tuned, y recomputed in each sweep\n"
+               : "backward sweeps: conv_igemm_kernel + chain_backward_kernel (two sweeps) + chain_sums_kernel + "
+                 "gn_param_grad_kernel; general path, y recomputed once by the engine\n";
     s += "backward dL/dbias: bias_grad_convt_kernel; always\n";
-    s += "backward dL/dx: grad_input_convt_kernel; always\n";
+    s += tuned ? "backward dL/dx: grad_input_convt_kernel; tuned\n"
+               : "backward dL/dx: conv_igemm_kernel; general path, the engine's plain conv of dL/dy (split TF32)\n";
     s += tuned ? "backward dL/dW: grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel; tuned\n"
-               : "backward dL/dW: grad_weight_convt_general_kernel; general path\n";
+               : "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; general path, the "
+                 "engine's weight-gradient GEMM\n";
     return s;
 }
 """
@@ -1982,17 +2354,17 @@ struct ConvShape {   // as in the CUDA source
 bool convt_tuned(const ConvShape& cs);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type, int norm_type, int B,
-    const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream);
+    void* data, float* packed, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
+    int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream);
 long long chain_backward_workspace(long long B, const ConvShape& cs);
-long long conv_grads_workspace(long long B, const ConvShape& cs);
+long long conv_grads_workspace(long long B, const ConvShape& cs, int sms);
 cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
                               double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
-                              const ConvShape& cs, cudaStream_t stream);
+                              const ConvShape& cs, int sms, cudaStream_t stream);
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
-                                  int B, const ConvShape& cs, int groups, bool tf32, cudaStream_t stream);
+                                  int B, const ConvShape& cs, int groups, bool tf32, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type);
 
@@ -2125,13 +2497,15 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     // The general path's GroupNorm scratch (its pieces' Welford states, each group's mean and 1/std).
     const auto gn_scratch = tuned ? Tensor()
         : at::empty({gn_scratch_bytes(B, cs.C_out, groups, (int64_t)cs.Do * cs.Ho * cs.Wo)}, x.options().dtype(at::kByte));
+    const auto packed = tuned ? Tensor() : at::empty({w.numel()}, x.options().dtype(at::kFloat));   // the engine's weights
     // Half precision: the inputs as floats (exact), the roundings in the kernel.
     const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
     const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
     const auto bf = converted(bias, at::kFloat);
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
-        gwf.data_ptr<float>(), gbf.data_ptr<float>(), tuned ? ws.data() : gn_scratch.data_ptr(), tuned ? ws.counters() : nullptr,
+        gwf.data_ptr<float>(), gbf.data_ptr<float>(), tuned ? ws.data() : gn_scratch.data_ptr(),
+        tuned ? nullptr : packed.data_ptr<float>(), tuned ? ws.counters() : nullptr,
         tuned ? ws.done() : nullptr, tuned ? ws.ready() : nullptr, out.data_ptr(), stats.data_ptr<double>(),
         dtype_code(x), dtype_code(gn_weight), B, cs, groups, eps, x.scalar_type() == at::kFloat && allow_tf32_conv(),
         stream);
@@ -2169,6 +2543,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                 "must have the output's dtype");
     if (any) {
         const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+        int sms = 0;
+        TORCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()) == cudaSuccess,
+                    "convt_swish_gn_hardswish: the device query failed");
         auto work = at::empty({chain_backward_workspace(B, cs)}, x.options().dtype(torch::kFloat64));
         const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
     const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
@@ -2177,14 +2554,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
             xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
             gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(), grad_out.contiguous().data_ptr(),
             work.data_ptr<double>(), grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
-            dtype_code(x), dtype_code(gn_weight), B, cs, groups, x.scalar_type() == at::kFloat && tf32, stream);
+            dtype_code(x), dtype_code(gn_weight), B, cs, groups, x.scalar_type() == at::kFloat && tf32, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
-        auto conv_work = at::empty({conv_grads_workspace(B, cs)}, x.options().dtype(torch::kFloat64));
+        auto conv_work = at::empty({conv_grads_workspace(B, cs, sms)}, x.options().dtype(torch::kFloat64));
         err = conv_grads_launch(grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
                                 work.data_ptr<double>(), conv_work.data_ptr<double>(),
                                 grad_x.defined() ? grad_x.data_ptr<float>() : nullptr,
                                 grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
-                                grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, stream);
+                                grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
     }
     return {converted(grad_x, x.scalar_type()), converted(grad_w, w.scalar_type()), grad_b, grad_gn_weight,
