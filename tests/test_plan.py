@@ -47,6 +47,11 @@ def test_problem23():
     assert (general["forward"], general["backward dL/dy"], general["backward dL/dx"], general["backward dL/dW"]) == (
         "conv_stats_general_kernel", "conv_grad_y_general_kernel", "grad_input_tiled_kernel",
         "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
+    Case = type(PROBLEMS[P23].benchmark)
+    engine = "conv_igemm_kernel + general_stats_kernel"
+    for c_in, k, kernel in ((7, 5, "conv_stats_general_kernel"), (8, 5, engine), (16, 3, "conv_gn_stats_kernel"),
+                            (17, 3, engine)):   # the general path's rule (C_in >= 8), the tuned one's (k 3, C_in <= 16)
+        assert plan(P23, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))["forward"] == kernel, (c_in, k)
     assert plan(P23, "benchmark", torch.bfloat16)["forward"] == "conv_gn_stats_half_kernel<VEC>"
 
 

@@ -12,7 +12,9 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
                                segment, columns = (kw, channel), depth = (ci, kd, kh)); wgmma on sm_90a builds,
                                mma.sync elsewhere; per-block partial sums in a fixed order
     conv_gn_stats_half_kernel  tuned path, float16/bfloat16: the same on 16-bit MMA (one exact product a multiply)
-    conv_stats_general_kernel  general path (any kernel size, tuples, any channels): tiled FP32 conv sums
+    conv_igemm_kernel + general_stats_kernel  general path (any kernel size, tuples), C_in >= 8: the
+                               tensor-core conv engine writes y, then each channel's sums in a fixed order
+    conv_stats_general_kernel  general path, C_in < 8: tiled FP32 conv sums
     gn_mean_finalize_kernel    adds the partials in order, the group statistics, the (B,) output
   backward
     gn_mean_backward_coef_kernel  dL/dy's per-(sample, channel) coefficients and the parameters' terms
@@ -164,6 +166,356 @@ __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 // shared: split_tf32 end
+
+// shared: conv_igemm begin
+// The tensor-core conv engine: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, TF32 operands, fp32
+// sums), for the files' general paths (tests/test_conv_engine.py checks it alone against float64). Needs the
+// element_types and split_tf32 blocks before it (and C++17: if constexpr).
+//
+// The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (tap, ci), channels
+// innermost, so a thread's row finds its input position once a tap and then steps through channels. Conv3d gathers
+// x[b, ci, od s - p + kd, ...]. ConvTranspose3d (also a Conv3d's data gradient) is split by output parity: outputs
+// od = c + s j (c < s) take only the taps kd = r + s u, r = (c + p) mod s, from x[.., j + (c + p) / s - u, ..], so
+// each class (grid z) is a dense stride-1 GEMM over its own taps and no product is a zero of the stride. Any kernel,
+// stride and padding per axis; 64-bit indices. The weights are first packed as [tap][ci][co] (conv_igemm_pack_kernel,
+// a workspace of the weight's size) so a stage's weight loads coalesce. A block of 4 warps computes IgTile's
+// BM x BN outputs, a warp (BM / 2) x (BN / 2); a stage stages 16 depths of the gathered input and of the weights in
+// shared memory: float operands by cp.async, IG_STAGES - 1 stages in flight while the tensor cores work on one;
+// 16-bit ones through registers, one stage ahead.
+// Products (IgProducts): IG_SPLIT, three TF32 products a step (fp32-level accuracy, the split_tf32 block);
+// IG_TF32, the operands rounded to TF32 to nearest even and one product (PyTorch's conv under allow_tf32);
+// IG_EXACT, one product of operands already exact in TF32 (float16 and bfloat16 values). The tensor cores add a
+// step's products without rounding to nearest (their sum truncates), so each stage sums into a fresh accumulator
+// that is then added (rounded to nearest) to the running one: the error stays that of fp32 sums at any depth.
+// The epilogue gets each output value with its (sample, channel, position) and stores it (a file's epilogue fuses
+// what follows the conv). Depths are added in a fixed order: the same input gives the same bits. The weight
+// gradient is a second GEMM (the _conv_igemm_wgrad block).
+struct ConvGeom {
+    int B, C_in, C_out, D, H, W, Do, Ho, Wo;
+    int k[3], s[3], p[3];
+    bool transposed;
+};
+enum IgProducts { IG_SPLIT = 0, IG_TF32 = 1, IG_EXACT = 2 };
+constexpr int IG_BK = 16, IG_THREADS = 128;
+
+// A block's tile: 2 x 2 warps of MI 16-row by NJ 8-column MMA tiles. A thread stages A_LOADS input values (one row,
+// depths A_STEP apart) and B_LOADS weights (one column, depths B_STEP apart) a stage.
+template <int MI, int NJ> struct IgTile {
+    static constexpr int BM = 32 * MI, BN = 16 * NJ;
+    static constexpr int A_STEP = IG_THREADS / BM, A_LOADS = IG_BK / A_STEP;
+    static constexpr int B_STEP = IG_THREADS / BN, B_LOADS = IG_BK / B_STEP;
+    static_assert(IG_THREADS % BM == 0 && IG_THREADS % BN == 0, "tile");
+};
+// Shared memory of one stage: a [depth][row], b [depth][column]; the pad of 8 makes a warp's fragment reads (rows or
+// columns g at depths t, lanes (g, t)) hit 32 different banks.
+template <int MI, int NJ> struct IgSmem {
+    float a[IG_BK][32 * MI + 8];
+    float b[IG_BK][16 * NJ + 8];
+};
+
+// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
+// the product of two such values is exact in fp32. Finite v only.
+__device__ __forceinline__ float ig_round_tf32(float v) {
+    const unsigned u = __float_as_uint(v);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
+
+// One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
+// lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
+template <int P, int MI, int NJ>
+__device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn,
+                                             int gq, int tq) {
+#pragma unroll
+    for (int ks = 0; ks < IG_BK; ks += 8) {
+        uint32_t a_big[MI][4], a_small[MI][4];
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+            const int r = wm + 16 * i + gq;
+            const float v[4] = {s.a[ks + tq][r], s.a[ks + tq][r + 8], s.a[ks + tq + 4][r], s.a[ks + tq + 4][r + 8]};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (P == IG_SPLIT) {
+                    const Split sp = split(v[e]);
+                    a_big[i][e] = sp.big;
+                    a_small[i][e] = sp.small;
+                } else {
+                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? ig_round_tf32(v[e]) : v[e]);
+                }
+            }
+        }
+#pragma unroll
+        for (int jn = 0; jn < NJ; ++jn) {
+            const int c = wn + 8 * jn + gq;
+            const float u0 = s.b[ks + tq][c], u1 = s.b[ks + tq + 4][c];
+            if (P == IG_SPLIT) {
+                const Split b0 = split(u0), b1 = split(u1);
+#pragma unroll
+                for (int i = 0; i < MI; ++i) {
+                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
+                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
+                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < MI; ++i) mma(acc[i][jn], a_big[i], __float_as_uint(u0), __float_as_uint(u1));
+            }
+        }
+    }
+}
+
+// A stage's products summed apart and added to acc (rounded to nearest): see the header on truncated sums.
+template <int P, int MI, int NJ>
+__device__ __forceinline__ void ig_stage(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn, int gq,
+                                         int tq) {
+    float part[MI][NJ][4] = {};
+    ig_stage_mma<P>(s, part, wm, wn, gq, tq);
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int jn = 0; jn < NJ; ++jn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][jn][e] += part[i][jn][e];
+}
+
+// f(row, column, value) for each of a warp's accumulators, row and column within the block's tile (the m16n8k8
+// result layout: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 tile).
+template <int MI, int NJ, typename F>
+__device__ __forceinline__ void ig_for_each_result(const float (&acc)[MI][NJ][4], int wm, int wn, int gq, int tq,
+                                                   F&& f) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int jn = 0; jn < NJ; ++jn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                f(wm + 16 * i + gq + (e >= 2 ? 8 : 0), wn + 8 * jn + 2 * tq + (e & 1), acc[i][jn][e]);
+}
+
+// One axis of a parity class: its n outputs o = c + ostep j, its taps t = r + tstep u (u < taps), the input index
+// j mul + off + dir u of output j through tap u.
+struct IgAxis { int n, ostep, c, taps, r, tstep, mul, off, dir; };
+__device__ __forceinline__ IgAxis ig_class_axis(int out, int k, int s, int p, bool transposed, int c) {
+    if (!transposed) return {out, 1, 0, k, 0, 1, s, -p, 1};
+    const int r = (c + p) % s;
+    return {c < out ? (out - c + s - 1) / s : 0, s, c, r < k ? (k - r + s - 1) / s : 0, r, s, 1, (c + p) / s, -1};
+}
+
+// Epilogue: y[b, co, position] = v + bias[co] (bias may be null), rounded to T.
+template <typename T> struct StoreWithBias {
+    T* y;
+    const T* bias;
+    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
+                                               float v) const {
+        y[((size_t)b * C_out + co) * plane + pos] = from_float<T>(bias != nullptr ? v + to_float(bias[co]) : v);
+    }
+};
+
+// 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where src is
+// null (then nothing is read at `any`, a valid global address).
+__device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, const float* any) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(dst), "l"(src != nullptr ? src : any), "r"(src != nullptr ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void ig_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void ig_copy_wait() {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+constexpr int IG_STAGES = 3;   // float operands: stages in flight in shared memory
+
+// The weights as [tap][ci][co] (IG_TF32: rounded to TF32), from (C_out, C_in, taps), or (C_in, C_out, taps) when
+// transposed.
+template <typename T, int P>
+__global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ packed, int C_in, int C_out, int taps,
+                                       bool transposed) {
+    const long long n = (long long)taps * C_in * C_out;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in), t = (int)(i / C_out / C_in);
+        const T v = w[transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
+        packed[i] = P == IG_TF32 ? from_float<T>(ig_round_tf32(to_float(v))) : v;   // (A: as its fragments load)
+    }
+}
+
+template <typename T, int P, int MI, int NJ, typename Epilogue>
+__global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restrict__ x,
+                                                                const T* __restrict__ packed, ConvGeom g,
+                                                                Epilogue epilogue)
+{
+    using Tile = IgTile<MI, NJ>;
+    // This block's parity class (one class unless transposed) and its GEMM.
+    const int cls = blockIdx.z, sh = g.transposed ? g.s[1] : 1, sw = g.transposed ? g.s[2] : 1;
+    const IgAxis ad = ig_class_axis(g.Do, g.k[0], g.s[0], g.p[0], g.transposed, cls / (sh * sw));
+    const IgAxis ah = ig_class_axis(g.Ho, g.k[1], g.s[1], g.p[1], g.transposed, cls / sw % sh);
+    const IgAxis aw = ig_class_axis(g.Wo, g.k[2], g.s[2], g.p[2], g.transposed, cls % sw);
+    const long long cplane = (long long)ad.n * ah.n * aw.n, rows = (long long)g.B * cplane;
+    const long long m0 = (long long)blockIdx.x * Tile::BM;
+    if (m0 >= rows) return;
+    const int taps = ad.taps * ah.taps * aw.taps, depth = taps * g.C_in;
+    const int n0 = blockIdx.y * Tile::BN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    const int wm = warp / 2 * 16 * MI, wn = warp % 2 * 8 * NJ;
+    const long long in_plane = (long long)g.D * g.H * g.W;
+    // A: this thread stages row a_row at depths a_k, a_k + A_STEP, ... of each stage; (a_tap, a_ci) the next one's.
+    const int a_row = threadIdx.x % Tile::BM, a_k = threadIdx.x / Tile::BM;
+    const long long m = m0 + a_row;
+    const bool row_ok = m < rows;
+    const long long rest = row_ok ? m : 0;
+    const int jw = (int)(rest % aw.n), jh = (int)(rest / aw.n % ah.n), jd = (int)(rest / aw.n / ah.n % ad.n);
+    const T* xb = x + (size_t)(rest / cplane) * g.C_in * in_plane;
+    const int bd = jd * ad.mul + ad.off, bh = jh * ah.mul + ah.off, bw = jw * aw.mul + aw.off;
+    int a_tap = a_k / g.C_in, a_ci = a_k % g.C_in;
+    const long long a_step = (long long)Tile::A_STEP * in_plane;
+    const T* a_src = nullptr;   // x at (row, tap a_tap, channel a_ci); null: outside the input
+    const auto a_at_tap = [&]() {
+        const int ud = a_tap / (ah.taps * aw.taps), uh = a_tap / aw.taps % ah.taps, uw = a_tap % aw.taps;
+        const int id = bd + ad.dir * ud, ih = bh + ah.dir * uh, iw = bw + aw.dir * uw;
+        a_src = row_ok && a_tap < taps && (unsigned)id < (unsigned)g.D && (unsigned)ih < (unsigned)g.H &&
+                (unsigned)iw < (unsigned)g.W ? xb + (size_t)a_ci * in_plane + ((size_t)id * g.H + ih) * g.W + iw
+                                             : nullptr;
+    };
+    // B: this thread stages column b_col at depths b_k, b_k + B_STEP, ...; (b_tap, b_ci) the next one's.
+    const int b_col = threadIdx.x % Tile::BN, b_k = threadIdx.x / Tile::BN, n = n0 + b_col;
+    int b_tap = b_k / g.C_in, b_ci = b_k % g.C_in;
+    const long long b_step = (long long)Tile::B_STEP * g.C_out;
+    const T* b_src = nullptr;   // the packed weight at (tap b_tap, channel b_ci, column n); null: none
+    const auto b_at_tap = [&]() {
+        const int ud = b_tap / (ah.taps * aw.taps), uh = b_tap / aw.taps % ah.taps, uw = b_tap % aw.taps;
+        const int t = ((ad.r + ad.tstep * ud) * g.k[1] + ah.r + ah.tstep * uh) * g.k[2] + aw.r + aw.tstep * uw;
+        b_src = n < g.C_out && b_tap < taps ? packed + ((size_t)t * g.C_in + b_ci) * g.C_out + n : nullptr;
+    };
+    a_at_tap();
+    b_at_tap();
+    // The next A / B element of this thread (null: a zero), moving on one: a pointer step within a tap.
+    const auto a_next = [&]() -> const T* {
+        const T* src = a_src;
+        a_ci += Tile::A_STEP;
+        if (a_ci >= g.C_in) {
+            while (a_ci >= g.C_in) { a_ci -= g.C_in; ++a_tap; }
+            a_at_tap();
+        } else if (a_src != nullptr) {
+            a_src += a_step;
+        }
+        return src;
+    };
+    const auto b_next = [&]() -> const T* {
+        const T* src = b_src;
+        b_ci += Tile::B_STEP;
+        if (b_ci >= g.C_in) {
+            while (b_ci >= g.C_in) { b_ci -= g.C_in; ++b_tap; }
+            b_at_tap();
+        } else if (b_src != nullptr) {
+            b_src += b_step;
+        }
+        return src;
+    };
+    const int stages = (depth + IG_BK - 1) / IG_BK;
+    float acc[MI][NJ][4] = {};
+    if constexpr (std::is_same<T, float>::value) {
+        // IG_STAGES - 1 stages in flight (cp.async) while the tensor cores work on one.
+        __shared__ IgSmem<MI, NJ> s[IG_STAGES];
+        const unsigned s0 = (unsigned)__cvta_generic_to_shared(&s[0]);
+        const unsigned a_dst = (unsigned)__cvta_generic_to_shared(&s[0].a[a_k][a_row]) - s0;
+        const unsigned b_dst = (unsigned)__cvta_generic_to_shared(&s[0].b[b_k][b_col]) - s0;
+        const auto issue = [&](int buf) {
+            const unsigned base = s0 + buf * (unsigned)sizeof(IgSmem<MI, NJ>);
+#pragma unroll
+            for (int j = 0; j < Tile::A_LOADS; ++j)
+                ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), a_next(), x);
+#pragma unroll
+            for (int j = 0; j < Tile::B_LOADS; ++j)
+                ig_copy_async(base + b_dst + j * Tile::B_STEP * (unsigned)sizeof(s[0].b[0]), b_next(), x);
+        };
+#pragma unroll
+        for (int i = 0; i < IG_STAGES - 1; ++i) {
+            if (i < stages) issue(i);
+            ig_copy_commit();
+        }
+        for (int k = 0; k < stages; ++k) {
+            ig_copy_wait<IG_STAGES - 2>();
+            __syncthreads();   // stage k is in; every warp is done with stage k - 1's buffer
+            if (k + IG_STAGES - 1 < stages) issue((k + IG_STAGES - 1) % IG_STAGES);
+            ig_copy_commit();
+            ig_stage<P>(s[k % IG_STAGES], acc, wm, wn, gq, tq);
+        }
+    } else {
+        // 16-bit operands (no 2-byte cp.async): the next stage in registers while the tensor cores work.
+        __shared__ IgSmem<MI, NJ> s;
+        float av[Tile::A_LOADS], bv[Tile::B_LOADS];
+        const auto load = [&]() {
+#pragma unroll
+            for (int j = 0; j < Tile::A_LOADS; ++j) {
+                const T* src = a_next();
+                av[j] = src != nullptr ? to_float(*src) : 0.f;
+            }
+#pragma unroll
+            for (int j = 0; j < Tile::B_LOADS; ++j) {
+                const T* src = b_next();
+                bv[j] = src != nullptr ? to_float(*src) : 0.f;
+            }
+        };
+        load();
+        for (int k = 0; k < stages; ++k) {
+#pragma unroll
+            for (int j = 0; j < Tile::A_LOADS; ++j) s.a[a_k + Tile::A_STEP * j][a_row] = av[j];
+#pragma unroll
+            for (int j = 0; j < Tile::B_LOADS; ++j) s.b[b_k + Tile::B_STEP * j][b_col] = bv[j];
+            __syncthreads();
+            if (k + 1 < stages) load();   // in flight during this stage's products
+            ig_stage<P>(s, acc, wm, wn, gq, tq);
+            __syncthreads();
+        }
+    }
+    const long long plane = (long long)g.Do * g.Ho * g.Wo;
+    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
+        const long long row = m0 + r;
+        const int co = n0 + c;
+        if (row < rows && co < g.C_out) {
+            const long long q = row % cplane;
+            const int od = ad.c + ad.ostep * (int)(q / aw.n / ah.n), oh = ah.c + ah.ostep * (int)(q / aw.n % ah.n),
+                      ow = aw.c + aw.ostep * (int)(q % aw.n);
+            epilogue(row / cplane, co, ((long long)od * g.Ho + oh) * g.Wo + ow, plane, g.C_out, v);
+        }
+    });
+}
+
+// Tile shapes: 1: 64 x 32 (at most 32 output channels), 2: 64 x 64. (Measured on an H200 across the channel sweep's
+// convs, batch 32: 128 x 32, 128 x 64 and 64 x 128 tiles won nowhere by more than 10% and lost up to 2x: fewer
+// blocks, fewer warps a stage's latency hides behind.)
+inline int conv_igemm_tile(const ConvGeom& g) { return g.C_out <= 32 ? 1 : 2; }
+
+// The packed weights' elements (the workspace conv_igemm_launch needs).
+inline long long conv_igemm_packed_size(const ConvGeom& g) {
+    return (long long)g.k[0] * g.k[1] * g.k[2] * g.C_in * g.C_out;
+}
+
+template <typename T, int P, int MI, int NJ, typename Epilogue>
+cudaError_t conv_igemm_launch_tile(const T* x, const T* packed, const ConvGeom& g, Epilogue epilogue,
+                                   cudaStream_t stream) {
+    using Tile = IgTile<MI, NJ>;
+    const int classes = g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1;
+    const auto per_class = [&](int out, int s) { return g.transposed ? (out + s - 1) / s : out; };
+    const long long rows = (long long)g.B * per_class(g.Do, g.s[0]) * per_class(g.Ho, g.s[1]) * per_class(g.Wo, g.s[2]);
+    const dim3 grid((unsigned)((rows + Tile::BM - 1) / Tile::BM), (g.C_out + Tile::BN - 1) / Tile::BN, classes);
+    conv_igemm_kernel<T, P, MI, NJ><<<grid, IG_THREADS, 0, stream>>>(x, packed, g, epilogue);
+    return cudaGetLastError();
+}
+
+// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code.
+template <typename T, int P, typename Epilogue>
+cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, int tile, Epilogue epilogue,
+                              cudaStream_t stream) {
+    const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo, n_packed = conv_igemm_packed_size(g);
+    if (rows == 0 || g.C_out == 0) return cudaSuccess;
+    if (n_packed > 0) {
+        const int blocks = (int)std::min<long long>((n_packed + 255) / 256, 4096);
+        conv_igemm_pack_kernel<T, P><<<blocks, 256, 0, stream>>>(w, packed, g.C_in, g.C_out,
+                                                                 g.k[0] * g.k[1] * g.k[2], g.transposed);
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+    }
+    return tile == 1 ? conv_igemm_launch_tile<T, P, 2, 2>(x, packed, g, epilogue, stream)
+                     : conv_igemm_launch_tile<T, P, 2, 4>(x, packed, g, epilogue, stream);
+}
+// shared: conv_igemm end
 
 // The conv as a GEMM over one row of input columns: rows = input columns iw, columns = (kw, co),
 // depth k = (ci, kd, kh) padded to a multiple of 8, so that C[iw][kw, co] = sum_k x[k][iw] w[co][k][kw]
@@ -653,7 +1005,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
     TO* __restrict__ out,                 // (B)
     double* __restrict__ stats,           // (B, C_out + 2 groups): mean_c, then mu_g, then 1/std_g (for the backward)
     int C_out, int groups, int units_per_sample, long long n_units, int n_blocks, double n_per_channel,
-    double eps, int general_chunks)       // > 0: partials from conv_stats_general_kernel, (B, C_out, chunks, 2)
+    double eps, int general_chunks)       // > 0: partials from general_stats_kernel, (B, C_out, chunks, 2)
 {
     extern __shared__ double sums[];      // [0, C_out): S_c, [C_out, 2 C_out): Q_c, then the terms
     __shared__ long long run_first[FINAL_THREADS];
@@ -764,14 +1116,16 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
 // The general path (any kernel size per axis, any number of input channels).
 struct Kernel3 { int d, h, w; };
 
-// The general path's statistics, tiled: a block takes TILE_H x TILE_W output positions of one output depth od of
-// one sample (PIX a thread: rows ty, ty + ROW_STEP, ...) and CO_T output channels at a time (PIX x CO_T accumulators
-// a thread). Per input depth od + kd and chunk of ci_t input channels it stages the rows the tile reads and the
-// chunk's weights of that depth (transposed to [ci][kh][kw][co], so a tap's CO_T weights are four broadcast float4
-// loads) in shared memory; a tap is then PIX input loads and PIX x CO_T multiply-adds, in fp32 (half values exact),
-// summed over (ci chunk, kd, ci, kh, kw). Each channel's sum and sum of squares over the tile (the conv without its
-// bias in fp32; in half precision each value rounded as the tuned path rounds it, bias included) go in double, in a
-// fixed order, to partials (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats.
+// The general path's tiles (the forward's statistics where input channels are few, dL/dy, and dL/dx's flipped
+// conv): a block takes TILE_H x TILE_W output
+// positions of one output depth od of one sample (PIX a thread: rows ty, ty + ROW_STEP, ...) and CO_T output
+// channels at a time (PIX x CO_T accumulators a thread). Per input depth od + kd and chunk of ci_t input channels it
+// stages the rows the tile reads and the chunk's weights of that depth (transposed to [ci][kh][kw][co], so a tap's
+// CO_T weights are four broadcast float4 loads) in shared memory; a tap is then PIX input loads and PIX x CO_T
+// multiply-adds, in fp32 (half values exact), summed over (ci chunk, kd, ci, kh, kw). conv_stats_general_kernel
+// writes each channel's sum and sum of squares over the tile (the conv without its bias in fp32; in half precision
+// each value rounded as the tuned path rounds it, bias included) in double, in a fixed order, to partials
+// (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats.
 constexpr int GEN_THREADS = 256, TILE_W = 32, CO_T = 16, PIX = 2, ROW_STEP = GEN_THREADS / TILE_W;
 constexpr int TILE_H = PIX * ROW_STEP;
 static_assert(2 * CO_T == 32, "a channel's two sums a lane");
@@ -1832,12 +2186,70 @@ static TileConv3 tile_plan(int C_in, int C_out, int D, int H, int W, int kd, int
     t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / t.smem_bytes()));
     return t;
 }
-static int general_chunks(int D, int H, int W, int kd, int kh, int kw) {   // partials a (sample, channel)
-    return tile_plan(1, 1, D, H, W, kd, kh, kw).tiles();
+// The general path's forward: the conv engine (split TF32; one exact product of half values) writes the conv
+// output y (float32: the conv without its bias; half: rounded as the tuned path rounds it, bias included) to the
+// workspace, then general_stats_kernel sums each (sample, channel)'s chunks of GEN_CHUNK positions in a fixed
+// order into partials (B, C_out, chunks, 2), as gn_mean_finalize_kernel reads them.
+constexpr int GEN_CHUNK = 4096, GEN_STATS_THREADS = 256;
+template <typename T> struct StoreConvValue {
+    float* y;
+    const T* bias;
+    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
+                                               float v) const {
+        if (exact_in_tf32<T>()) v = round_to<T>(round_to<T>(v) + (bias ? to_float(bias[co]) : 0.f));
+        y[((size_t)b * C_out + co) * plane + pos] = v;
+    }
+};
+__global__ void __launch_bounds__(GEN_STATS_THREADS) general_stats_kernel(const float* __restrict__ y,
+                                                                         double* __restrict__ partials, long long S)
+{
+    __shared__ double warp_sums[GEN_STATS_THREADS / 32][2];
+    const int chunk = blockIdx.x, chunks = gridDim.x;
+    const size_t plane = (size_t)blockIdx.z * gridDim.y + blockIdx.y;   // (b, c)
+    const float* row = y + plane * S;
+    double s = 0.0, q = 0.0;
+    const long long end = min(S, (long long)(chunk + 1) * GEN_CHUNK);
+    for (long long i = (long long)chunk * GEN_CHUNK + threadIdx.x; i < end; i += GEN_STATS_THREADS) {
+        const double v = row[i];
+        s += v;
+        q += v * v;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+        s += __shfl_xor_sync(0xffffffffu, s, off);
+        q += __shfl_xor_sync(0xffffffffu, q, off);
+    }
+    if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][0] = s; warp_sums[threadIdx.x / 32][1] = q; }
+    __syncthreads();
+    if (threadIdx.x < 2) {
+        double v = 0.0;
+        for (int w = 0; w < GEN_STATS_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
+        partials[(plane * chunks + chunk) * 2 + threadIdx.x] = v;
+    }
+}
+static long long out_positions(int D, int H, int W, int kd, int kh, int kw) {
+    return (long long)(D - kd + 1) * (H - kh + 1) * (W - kw + 1);
+}
+// The general path's forward statistics: the conv engine from 8 input channels on, the tiled CUDA-core kernel below
+// (measured, H200, batch 32, 8x16x16 inputs: at 3 -> 16 channels, kernel 5, the tiled kernel 1.5x and 1.9x the
+// engine at batch 8 and 32; at 16 -> 32 the engine 1.3x and 1.5x, at 32 -> 64 3x; the 8 lies between).
+bool general_by_engine(int C_in) { return C_in >= 8; }
+static int general_chunks(int C_in, int D, int H, int W, int kd, int kh, int kw) {   // partials a (sample, channel)
+    if (!general_by_engine(C_in)) return tile_plan(1, 1, D, H, W, kd, kh, kw).tiles();
+    return (int)((out_positions(D, H, W, kd, kh, kw) + GEN_CHUNK - 1) / GEN_CHUNK);
+}
+static long long general_partials(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return (long long)B * C_out * general_chunks(C_in, D, H, W, kd, kh, kw) * 2;   // doubles
 }
 
-long long conv3d_groupnorm_mean_general_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    return (long long)B * C_out * general_chunks(D, H, W, kd, kh, kw) * 2;   // doubles
+// Doubles: the partials, then (the engine) y (floats) and the packed weights (elements of the conv's type).
+long long conv3d_groupnorm_mean_general_workspace(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
+                                                  int kw) {
+    const long long partials = general_partials(B, C_in, C_out, D, H, W, kd, kh, kw);
+    if (!general_by_engine(C_in)) return partials;
+    const long long y_floats = (long long)B * C_out * out_positions(D, H, W, kd, kh, kw);
+    const long long packed = (long long)C_in * C_out * kd * kh * kw;   // at most 4 bytes each
+    return partials + (y_floats + packed + 1) / 2;
 }
 
 cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
@@ -1845,18 +2257,36 @@ cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weigh
                                                 int kd, int kh, int kw, int sms, cudaStream_t stream) {
     return with_type(conv_type, [&](auto type) {
         using T = decltype(type);
-        const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
-        const size_t smem = t.smem_bytes();
-        if (smem > (40u << 10)) {
-            const cudaError_t err = cudaFuncSetAttribute(conv_stats_general_kernel<T>,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            if (err != cudaSuccess) return err;
+        if (!general_by_engine(C_in)) {
+            const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
+            const size_t smem = t.smem_bytes();
+            if (smem > (40u << 10)) {
+                const cudaError_t err = cudaFuncSetAttribute(conv_stats_general_kernel<T>,
+                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+                if (err != cudaSuccess) return err;
+            }
+            // chunks of CO_T output channels split over blocks where tiles are few: about two blocks an SM
+            const long long blocks = (long long)B * t.tiles(), chunks = (C_out + CO_T - 1) / CO_T;
+            const int splits = (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * sms / std::max(1LL, blocks)));
+            conv_stats_general_kernel<T><<<dim3((unsigned)blocks, splits), GEN_THREADS, smem, stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), partials, t);
+            return cudaGetLastError();
         }
-        // chunks of CO_T output channels split over blocks where tiles are few: about two blocks an SM
-        const long long blocks = (long long)B * t.tiles(), chunks = (C_out + CO_T - 1) / CO_T;
-        const int splits = (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * sms / std::max(1LL, blocks)));
-        conv_stats_general_kernel<T><<<dim3((unsigned)blocks, splits), GEN_THREADS, smem, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), partials, t);
+        const int Do = D - kd + 1, Ho = H - kh + 1, Wo = W - kw + 1;
+        const ConvGeom g{B, C_in, C_out, D, H, W, Do, Ho, Wo, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, false};
+        float* y = reinterpret_cast<float*>(partials + general_partials(B, C_in, C_out, D, H, W, kd, kh, kw));
+        T* packed = reinterpret_cast<T*>(y + (size_t)B * C_out * Do * Ho * Wo);
+        const StoreConvValue<T> store{y, static_cast<const T*>(bias)};
+        cudaError_t err;
+        if constexpr (is_half<T>())
+            err = conv_igemm_launch<T, IG_EXACT>(static_cast<const T*>(x), static_cast<const T*>(weight), packed, g,
+                                                 conv_igemm_tile(g), store, stream);
+        else
+            err = conv_igemm_launch<T, IG_SPLIT>(static_cast<const T*>(x), static_cast<const T*>(weight), packed, g,
+                                                 conv_igemm_tile(g), store, stream);
+        if (err != cudaSuccess) return err;
+        const dim3 grid(general_chunks(C_in, D, H, W, kd, kh, kw), C_out, B);
+        general_stats_kernel<<<grid, GEN_STATS_THREADS, 0, stream>>>(y, partials, (long long)Do * Ho * Wo);
         return cudaGetLastError();
     });
 }
@@ -1864,8 +2294,8 @@ cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weigh
 // `general`: the partials of conv3d_groupnorm_mean_general_stats, else of conv3d_groupnorm_mean_stats.
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
-                                           int norm_type, int B, int C_out, int groups, int D, int H, int W,
-                                           int kd, int kh, int kw, bool general, double eps, int sms,
+                                           int norm_type, int B, int C_in, int C_out, int groups, int D, int H,
+                                           int W, int kd, int kh, int kw, bool general, double eps, int sms,
                                            cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
@@ -1876,7 +2306,7 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
             partials, static_cast<const T*>(bias), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
             static_cast<TO*>(out), stats, C_out, groups, ups, (long long)B * ups,
             general ? 0 : conv_blocks(B, D, H, W, sms, !std::is_same<T, float>::value), n_per_channel, eps,
-            general ? general_chunks(D, H, W, kd, kh, kw) : 0);
+            general ? general_chunks(C_in, D, H, W, kd, kh, kw) : 0);
         return cudaGetLastError();
     });
 }
@@ -2073,7 +2503,11 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
     const std::string rows = wide_rows(W) ? "rows of 32-column segments (W >= 32)" : "rows of one segment (W < 32)";
     std::string s;
     if (!tuned)
-        s += "forward: conv_stats_general_kernel; general path (the tuned one takes kernel 3 on every axis, C_in <= 16)\n";
+        s += general_by_engine(C_in)
+                 ? "forward: conv_igemm_kernel + general_stats_kernel; general path, C_in >= 8: the tensor-core conv "
+                   "engine (the tuned path takes kernel 3 on every axis, C_in <= 16)\n"
+                 : "forward: conv_stats_general_kernel; general path, C_in < 8: tiled FP32 (the tuned path takes kernel "
+                   "3 on every axis, C_in <= 16)\n";
     else if (!half)
         s += "forward: conv_gn_stats_kernel; tuned (kernel 3, C_in <= 16), split TF32 on the tensor cores, " + rows + "\n";
     else
@@ -2202,14 +2636,15 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
                                         cudaStream_t stream);
 bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw);
-long long conv3d_groupnorm_mean_general_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw);
+long long conv3d_groupnorm_mean_general_workspace(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
+                                                  int kw);
 cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
                                                 int conv_type, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms, cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
-                                           int norm_type, int B, int C_out, int groups, int D, int H, int W,
-                                           int kd, int kh, int kw, bool general, double eps, int sms,
+                                           int norm_type, int B, int C_in, int C_out, int groups, int D, int H,
+                                           int W, int kd, int kh, int kw, bool general, double eps, int sms,
                                            cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight,
@@ -2297,7 +2732,7 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     // The conv kernel first: the host's remaining work then overlaps it.
     auto partials = at::empty({tuned ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
-                                     : conv3d_groupnorm_mean_general_workspace(B, C_out, D, H, W, kd, kh, kw)},
+                                     : conv3d_groupnorm_mean_general_workspace(B, C_in, C_out, D, H, W, kd, kh, kw)},
                               x.options().dtype(torch::kFloat64));
     auto b = bias.contiguous();
     if (tuned)
@@ -2308,8 +2743,8 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
                                                   dtype_code(x), B, C_in, C_out, D, H, W, kd, kh, kw, sms, stream));
     check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), b.data_ptr(), gn_weight.contiguous().data_ptr(),
                                          gn_bias.contiguous().data_ptr(), out.data_ptr(), stats.data_ptr<double>(),
-                                         dtype_code(x), dtype_code(gn_weight), B, C_out, groups, D, H, W, kd, kh, kw,
-                                         !tuned, eps, sms, stream));
+                                         dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh,
+                                         kw, !tuned, eps, sms, stream));
     return {out, stats};
 }
 
