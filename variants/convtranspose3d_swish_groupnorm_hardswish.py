@@ -776,12 +776,6 @@ __device__ __forceinline__ void copy_async_wait() {
 #endif
 }
 
-// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
-// the product of two such values is exact in fp32. Finite v only.
-__device__ __forceinline__ float round_tf32(float v) {
-    const unsigned u = __float_as_uint(v);
-    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
-}
 
 // The order of the items, each phase's items sample after sample: first phase 1 of samples 0 .. lag - 1,
 // then phase-1 and phase-2 items in turn (phase 2 lag samples behind), then phase 2 of the last lag samples.
@@ -879,17 +873,17 @@ __device__ __noinline__ void round_staged_input(InputTile& in, int ci0, const Ge
         constexpr int C4 = TILE_W / 4, PER_CI = 2 * TILE_H * C4;
         for (int e = threadIdx.x; e < n * PER_CI; e += THREADS) {
             float4& v = *reinterpret_cast<float4*>(&in[e / PER_CI][e / (TILE_H * C4) % 2][e / C4 % TILE_H][e % C4 * 4]);
-            v = make_float4(round_tf32(v.x), round_tf32(v.y), round_tf32(v.z), round_tf32(v.w));
+            v = make_float4(ig_round_tf32(v.x), ig_round_tf32(v.y), ig_round_tf32(v.z), ig_round_tf32(v.w));
         }
         return;
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int ci = 0; ci < n; ++ci)
         for (int dd = 0; dd < 2; ++dd)
-            for (int r = warp; r < TILE_H; r += WARPS) in[ci][dd][r][lane] = round_tf32(in[ci][dd][r][lane]);
+            for (int r = warp; r < TILE_H; r += WARPS) in[ci][dd][r][lane] = ig_round_tf32(in[ci][dd][r][lane]);
     for (int row = threadIdx.x; row < n * 2 * TILE_H; row += THREADS) {
         float& v = in[row / (2 * TILE_H)][row / TILE_H % 2][row % TILE_H][32];
-        v = round_tf32(v);
+        v = ig_round_tf32(v);
     }
 }
 
@@ -928,7 +922,7 @@ __device__ __noinline__ void stage_weights(Smem& s, const float* __restrict__ we
 __device__ __noinline__ void round_staged_weights(Smem& s, int n)
 {
     float4* w = &s.w[0][0][0];
-    const auto scaled = [](float v) { return round_tf32(v) * -LOG2E; };
+    const auto scaled = [](float v) { return ig_round_tf32(v) * -LOG2E; };
     for (int e = threadIdx.x; e < n * TAPS * CHUNKS; e += THREADS)
         w[e] = make_float4(scaled(w[e].x), scaled(w[e].y), scaled(w[e].z), scaled(w[e].w));
 }
@@ -1817,7 +1811,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     for (int i = threadIdx.x; i < C_in * taps * CB; i += BWD_THREADS) {
         const int j = i % CB, t = i / CB % taps, ci = i / CB / taps;
         float w = c0 + j < C_out ? weight[((size_t)ci * C_out + c0 + j) * taps + t] : 0.f;
-        w_s[i] = tf32 ? round_tf32(w) : w;
+        w_s[i] = tf32 ? ig_round_tf32(w) : w;
     }
     if (threadIdx.x < CB) {
         const int j = threadIdx.x, c = min(c0 + j, C_out - 1), grp = c / cpg;
@@ -1843,7 +1837,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
         const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
         float acc[CB] = {};
         const auto tap = [&](float v, int t) {   // acc += v * (the CB weights of tap t of the current ci)
-            if (tf32) v = round_tf32(v);
+            if (tf32) v = ig_round_tf32(v);
             const float4 lo = w_s4[2 * t], hi = w_s4[2 * t + 1];
             acc[0] = fmaf(v, lo.x, acc[0]); acc[1] = fmaf(v, lo.y, acc[1]);
             acc[2] = fmaf(v, lo.z, acc[2]); acc[3] = fmaf(v, lo.w, acc[3]);
