@@ -82,16 +82,15 @@ cudaError_t engine_forward(const void* x, const void* w, void* packed, const voi
                            int tile, cudaStream_t stream) {
     const ConvGeom g{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7], dims[8],
                      {k[0], k[1], k[2]}, {s[0], s[1], s[2]}, {p[0], p[1], p[2]}, transposed};
-    if (tile == 0) tile = conv_igemm_tile(g);
     return with_type(dtype, [&](auto t) {
         using T = decltype(t);
         const T* xt = static_cast<const T*>(x);
         const T* wt = static_cast<const T*>(w);
         T* pk = static_cast<T*>(packed);
         const StoreWithBias<T> store{static_cast<T*>(y), static_cast<const T*>(bias)};
-        if (is_half<T>()) return conv_igemm_launch<T, IG_EXACT>(xt, wt, pk, g, tile, store, stream);
-        return products == 1 ? conv_igemm_launch<T, IG_TF32>(xt, wt, pk, g, tile, store, stream)
-                             : conv_igemm_launch<T, IG_SPLIT>(xt, wt, pk, g, tile, store, stream);
+        if (is_half<T>()) return conv_igemm_launch<T, IG_EXACT>(xt, wt, pk, g, store, stream, tile);
+        return products == 1 ? conv_igemm_launch<T, IG_TF32>(xt, wt, pk, g, store, stream, tile)
+                             : conv_igemm_launch<T, IG_SPLIT>(xt, wt, pk, g, store, stream, tile);
     });
 }
 static WgradGeom wgrad_geom(const int* dims, const int* k, const int* s, const int* p) {

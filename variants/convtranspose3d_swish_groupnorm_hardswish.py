@@ -509,10 +509,11 @@ cudaError_t conv_igemm_launch_tile(const T* x, const T* packed, const ConvGeom& 
     return cudaGetLastError();
 }
 
-// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code.
+// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code (0: conv_igemm_tile(g)).
 template <typename T, int P, typename Epilogue>
-cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, int tile, Epilogue epilogue,
-                              cudaStream_t stream) {
+cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, Epilogue epilogue,
+                              cudaStream_t stream, int tile = 0) {
+    if (tile == 0) tile = conv_igemm_tile(g);
     const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo, n_packed = conv_igemm_packed_size(g);
     if (rows == 0 || g.C_out == 0) return cudaSuccess;
     if (n_packed > 0) {
@@ -1635,9 +1636,19 @@ template <typename T, typename TO> struct SwishStore {
         out[((size_t)b * C_out + c) * vol + pos] = from_float<TO>(v);
     }
 };
-ConvGeom conv_geom(int B, const ConvShape& cs) {
-    return ConvGeom{B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W, cs.Do, cs.Ho, cs.Wo,
-                    {cs.k[0], cs.k[1], cs.k[2]}, {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, true};
+// The transposed conv of the float inputs (x, weight; half precision: float copies of half values) on the engine,
+// with the products the conv's semantics ask for: half values one exact product (they are exact in TF32); float32
+// one TF32 product under allow_tf32 (`tf32`), else split TF32. packed: the weight's size of workspace.
+template <typename T, typename Epilogue>
+cudaError_t convt_by_engine(const float* x, const float* weight, float* packed, int B, const ConvShape& cs, bool tf32,
+                            Epilogue epilogue, cudaStream_t stream) {
+    const ConvGeom g{B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W, cs.Do, cs.Ho, cs.Wo,
+                     {cs.k[0], cs.k[1], cs.k[2]}, {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, true};
+    if constexpr (is_half<T>())
+        return conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, epilogue, stream);
+    else
+        return tf32 ? conv_igemm_launch<float, IG_TF32>(x, weight, packed, g, epilogue, stream)
+                    : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, epilogue, stream);
 }
 
 // Caller (the tuned configuration, convt_tuned): convt_items < 2^30 (the ticket counter overshoots by the
@@ -1659,18 +1670,11 @@ cudaError_t convt_swish_gn_hardswish_launch(
         return cudaGetLastError();
     };
     if (!convt_tuned(cs)) {
-        const int tile = conv_igemm_tile(conv_geom(B, cs));
         return with_types(conv_type, norm_type, [&](auto t, auto to) {
             using TO = decltype(to);
             using T = decltype(t);
-            const ConvGeom g = conv_geom(B, cs);
-            const SwishStore<T, TO> store{static_cast<TO*>(out), bias};
-            cudaError_t err;
-            if constexpr (is_half<T>())   // half values (as floats) are exact in TF32: one product
-                err = conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, tile, store, stream);
-            else
-                err = tf32 ? conv_igemm_launch<float, IG_TF32>(x, weight, packed, g, tile, store, stream)
-                           : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, tile, store, stream);
+            cudaError_t err = convt_by_engine<T>(x, weight, packed, B, cs, tf32,
+                                                 SwishStore<T, TO>{static_cast<TO*>(out), bias}, stream);
             if (err != cudaSuccess) return err;
             if constexpr (is_half<TO>()) {
                 return normalise(to);   // PyTorch's order of the statistics
@@ -1778,9 +1782,9 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
 // The tuned path's two sweeps, recomputing y, with CB output channels a thread (grid y: chunks of CB channels):
 // each position's taps are found once and each input value loaded once for all CB channels, whose weights sit in
 // shared memory as [ci][tap][CB] (a tap's CB weights two float4 broadcasts; rounded to TF32 there when `tf32`;
-// C_in <= 8 keeps them within CB_SMEM bytes). Each thread takes chain_backward_kernel's positions in its order.
+// the tuned path's C_in <= 4 keeps them within 3.5 KB). Each thread takes chain_backward_kernel's positions in its
+// order.
 constexpr int CB = 8;
-constexpr int CB_SMEM = 48 * 1024;
 // The sweeps' chunk of positions (chunk_len): BWD_CHUNK, halved (down to 2 BWD_THREADS) while the channels kernel
 // would have fewer than 256 blocks: small batches fill the GPU. A function of the shape only (the same bits on every
 // GPU); the benchmark's batch keeps BWD_CHUNK.
@@ -1952,16 +1956,9 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         const bool tuned = convt_tuned(cs);
         float* y_saved = reinterpret_cast<float*>(work + chain_sums_doubles(B, cs));
         if (!tuned) {   // y = the conv + bias once, on the tensor cores (the engine; as the forward's products)
-            const ConvGeom g = conv_geom(B, cs);
             float* packed = y_saved + (size_t)B * cs.C_out * cs.Do * cs.Ho * cs.Wo;
-            const StoreWithBias<float> store{y_saved, bias};
-            const int tile = conv_igemm_tile(g);
-            cudaError_t err;
-            if constexpr (is_half<T>())
-                err = conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, tile, store, stream);
-            else
-                err = tf32 ? conv_igemm_launch<float, IG_TF32>(x, weight, packed, g, tile, store, stream)
-                           : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, tile, store, stream);
+            const cudaError_t err = convt_by_engine<T>(x, weight, packed, B, cs, tf32,
+                                                       StoreWithBias<float>{y_saved, bias}, stream);
             if (err != cudaSuccess) return err;
         }
         const int C_out = cs.C_out;
@@ -2200,8 +2197,8 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         const ConvGeom g{B, cs.C_out, cs.C_in, cs.Do, cs.Ho, cs.Wo, cs.D, cs.H, cs.W, {cs.k[0], cs.k[1], cs.k[2]},
                          {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, false};
         float* packed = reinterpret_cast<float*>(work + splits * n_w);
-        err = conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, conv_igemm_tile(g),
-                                                 StoreWithBias<float>{grad_x, nullptr}, stream);
+        err = conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, StoreWithBias<float>{grad_x, nullptr},
+                                                 stream);
         if (err != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;

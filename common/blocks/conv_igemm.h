@@ -329,10 +329,11 @@ cudaError_t conv_igemm_launch_tile(const T* x, const T* packed, const ConvGeom& 
     return cudaGetLastError();
 }
 
-// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code.
+// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code (0: conv_igemm_tile(g)).
 template <typename T, int P, typename Epilogue>
-cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, int tile, Epilogue epilogue,
-                              cudaStream_t stream) {
+cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, Epilogue epilogue,
+                              cudaStream_t stream, int tile = 0) {
+    if (tile == 0) tile = conv_igemm_tile(g);
     const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo, n_packed = conv_igemm_packed_size(g);
     if (rows == 0 || g.C_out == 0) return cudaSuccess;
     if (n_packed > 0) {
