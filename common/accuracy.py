@@ -15,6 +15,8 @@ the last place: a variant that rounds where PyTorch rounds differs from it only 
 falls on the other side of a rounding boundary, which moves the error either way by a hair, and on an output
 of a few elements by one such step). Gradients likewise: within HALF_TOL relative L2 of
 float64 autograd, and no farther from it than PyTorch's own half-precision gradients (same margin).
+Gradients with the flag on (where PyTorch's conv backward runs TF32, and so may a variant's): within GRAD_REL_L2
+of float64 autograd or no farther from it than PyTorch's own fp32 gradients under the flag (same margin).
 Under torch.autocast the variant must return the reference's dtype and agree with it at HALF_TOL.
 """
 import contextlib
@@ -156,6 +158,46 @@ def check_against_pytorch(model, reference, input_shape, device, seed=0, n_input
     return reports
 
 
+def _gradients(model, reference, input_shape, device, seed, tf32):
+    """(name, ours, PyTorch's fp32, float64 autograd) for the input and every parameter, the model and the fp32
+    reference run with torch.backends.cudnn.allow_tf32 = tf32 (float64 ignores it)."""
+    ref64 = float64_copy(reference)
+    x = make_input(input_shape, seed + 2000, device)
+    x32 = x.clone().requires_grad_(True)
+    x_ref = x.clone().requires_grad_(True)
+    x64 = x.double().requires_grad_(True)
+    gen = torch.Generator().manual_seed(seed + 3000)
+    reference.zero_grad(set_to_none=True)
+    with cudnn_tf32(tf32):
+        out = model(x32)
+        out64 = ref64(x64)
+        grad_out = torch.randn(out64.shape, generator=gen, dtype=torch.float64).to(device)
+        out.backward(grad_out.float())
+        out64.backward(grad_out)
+        reference(x_ref).backward(grad_out.float())
+    params, ref_params = dict(model.named_parameters()), dict(reference.named_parameters())
+    triples = [("input", x32.grad, x_ref.grad, x64.grad)]
+    triples += [(name, params[name].grad, ref_params[name].grad, p64.grad) for name, p64 in ref64.named_parameters()]
+    reference.zero_grad(set_to_none=True)
+    return triples
+
+
+def check_gradients_tf32(model, reference, input_shape, device, seed=0):
+    """Gradients with torch.backends.cudnn.allow_tf32 on (PyTorch's default), where PyTorch's conv backward
+    runs TF32 (docs/DESIGN.md) and a variant may too: each gradient within GRAD_REL_L2 of float64 autograd, or no
+    farther from it than PyTorch's own fp32 gradient under the same flag (times HALF_REL_L2_MARGIN). {name: Report}"""
+    reports = {}
+    for name, g, g_ref, g64 in _gradients(model, reference, input_shape, device, seed, tf32=True):
+        report = compare(g, g64, GRAD_REL_L2, atol=float("inf"), rtol=0) if g is not None else Report(
+            False, tuple(g64.shape), reason="no gradient was computed")
+        if g is not None and not report.passed:
+            pytorch = compare(g_ref, g64, GRAD_REL_L2, atol=float("inf"), rtol=0)
+            report.passed = report.rel_l2 <= pytorch.rel_l2 * HALF_REL_L2_MARGIN
+            report.reason = f"flag on: PyTorch's own gradient {pytorch.rel_l2:.3e} from float64"
+        reports[name] = report
+    return reports
+
+
 def check_gradients(model, reference, input_shape, device, seed=0):
     """Gradients of the input and of every parameter against fp64 autograd on the reference.
 
@@ -167,24 +209,7 @@ def check_gradients(model, reference, input_shape, device, seed=0):
     the mean of the GroupNorm bias whatever the input), the fp64 truth is rounding noise and no fp32
     computation meets a relative rule; PyTorch's own fp32 gradient fails it too. There, and only where
     PyTorch's fp32 gradient fails, a gradient passes if it is no farther from the truth than PyTorch's."""
-    ref64 = float64_copy(reference)
-    x = make_input(input_shape, seed + 2000, device)
-    x32 = x.clone().requires_grad_(True)
-    x_ref = x.clone().requires_grad_(True)
-    x64 = x.double().requires_grad_(True)
-    gen = torch.Generator().manual_seed(seed + 3000)
-    reference.zero_grad(set_to_none=True)
-    with cudnn_tf32(False):
-        out = model(x32)
-        out64 = ref64(x64)
-        grad_out = torch.randn(out64.shape, generator=gen, dtype=torch.float64).to(device)
-        out.backward(grad_out.float())
-        out64.backward(grad_out)
-        reference(x_ref).backward(grad_out.float())
-    params, ref_params = dict(model.named_parameters()), dict(reference.named_parameters())
-    triples = [("input", x32.grad, x_ref.grad, x64.grad)]
-    triples += [(name, params[name].grad, ref_params[name].grad, p64.grad) for name, p64 in ref64.named_parameters()]
-    reference.zero_grad(set_to_none=True)
+    triples = _gradients(model, reference, input_shape, device, seed, tf32=False)
     return {name: _compare_gradient(g, g_ref, g64) for name, g, g_ref, g64 in triples}
 
 

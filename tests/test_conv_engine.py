@@ -24,7 +24,7 @@ cudaError_t engine_forward(const void* x, const void* w, void* packed, const voi
                            const int* dims, const int* k, const int* s, const int* p, bool transposed, int products,
                            int tile, cudaStream_t stream);
 cudaError_t engine_wgrad(const float* dir, const float* gat, double* partials, float* grad_weight, const int* dims,
-                         const int* k, const int* s, const int* p, int splits, cudaStream_t stream);
+                         const int* k, const int* s, const int* p, int splits, int products, cudaStream_t stream);
 int engine_wgrad_splits(const int* dims, const int* k);
 // (x, weight, bias or None, kernel, stride, padding, transposed, output size, products (0 split TF32, 1 TF32; half
 // types always one exact product), tile (0: the engine's choice, conv_igemm_tile)) -> the conv's output in x's dtype.
@@ -48,9 +48,10 @@ torch::Tensor forward(torch::Tensor x, torch::Tensor w, c10::optional<torch::Ten
     TORCH_CHECK(err == cudaSuccess, "engine: ", cudaGetErrorString(err));
     return y;
 }
-// (Dir, Gat, kernel, stride, padding) -> W' (Dir's channels, Gat's channels, kernel...), float32.
+// (Dir, Gat, kernel, stride, padding, products (0 split TF32, 1 TF32)) -> W' (Dir's channels, Gat's channels,
+// kernel...), float32.
 torch::Tensor wgrad(torch::Tensor dir, torch::Tensor gat, std::vector<int64_t> k, std::vector<int64_t> s,
-                    std::vector<int64_t> p) {
+                    std::vector<int64_t> p, int64_t products) {
     TORCH_CHECK(dir.is_cuda() && dir.scalar_type() == at::kFloat && dir.dim() == 5 && dir.is_contiguous() &&
                 gat.is_contiguous() && gat.scalar_type() == at::kFloat, "engine: contiguous 5-D float32 tensors");
     const c10::cuda::CUDAGuard guard(dir.device());
@@ -62,7 +63,7 @@ torch::Tensor wgrad(torch::Tensor dir, torch::Tensor gat, std::vector<int64_t> k
     auto grad_weight = at::empty({dir.size(1), gat.size(1), k[0], k[1], k[2]}, dir.options());
     auto partials = at::empty({(int64_t)splits * grad_weight.numel()}, dir.options().dtype(at::kDouble));
     const cudaError_t err = engine_wgrad(dir.data_ptr<float>(), gat.data_ptr<float>(), partials.data_ptr<double>(),
-                                         grad_weight.data_ptr<float>(), dims, kk, ss, pp, splits,
+                                         grad_weight.data_ptr<float>(), dims, kk, ss, pp, splits, (int)products,
                                          c10::cuda::getCurrentCUDAStream());
     TORCH_CHECK(err == cudaSuccess, "engine: ", cudaGetErrorString(err));
     return grad_weight;
@@ -103,8 +104,10 @@ int engine_wgrad_splits(const int* dims, const int* k) {   // for the current de
     return conv_igemm_wgrad_splits(wgrad_geom(dims, k, nullptr, nullptr), sms > 0 ? sms : 1);
 }
 cudaError_t engine_wgrad(const float* dir, const float* gat, double* partials, float* grad_weight, const int* dims,
-                         const int* k, const int* s, const int* p, int splits, cudaStream_t stream) {
-    return conv_igemm_wgrad_launch(dir, gat, wgrad_geom(dims, k, s, p), splits, partials, grad_weight, stream);
+                         const int* k, const int* s, const int* p, int splits, int products, cudaStream_t stream) {
+    const WgradGeom g = wgrad_geom(dims, k, s, p);
+    return products == 1 ? conv_igemm_wgrad_launch<IG_TF32>(dir, gat, g, splits, partials, grad_weight, stream)
+                         : conv_igemm_wgrad_launch<IG_SPLIT>(dir, gat, g, splits, partials, grad_weight, stream);
 }
 """
 
@@ -266,7 +269,25 @@ WGRAD_CASES = DGRAD_CASES + [
 def test_the_engine_computes_weight_gradients(case):
     transposed, k, s, p, x, weight, grad_y, (_, truth) = float64_gradients(case, seed=13)
     dir_, gat = (x, grad_y) if transposed else (grad_y, x)
-    out = engine().wgrad(dir_.float().contiguous(), gat.float().contiguous(), list(k), list(s), list(p))
+    out = engine().wgrad(dir_.float().contiguous(), gat.float().contiguous(), list(k), list(s), list(p), 0)
     report = compare(out, truth)
     assert report.passed, report
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", WGRAD_CASES, ids=[c[0] for c in WGRAD_CASES])
+def test_the_engine_in_tf32_computes_the_weight_gradient_of_rounded_operands(case):
+    """One TF32 product a step (PyTorch's conv backward under allow_tf32): the weight gradient of the operands
+    rounded to TF32 to nearest even, in fp32 sums."""
+    transposed, k, s, p, x, weight, grad_y, _ = float64_gradients(case, seed=13)
+    xr, gr = round_tf32(x.float()).double(), round_tf32(grad_y.float()).double()
+    w = weight.double().requires_grad_(True)   # dL/dW does not depend on the weight's values
+    y = (F.conv_transpose3d if transposed else F.conv3d)(xr, w, stride=s, padding=p)
+    (truth,) = torch.autograd.grad(y, (w,), gr)
+    dir_, gat = (x, grad_y) if transposed else (grad_y, x)
+    out = engine().wgrad(dir_.float().contiguous(), gat.float().contiguous(), list(k), list(s), list(p), 1)
+    report = compare(out, truth)
+    assert report.passed, report
+    exact = engine().wgrad(dir_.float().contiguous(), gat.float().contiguous(), list(k), list(s), list(p), 0)
+    assert not torch.equal(out, exact)   # it did round
 

@@ -9,8 +9,8 @@ import warnings
 import pytest
 import torch
 
-from common.accuracy import (check_against_pytorch, check_gradients, check_model, compare, cudnn_tf32,
-                             run_poisoned)
+from common.accuracy import (check_against_pytorch, check_gradients, check_gradients_tf32, check_model, compare,
+                             cudnn_tf32, run_poisoned)
 from common.inputs import float64_copy, make_input, make_models
 from common.loading import ROOT, variant_names, variant_path
 from common.problems import PROBLEMS, full_names
@@ -261,6 +261,46 @@ def test_tf32_reference_fails_problem3():
     with torch.no_grad(), cudnn_tf32(True):
         report = compare(ref(x), float64_copy(ref)(x.double()))
     assert not report.passed, str(report)
+
+
+# The backward under the flag (docs/DESIGN.md, TF32): PyTorch's conv backward runs TF32 with the flag on, so the
+# files' conv gradients on the tensor cores then take one TF32 product a step (follows: True); the FP32 kernels stay
+# exact (False); None: problem 60, whose forward follows the flag (its dL/dy differs with it whatever the kernels).
+# (name, init_args, input shape, follows), each an input that takes the kernels named.
+TF32_BACKWARD = [
+    ("conv3d_groupnorm_mean", (3, 24, 3, 8), (4, 3, 10, 12, 32), True),      # dL/dx TC, dL/dW ROWS
+    ("conv3d_groupnorm_mean", (3, 32, 3, 8), (72, 3, 4, 6, 32), True),       # dL/dx STREAM (72 samples), dL/dW TC
+    ("conv3d_groupnorm_mean", (3, 24, 5, 8), (2, 3, 8, 9, 12), False),       # the tiled kernels
+    ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 4), (4, 3, 8, 32, 32), True),
+    ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 3), (4, 3, 8, 30, 32), True),
+    ("conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp", (8, 64, 3, 16), (2, 8, 40, 64), False),   # exact
+    ("convtranspose3d_swish_groupnorm_hardswish", (8, 16, 3, 2, 1, 4, 1e-5), (2, 8, 4, 5, 6), None),   # the engine
+    ("convtranspose3d_swish_groupnorm_hardswish", (3, 16, 3, 2, 1, 4, 1e-5), (2, 3, 8, 16, 16), None),  # tuned path
+]
+
+
+@pytest.mark.parametrize("name,init_args,shape,follows", TF32_BACKWARD,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in TF32_BACKWARD])
+def test_gradients_with_the_tf32_flag_on(name, init_args, shape, follows):
+    """Flag on: every gradient within the rule or no farther from float64 than PyTorch's own under the flag;
+    the conv's gradients differ from the flag-off ones exactly where the kernels follow the flag."""
+    ref, new = models(name, init_args)
+    reports = check_gradients_tf32(new, ref, shape, DEVICE)
+    assert all(r.passed for r in reports.values()), "\n".join(f"{k}: {r}" for k, r in reports.items())
+    if follows is None:
+        return
+    x = make_input(shape, 21, DEVICE)
+    grads = {}
+    for flag in (True, False):
+        xi = x.clone().requires_grad_(True)
+        new.zero_grad(set_to_none=True)
+        with cudnn_tf32(flag):
+            out = new(xi)
+            out.backward(torch.ones_like(out))
+        conv = next(m for m in new.modules() if hasattr(m, "weight") and m.weight.dim() >= 4)
+        grads[flag] = (xi.grad, conv.weight.grad)
+    for on, off in zip(grads[True], grads[False]):
+        assert torch.equal(on, off) != follows
 
 
 @pytest.mark.parametrize("name", FULL)

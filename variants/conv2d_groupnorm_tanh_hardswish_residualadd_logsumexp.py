@@ -175,6 +175,17 @@ __device__ __forceinline__ Split split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
+// the product of two such values is exact in fp32. Finite v only.
+__device__ __forceinline__ float round_tf32(float v) {
+    const unsigned u = __float_as_uint(v);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
+// A product step's operand: split (TF32 false: three products, fp32-level) or rounded to TF32 with small = 0 (TF32
+// true: one product, as PyTorch's conv under allow_tf32; the caller skips the two products of small parts).
+template <bool TF32> __device__ __forceinline__ Split operand(float v) {
+    return TF32 ? Split{__float_as_uint(round_tf32(v)), 0u} : split(v);
+}
 // d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
 // fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
 // column g; d = row g then g+8, columns 2t, 2t+1.
@@ -2586,6 +2597,17 @@ static int dtype_code(const Tensor& t) {
 }
 static bool takes_dtype(const Tensor& t) {
     return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
+// the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
+// it is read per operator from 2.11 on, the oldest version this was built and checked with.
+static inline bool allow_tf32_conv() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+    return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+    return at::globalContext().allowTF32CuDNN();
+#endif
 }
 
 // The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).

@@ -21,17 +21,20 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
     conv_gn_stats_kernel<GRAD>    tuned path: the forward's conv writing dL/dy in place of the sums
     conv_grad_y_general_kernel    general path: the same, tiled
     gn_param_grad_kernel          dL/dgamma, dL/dbeta, dL/dbias summed over the batch in order
-    grad_input_stream_kernel      dL/dx, a block a sample streaming dL/dy rows (split TF32)
-    grad_input_tc_kernel          dL/dx, a GEMM per input row (split TF32), where the samples are too few
+    grad_input_stream_kernel      dL/dx, a block a sample streaming dL/dy rows (split TF32; TF32 under the flag)
+    grad_input_tc_kernel          dL/dx, a GEMM per input row (split TF32; TF32 under the flag), where the samples
+                                  are too few
     grad_input_tiled_kernel       dL/dx elsewhere: a tiled conv of dL/dy with flipped weights
-    grad_weight_rows_kernel       dL/dW, rows = depths and every output channel a column (split TF32)
-    grad_weight_tc_kernel         dL/dW, 16-channel chunks (split TF32); finish_weight_grad_tc_kernel adds either
+    grad_weight_rows_kernel       dL/dW, rows = depths and every output channel a column (split TF32, or TF32)
+    grad_weight_tc_kernel         dL/dW, 16-channel chunks (split TF32, or TF32); finish_weight_grad_tc_kernel adds
+                                  either
     grad_weight_tiled_kernel      dL/dW elsewhere; finish_weight_grad_tiled_kernel adds its split totals in order
     convert_kernel                half precision: the float copies the backward reads, the gradients' roundings
 Every sum is in a fixed order (no atomics): the same input gives the same bits.
 
-Semantics (docs/DESIGN.md): exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps this conv
-in fp32 too); in float16/bfloat16 each conv output is rounded as PyTorch rounds it (the conv, then its bias) and the
+Semantics (docs/DESIGN.md): the forward exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps
+this conv in fp32 too); the backward's tensor-core dL/dx and dL/dW take one TF32 product a step (operands rounded to
+nearest even) when the flag is on, as PyTorch's conv backward does, and are exact with it off; in float16/bfloat16 each conv output is rounded as PyTorch rounds it (the conv, then its bias) and the
 GroupNorm statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm and the mean are float32.
 The backward runs in float32 and rounds each gradient to its tensor's dtype. Double backward raises.
 
@@ -157,6 +160,17 @@ __device__ __forceinline__ Split split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
+// the product of two such values is exact in fp32. Finite v only.
+__device__ __forceinline__ float round_tf32(float v) {
+    const unsigned u = __float_as_uint(v);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
+// A product step's operand: split (TF32 false: three products, fp32-level) or rounded to TF32 with small = 0 (TF32
+// true: one product, as PyTorch's conv under allow_tf32; the caller skips the two products of small parts).
+template <bool TF32> __device__ __forceinline__ Split operand(float v) {
+    return TF32 ? Split{__float_as_uint(round_tf32(v)), 0u} : split(v);
+}
 // d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
 // fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
 // column g; d = row g then g+8, columns 2t, 2t+1.
@@ -213,13 +227,6 @@ template <int MI, int NJ> struct IgSmem {
     float b[IG_BK][16 * NJ + 8];
 };
 
-// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
-// the product of two such values is exact in fp32. Finite v only.
-__device__ __forceinline__ float ig_round_tf32(float v) {
-    const unsigned u = __float_as_uint(v);
-    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
-}
-
 // One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
 // lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
 template <int P, int MI, int NJ>
@@ -239,7 +246,7 @@ __device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&ac
                     a_big[i][e] = sp.big;
                     a_small[i][e] = sp.small;
                 } else {
-                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? ig_round_tf32(v[e]) : v[e]);
+                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? round_tf32(v[e]) : v[e]);
                 }
             }
         }
@@ -331,7 +338,7 @@ __global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ 
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in), t = (int)(i / C_out / C_in);
         const T v = w[transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
-        packed[i] = P == IG_TF32 ? from_float<T>(ig_round_tf32(to_float(v))) : v;   // (A: as its fragments load)
+        packed[i] = P == IG_TF32 ? from_float<T>(round_tf32(to_float(v))) : v;   // (A: as its fragments load)
     }
 }
 
@@ -1345,6 +1352,7 @@ constexpr int GI_WARPS = 4;
 constexpr int GI_ROWS = 2;    // input rows a warp takes
 constexpr int GI_TAIL = 32;   // floats after grad_y that the last row's columns past Wo may read
 
+template <bool TF32>   // one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
@@ -1364,7 +1372,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
             v[h] = co < d.C_out && kw < K && ci < d.C_in
                        ? weight[((((size_t)co * d.C_in + ci) * K + kd) * K + kh) * K + kw] : 0.f;
         }
-        const Split s0 = split(v[0]), s1 = split(v[1]);
+        const Split s0 = operand<TF32>(v[0]), s1 = operand<TF32>(v[1]);
         w_s[st][part][j][l] = part == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
     }
     __syncthreads();
@@ -1415,7 +1423,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const Split v = split(a[i][e]);
+                    const Split v = operand<TF32>(a[i][e]);
                     big[i][e] = v.big;
                     small[i][e] = v.small;
                 }
@@ -1431,8 +1439,10 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                     const uint2 wb = w_s[ws][0][j][lane], wsm = w_s[ws][1][j][lane];
 #pragma unroll
                     for (int i = 0; i < 2; ++i) {
-                        mma(acc[r][i][j], small[i], wb.x, wb.y);
-                        mma(acc[r][i][j], big[i], wsm.x, wsm.y);
+                        if (!TF32) {
+                            mma(acc[r][i][j], small[i], wb.x, wb.y);
+                            mma(acc[r][i][j], big[i], wsm.x, wsm.y);
+                        }
                         mma(acc[r][i][j], big[i], wb.x, wb.y);
                     }
                 }
@@ -1488,7 +1498,7 @@ inline size_t gs_smem_bytes(const GradDims& d) {
            (size_t)K * d.H * d.C_in * GS_RS * sizeof(float);
 }
 
-template <int CI>   // input channels
+template <int CI, bool TF32>   // input channels; one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
@@ -1510,7 +1520,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
             const int co = 8 * c + l % 4 + 4 * h, ci = m % CI, kh = m / CI % K, kd = m / (K * CI);
             v[h] = co < d.C_out && m < M ? weight[((((size_t)co * CI + ci) * K + kd) * K + kh) * K + kw] : 0.f;
         }
-        const Split s0 = split(v[0]), s1 = split(v[1]);
+        const Split s0 = operand<TF32>(v[0]), s1 = operand<TF32>(v[1]);
         gs_smem[i] = part == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
     }
     const int ring_floats = K * d.H * CI * GS_RS;
@@ -1567,7 +1577,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
                 for (int i = 0; i < 2; ++i)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const Split v = split(a[i][e]);
+                        const Split v = operand<TF32>(a[i][e]);
                         big[i][e] = v.big;
                         small[i][e] = v.small;
                     }
@@ -1577,7 +1587,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
                 // products into the same one
                 const uint2* wc = w_s + c * 2 * NT * 32 + lane;
 #pragma unroll
-                for (int p = 0; p < 3; ++p)
+                for (int p = TF32 ? 2 : 0; p < 3; ++p)
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw)
 #pragma unroll
@@ -1660,6 +1670,7 @@ constexpr int WGT_RPB = 2;                    // rows a block takes at a time
 constexpr int WGT_MAX_GROUPS = 4;             // depth C_in K^2 <= 64
 __host__ __device__ inline int wgt_groups(int depth) { return (depth + WGT_DEPTHS - 1) / WGT_DEPTHS; }
 
+template <bool TF32>   // one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
@@ -1710,7 +1721,7 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int m = 0; m < 11; ++m) {
-                const Split v = split(G[h][m]);
+                const Split v = operand<TF32>(G[h][m]);
                 gb[h][m] = v.big;
                 gs[h][m] = v.small;
             }
@@ -1720,7 +1731,7 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
 #pragma unroll
             for (int j = 0; j < WGT_TILES; ++j) {
                 const float4 v = xv[j][s / 2];
-                const Split p0 = split(s % 2 ? v.z : v.x), p1 = split(s % 2 ? v.w : v.y);
+                const Split p0 = operand<TF32>(s % 2 ? v.z : v.x), p1 = operand<TF32>(s % 2 ? v.w : v.y);
                 xb[j][0] = p0.big; xsm[j][0] = p0.small;
                 xb[j][1] = p1.big; xsm[j][1] = p1.small;
             }
@@ -1731,8 +1742,10 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 const uint32_t as[4] = {gs[0][m], gs[1][m], gs[0][m + 1], gs[1][m + 1]};
 #pragma unroll
                 for (int j = 0; j < WGT_TILES; ++j) {
-                    mma(acc[kw][j], as, xb[j][0], xb[j][1]);
-                    mma(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    if (!TF32) {
+                        mma(acc[kw][j], as, xb[j][0], xb[j][1]);
+                        mma(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    }
                     mma(acc[kw][j], ab, xb[j][0], xb[j][1]);
                 }
             }
@@ -1792,6 +1805,7 @@ __global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partia
 // grad_weight_tc_kernel's partials layout for finish_weight_grad_tc_kernel.
 constexpr int WR_ROWS = 4;   // rows a block takes at a time
 constexpr int WR_CO = 24, WR_TILES = WR_CO / 8;   // output channels at most, and their 8-column tiles
+template <bool TF32>   // one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
@@ -1836,7 +1850,7 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
                 for (int e = 0; e < 4; ++e) {
                     const float4 q = v[e % 2][st / 2];
                     const float val = e < 2 ? (st % 2 ? q.z : q.x) : (st % 2 ? q.w : q.y);
-                    const Split sp = split(val);
+                    const Split sp = operand<TF32>(val);
                     ab[st][e] = sp.big;
                     as[st][e] = sp.small;
                 }
@@ -1860,7 +1874,7 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
             uint32_t gb[10], gs[10];
 #pragma unroll
             for (int m = 0; m < 10; ++m) {
-                const Split sp = split(G[m]);
+                const Split sp = operand<TF32>(G[m]);
                 gb[m] = sp.big;
                 gs[m] = sp.small;
             }
@@ -1869,8 +1883,10 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
 #pragma unroll
                 for (int kw = 0; kw < K; ++kw) {
                     const int m = 2 + 2 * st - kw;   // b = dL/dy[8j + g][8t + 2s - kw (+ 1)]
-                    mma(acc[kw][j], as[st], gb[m], gb[m + 1]);
-                    mma(acc[kw][j], ab[st], gs[m], gs[m + 1]);
+                    if (!TF32) {
+                        mma(acc[kw][j], as[st], gb[m], gb[m + 1]);
+                        mma(acc[kw][j], ab[st], gs[m], gs[m + 1]);
+                    }
                     mma(acc[kw][j], ab[st], gb[m], gb[m + 1]);
                 }
         }
@@ -2381,26 +2397,27 @@ static DwPath dw_path(const GradDims& d, bool x_aligned, int kd, int kh, int kw)
 }
 
 // grad_weight_tc_kernel's blocks (grid x): a wave of resident blocks, shared by the chunks (the residency asked
-// once per block size: 32 WGT_RPB groups threads, groups 1 to WGT_MAX_GROUPS).
+// once per block size: 32 WGT_RPB groups threads, groups 1 to WGT_MAX_GROUPS; of the split-TF32 form, which the
+// workspace's size follows whatever the flag).
 static int wgt_threads(const GradDims& d) { return 32 * WGT_RPB * wgt_groups(d.C_in * K * K); }
 static int wgt_blocks(const GradDims& d, int sms) {
     static std::atomic<int> resident[WGT_MAX_GROUPS + 1];
     const int groups = wgt_groups(d.C_in * K * K);
     int per_sm = resident[groups].load();
     if (per_sm == 0) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_tc_kernel, wgt_threads(d), 0) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_tc_kernel<false>, wgt_threads(d), 0) !=
             cudaSuccess)
             per_sm = 2;
         resident[groups] = per_sm = std::max(1, per_sm);
     }
     return std::max(1, per_sm * sms / ((d.C_out + WGT_CO - 1) / WGT_CO));
 }
-// grad_weight_rows_kernel's blocks: a wave of resident blocks (the residency asked once).
+// grad_weight_rows_kernel's blocks: a wave of resident blocks (the residency asked once, of the split-TF32 form).
 static int wrows_blocks(int sms) {
     static std::atomic<int> resident{0};
     int per_sm = resident.load();
     if (per_sm == 0) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_rows_kernel, 64 * WR_ROWS, 0) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_rows_kernel<false>, 64 * WR_ROWS, 0) !=
             cudaSuccess)
             per_sm = 2;
         resident = per_sm = std::max(1, per_sm);
@@ -2427,16 +2444,21 @@ long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in,
            wgt_groups(C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
 }
 
+// tf32 (allow_tf32, float32): the tensor-core kernels take one TF32 product a step, as PyTorch's conv backward does
+// under the flag (docs/DESIGN.md); the tiled kernels stay exact.
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
                                              float* grad_weight, double* work, int B, int C_in, int C_out, int D,
-                                             int H, int W, int kd, int kh, int kw, int sms, cudaStream_t stream) {
+                                             int H, int W, int kd, int kh, int kw, bool tf32, int sms,
+                                             cudaStream_t stream) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     cudaError_t err;
     if (grad_x != nullptr) {
         const DxPath path = dx_path(d, kd, kh, kw, sms);
         if (path == DxPath::STREAM) {
-            const auto kernel = d.C_in == 1 ? grad_input_stream_kernel<1> : d.C_in == 2 ? grad_input_stream_kernel<2>
-                                                                        : grad_input_stream_kernel<3>;
+            const auto kernel = tf32 ? (d.C_in == 1 ? grad_input_stream_kernel<1, true>
+                                        : d.C_in == 2 ? grad_input_stream_kernel<2, true> : grad_input_stream_kernel<3, true>)
+                                     : (d.C_in == 1 ? grad_input_stream_kernel<1, false>
+                                        : d.C_in == 2 ? grad_input_stream_kernel<2, false> : grad_input_stream_kernel<3, false>);
             const size_t smem = gs_smem_bytes(d);
             if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
                 cudaSuccess)
@@ -2444,11 +2466,11 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
             // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
             kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
         } else if (path == DxPath::TC) {
+            const auto kernel = tf32 ? grad_input_tc_kernel<true> : grad_input_tc_kernel<false>;
             int per_sm = 0;   // one wave of resident blocks
-            if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_input_tc_kernel, 32 * GI_WARPS, 0)) !=
-                cudaSuccess)
+            if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
                 return err;
-            grad_input_tc_kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
+            kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
         } else {   // the conv's transpose: dL/dy (C_out channels, Do x Ho x Wo) in, C_in channels out
             const int cot = C_in <= 4 ? 4 : C_in <= 8 ? 8 : CO_T, th = cot < CO_T ? 2 * TILE_H : TILE_H;
             const TileConv3 t = tile_plan(C_out, C_in, d.Do, d.Ho, d.Wo, kd, kh, kw, cot, th);
@@ -2470,10 +2492,11 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         const bool rows = dw == DwPath::ROWS;
         const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
         if (rows)
-            grad_weight_rows_kernel<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(grad_y, x, work, d);
-        else
-            grad_weight_tc_kernel<<<dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(
+            (tf32 ? grad_weight_rows_kernel<true> : grad_weight_rows_kernel<false>)<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(
                 grad_y, x, work, d);
+        else
+            (tf32 ? grad_weight_tc_kernel<true> : grad_weight_tc_kernel<false>)<<<
+                dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(grad_y, x, work, d);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const long long n_w = (long long)C_out * C_in * K * K * K;
         finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
@@ -2576,6 +2599,17 @@ static bool takes_dtype(const Tensor& t) {
     return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
 }
 
+// torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
+// the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
+// it is read per operator from 2.11 on, the oldest version this was built and checked with.
+static inline bool allow_tf32_conv() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+    return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+    return at::globalContext().allowTF32CuDNN();
+#endif
+}
+
 // The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
 static at::ScalarType autocast_dtype() {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -2661,7 +2695,8 @@ long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in,
                                                 int kd, int kh, int kw, int sms);
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
                                              float* grad_weight, double* work, int B, int C_in, int C_out, int D,
-                                             int H, int W, int kd, int kh, int kw, int sms, cudaStream_t stream);
+                                             int H, int W, int kd, int kh, int kw, bool tf32, int sms,
+                                             cudaStream_t stream);
 
 static void check(cudaError_t err) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
@@ -2790,7 +2825,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
             check(conv3d_groupnorm_mean_conv_grads(
                 grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
                 grad_x.defined() ? grad_x.data_ptr<float>() : nullptr, grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
-                work.data_ptr<double>(), B, C_in, C_out, D, H, W, kd, kh, kw, sms, stream));
+                work.data_ptr<double>(), B, C_in, C_out, D, H, W, kd, kh, kw,
+                x.scalar_type() == at::kFloat && allow_tf32_conv(), sms, stream));
         }
     }
     return {converted(grad_x, x.scalar_type()), converted(grad_w, w.scalar_type()), grad_bias, grad_gn_weight,

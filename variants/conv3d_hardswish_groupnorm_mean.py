@@ -387,6 +387,17 @@ static bool takes_dtype(const Tensor& t) {
     return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
 }
 
+// torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
+// the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
+// it is read per operator from 2.11 on, the oldest version this was built and checked with.
+static inline bool allow_tf32_conv() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+    return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+    return at::globalContext().allowTF32CuDNN();
+#endif
+}
+
 // The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
 static at::ScalarType autocast_dtype() {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)

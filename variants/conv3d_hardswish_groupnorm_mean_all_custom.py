@@ -20,16 +20,18 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
     gn_mean_backward_coef_kernel    dL/dy's coefficients and the parameters' terms
     (each stage's tensor-core kernel where its bounds hold, else its general kernel: backward_plan)
     conv_rows_tc_kernel<K, true>    dL/dy and its channel sums (tensor-core path); grad_y_general_kernel (general)
-    grad_input_tc_kernel            dL/dx per input row (split TF32); grad_input_tiled_kernel (general: a tiled conv
-                                    of dL/dy with flipped weights)
-    grad_weight_tc_kernel           dL/dW per output row and kw (split TF32, fp32 totals a row) + finish_weight_grad_tc_kernel;
+    grad_input_tc_kernel            dL/dx per input row (split TF32; one TF32 product under allow_tf32);
+                                    grad_input_tiled_kernel (general: a tiled conv of dL/dy with flipped weights)
+    grad_weight_tc_kernel           dL/dW per output row and kw (split TF32, or TF32; fp32 totals a row) +
+                                    finish_weight_grad_tc_kernel;
     grad_weight_tiled_kernel        (general) + finish_weight_grad_tiled_kernel
     finish_channel_grads_kernel     dL/dbias, dL/dgamma, dL/dbeta in order
     convert_kernel                  half precision: float copies of the inputs, the gradients' roundings
 Every sum is in a fixed order (no atomics): the same input gives the same bits.
 
-Semantics (docs/DESIGN.md): exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps this conv
-in fp32 too); in float16/bfloat16 y is rounded after the conv and after its bias, h after HardSwish, GroupNorm's
+Semantics (docs/DESIGN.md): the forward exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps
+this conv in fp32 too); the backward's tensor-core dL/dx and dL/dW one TF32 product a step under the flag (as
+PyTorch's conv backward), exact with it off; in float16/bfloat16 y is rounded after the conv and after its bias, h after HardSwish, GroupNorm's
 statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm is float32. The backward runs in float32
 on float copies and rounds each gradient to its dtype. Double backward raises.
 
@@ -299,6 +301,17 @@ struct Split { uint32_t big, small; };
 __device__ __forceinline__ Split split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
+}
+// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
+// the product of two such values is exact in fp32. Finite v only.
+__device__ __forceinline__ float round_tf32(float v) {
+    const unsigned u = __float_as_uint(v);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
+// A product step's operand: split (TF32 false: three products, fp32-level) or rounded to TF32 with small = 0 (TF32
+// true: one product, as PyTorch's conv under allow_tf32; the caller skips the two products of small parts).
+template <bool TF32> __device__ __forceinline__ Split operand(float v) {
+    return TF32 ? Split{__float_as_uint(round_tf32(v)), 0u} : split(v);
 }
 // d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
 // fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
@@ -793,7 +806,7 @@ constexpr int GI_WARPS = 4;
 constexpr int GI_ROWS = 2;    // input rows a warp takes (4: 150 registers, slower)
 constexpr int GI_TAIL = 32;   // floats after grad_y that the last row's columns past Wo may read
 
-template <int K>
+template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, Dims d)
 {
@@ -810,7 +823,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
             v[h] = co < d.C_out && kw < K && ci < d.C_in
                        ? weight[((((size_t)co * d.C_in + ci) * K + kd) * K + kh) * K + kw] : 0.f;
         }
-        const Split s0 = split(v[0]), s1 = split(v[1]);
+        const Split s0 = operand<TF32>(v[0]), s1 = operand<TF32>(v[1]);
         w_s[st][half][j][l] = half == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
     }
     __syncthreads();
@@ -861,7 +874,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
             for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const Split v = split(a[i][e]);
+                    const Split v = operand<TF32>(a[i][e]);
                     big[i][e] = v.big;
                     small[i][e] = v.small;
                 }
@@ -877,8 +890,10 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                     const uint2 wb = w_s[ws][0][j][lane], wsm = w_s[ws][1][j][lane];
 #pragma unroll
                     for (int i = 0; i < 2; ++i) {
-                        mma(acc[r][i][j], small[i], wb.x, wb.y);
-                        mma(acc[r][i][j], big[i], wsm.x, wsm.y);
+                        if (!TF32) {
+                            mma(acc[r][i][j], small[i], wb.x, wb.y);
+                            mma(acc[r][i][j], big[i], wsm.x, wsm.y);
+                        }
                         mma(acc[r][i][j], big[i], wb.x, wb.y);
                     }
                 }
@@ -937,7 +952,7 @@ constexpr int WGT_RPB = 2;                    // rows a block takes at a time
 __host__ __device__ inline int wgt_groups(int depth) { return (depth + WGT_DEPTHS - 1) / WGT_DEPTHS; }
 constexpr int WGT_MAX_GROUPS = TC_MAX_STEPS * 8 / WGT_DEPTHS;   // tc_forward bounds the depth
 
-template <int K>
+template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
     const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, Dims d)
 {
@@ -985,7 +1000,7 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int m = 0; m < 11; ++m) {
-                const Split v = split(G[h][m]);
+                const Split v = operand<TF32>(G[h][m]);
                 gb[h][m] = v.big;
                 gs[h][m] = v.small;
             }
@@ -995,7 +1010,7 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
 #pragma unroll
             for (int j = 0; j < WGT_TILES; ++j) {
                 const float4 v = xv[j][s / 2];
-                const Split p0 = split(s % 2 ? v.z : v.x), p1 = split(s % 2 ? v.w : v.y);
+                const Split p0 = operand<TF32>(s % 2 ? v.z : v.x), p1 = operand<TF32>(s % 2 ? v.w : v.y);
                 xb[j][0] = p0.big; xsm[j][0] = p0.small;
                 xb[j][1] = p1.big; xsm[j][1] = p1.small;
             }
@@ -1006,8 +1021,10 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 const uint32_t as[4] = {gs[0][m], gs[1][m], gs[0][m + 1], gs[1][m + 1]};
 #pragma unroll
                 for (int j = 0; j < WGT_TILES; ++j) {
-                    mma(acc[kw][j], as, xb[j][0], xb[j][1]);
-                    mma(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    if (!TF32) {
+                        mma(acc[kw][j], as, xb[j][0], xb[j][1]);
+                        mma(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    }
                     mma(acc[kw][j], ab, xb[j][0], xb[j][1]);
                 }
             }
@@ -1560,11 +1577,13 @@ long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out,
     return common + (long long)wgrad_grid(general_dims(B, C_in, C_out, D, H, W, k), k, sms).z * C_out * C_in * kd * kh * kw;
 }
 
+// tf32 (allow_tf32, float32): dL/dx and dL/dW on the tensor cores take one TF32 product a step, as PyTorch's conv
+// backward does under the flag (docs/DESIGN.md); the general kernels stay exact.
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
-                            int kh, int kw, int sms, cudaStream_t stream) {
+                            int kh, int kw, bool tf32, int sms, cudaStream_t stream) {
     const int K = kd;
     const Kernel3 k{kd, kh, kw};
     const BackwardPlan bp = backward_plan(B, C_in, C_out, D, H, W, kd, kh, kw, aligned_rows(x, W));
@@ -1589,7 +1608,8 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     // dL/dx: the conv's transpose of dL/dy
     if (grad_x != nullptr && bp.tc_x) {
-        const auto kernel = K == 3 ? grad_input_tc_kernel<3> : grad_input_tc_kernel<4>;
+        const auto kernel = tf32 ? (K == 3 ? grad_input_tc_kernel<3, true> : grad_input_tc_kernel<4, true>)
+                                 : (K == 3 ? grad_input_tc_kernel<3, false> : grad_input_tc_kernel<4, false>);
         int per_sm = 0;   // one wave of resident blocks
         if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
             return err;
@@ -1614,8 +1634,9 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     if (bp.tc_w) {
         const int n_blocks = wgt_blocks(dt, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
         const unsigned w_grid = (unsigned)((n_w + 127) / 128);
-        if (K == 3) grad_weight_tc_kernel<3><<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, dt);
-        else grad_weight_tc_kernel<4><<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, dt);
+        const auto kernel = tf32 ? (K == 3 ? grad_weight_tc_kernel<3, true> : grad_weight_tc_kernel<4, true>)
+                                 : (K == 3 ? grad_weight_tc_kernel<3, false> : grad_weight_tc_kernel<4, false>);
+        kernel<<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, dt);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
         else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
@@ -1707,6 +1728,17 @@ static bool takes_dtype(const Tensor& t) {
     return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
 }
 
+// torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
+// the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
+// it is read per operator from 2.11 on, the oldest version this was built and checked with.
+static inline bool allow_tf32_conv() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+    return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+    return at::globalContext().allowTF32CuDNN();
+#endif
+}
+
 // The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
 static at::ScalarType autocast_dtype() {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -1778,7 +1810,7 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
-                            int kh, int kw, int sms, cudaStream_t stream);
+                            int kh, int kw, bool tf32, int sms, cudaStream_t stream);
 
 static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean_all_custom: ", what, " failed: ",
@@ -1880,7 +1912,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                           stats.data_ptr<double>(), work.data_ptr<double>(), grad_y.data_ptr<float>(),
                           input_grad ? grad_x.data_ptr<float>() : nullptr, grad_weight.data_ptr<float>(),
                           bias.has_value() ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
-                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw, sms,
+                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw,
+                          input.scalar_type() == at::kFloat && allow_tf32_conv(), sms,
                           c10::cuda::getCurrentCUDAStream()), "backward launch");
     return {converted(grad_x, input.scalar_type()), converted(grad_weight, weight_in.scalar_type()),
             converted(grad_bias, weight_in.scalar_type()), converted(grad_gn_weight, gn_weight_in.scalar_type()),

@@ -36,7 +36,9 @@ Every sum is in a fixed order; the tickets only decide which block does an item:
 Each call allocates its workspace (so CUDA graph pools see it) and clears its counters on the stream.
 
 Semantics (docs/DESIGN.md): under torch.backends.cudnn.allow_tf32 (read at every call) the conv's operands are
-rounded to TF32 as cuDNN rounds them; with it off the conv is exact fp32. In float16/bfloat16 each op is rounded where
+rounded to TF32 as cuDNN rounds them, and the general path's dL/dx and dL/dW (the engine) take one TF32 product a
+step, as PyTorch's conv backward does (the tuned path's FP32 gradient kernels stay exact); with the flag off all is
+exact fp32. In float16/bfloat16 each op is rounded where
 PyTorch rounds it (the conv, its bias, the sigmoid, the product, GroupNorm's statistics in its own order, HardSwish).
 The backward runs in float32 and rounds each gradient to its tensor's dtype. Double backward raises.
 
@@ -167,6 +169,17 @@ __device__ __forceinline__ Split split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
+// the product of two such values is exact in fp32. Finite v only.
+__device__ __forceinline__ float round_tf32(float v) {
+    const unsigned u = __float_as_uint(v);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
+// A product step's operand: split (TF32 false: three products, fp32-level) or rounded to TF32 with small = 0 (TF32
+// true: one product, as PyTorch's conv under allow_tf32; the caller skips the two products of small parts).
+template <bool TF32> __device__ __forceinline__ Split operand(float v) {
+    return TF32 ? Split{__float_as_uint(round_tf32(v)), 0u} : split(v);
+}
 // d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
 // fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
 // column g; d = row g then g+8, columns 2t, 2t+1.
@@ -223,13 +236,6 @@ template <int MI, int NJ> struct IgSmem {
     float b[IG_BK][16 * NJ + 8];
 };
 
-// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
-// the product of two such values is exact in fp32. Finite v only.
-__device__ __forceinline__ float ig_round_tf32(float v) {
-    const unsigned u = __float_as_uint(v);
-    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
-}
-
 // One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
 // lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
 template <int P, int MI, int NJ>
@@ -249,7 +255,7 @@ __device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&ac
                     a_big[i][e] = sp.big;
                     a_small[i][e] = sp.small;
                 } else {
-                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? ig_round_tf32(v[e]) : v[e]);
+                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? round_tf32(v[e]) : v[e]);
                 }
             }
         }
@@ -341,7 +347,7 @@ __global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ 
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in), t = (int)(i / C_out / C_in);
         const T v = w[transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
-        packed[i] = P == IG_TF32 ? from_float<T>(ig_round_tf32(to_float(v))) : v;   // (A: as its fragments load)
+        packed[i] = P == IG_TF32 ? from_float<T>(round_tf32(to_float(v))) : v;   // (A: as its fragments load)
     }
 }
 
@@ -549,6 +555,8 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
 // (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
 // contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
 // A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
+// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
+// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
 __device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
 struct WgradGeom {
     int B, R, C;              // samples, Dir's channels, Gat's channels
@@ -557,6 +565,7 @@ struct WgradGeom {
     int k[3], s[3], p[3];
 };
 
+template <int P>
 __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
                                                                       const float* __restrict__ gat,
                                                                       double* __restrict__ partials, WgradGeom g)
@@ -612,11 +621,11 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const floa
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             s.a[k_off][lead + 8 * j] = av[j];
-            s.b[k_off][lead + 8 * j] = bv[j];
+            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
         }
         __syncthreads();
         if (k0 + IG_BK < q1) load();
-        ig_stage<IG_SPLIT>(s, acc, wm, wn, gq, tq);
+        ig_stage<P>(s, acc, wm, wn, gq, tq);
         __syncthreads();
     }
     const long long n_w = (long long)g.R * cols;
@@ -636,12 +645,13 @@ inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
 }
 
 // partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
+template <int P = IG_SPLIT>
 inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
                                            double* partials, float* grad_weight, cudaStream_t stream) {
     const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
     if (n_w == 0) return cudaSuccess;
     const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
-    conv_igemm_wgrad_kernel<<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
+    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
@@ -874,17 +884,17 @@ __device__ __noinline__ void round_staged_input(InputTile& in, int ci0, const Ge
         constexpr int C4 = TILE_W / 4, PER_CI = 2 * TILE_H * C4;
         for (int e = threadIdx.x; e < n * PER_CI; e += THREADS) {
             float4& v = *reinterpret_cast<float4*>(&in[e / PER_CI][e / (TILE_H * C4) % 2][e / C4 % TILE_H][e % C4 * 4]);
-            v = make_float4(ig_round_tf32(v.x), ig_round_tf32(v.y), ig_round_tf32(v.z), ig_round_tf32(v.w));
+            v = make_float4(round_tf32(v.x), round_tf32(v.y), round_tf32(v.z), round_tf32(v.w));
         }
         return;
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int ci = 0; ci < n; ++ci)
         for (int dd = 0; dd < 2; ++dd)
-            for (int r = warp; r < TILE_H; r += WARPS) in[ci][dd][r][lane] = ig_round_tf32(in[ci][dd][r][lane]);
+            for (int r = warp; r < TILE_H; r += WARPS) in[ci][dd][r][lane] = round_tf32(in[ci][dd][r][lane]);
     for (int row = threadIdx.x; row < n * 2 * TILE_H; row += THREADS) {
         float& v = in[row / (2 * TILE_H)][row / TILE_H % 2][row % TILE_H][32];
-        v = ig_round_tf32(v);
+        v = round_tf32(v);
     }
 }
 
@@ -923,7 +933,7 @@ __device__ __noinline__ void stage_weights(Smem& s, const float* __restrict__ we
 __device__ __noinline__ void round_staged_weights(Smem& s, int n)
 {
     float4* w = &s.w[0][0][0];
-    const auto scaled = [](float v) { return ig_round_tf32(v) * -LOG2E; };
+    const auto scaled = [](float v) { return round_tf32(v) * -LOG2E; };
     for (int e = threadIdx.x; e < n * TAPS * CHUNKS; e += THREADS)
         w[e] = make_float4(scaled(w[e].x), scaled(w[e].y), scaled(w[e].z), scaled(w[e].w));
 }
@@ -1815,7 +1825,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
     for (int i = threadIdx.x; i < C_in * taps * CB; i += BWD_THREADS) {
         const int j = i % CB, t = i / CB % taps, ci = i / CB / taps;
         float w = c0 + j < C_out ? weight[((size_t)ci * C_out + c0 + j) * taps + t] : 0.f;
-        w_s[i] = tf32 ? ig_round_tf32(w) : w;
+        w_s[i] = tf32 ? round_tf32(w) : w;
     }
     if (threadIdx.x < CB) {
         const int j = threadIdx.x, c = min(c0 + j, C_out - 1), grp = c / cpg;
@@ -1841,7 +1851,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
         const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
         float acc[CB] = {};
         const auto tap = [&](float v, int t) {   // acc += v * (the CB weights of tap t of the current ci)
-            if (tf32) v = ig_round_tf32(v);
+            if (tf32) v = round_tf32(v);
             const float4 lo = w_s4[2 * t], hi = w_s4[2 * t + 1];
             acc[0] = fmaf(v, lo.x, acc[0]); acc[1] = fmaf(v, lo.y, acc[1]);
             acc[2] = fmaf(v, lo.z, acc[2]); acc[3] = fmaf(v, lo.w, acc[3]);
@@ -2168,10 +2178,12 @@ long long conv_grads_workspace(long long B, const ConvShape& cs, int sms) {
 }
 
 // The conv's gradients (grad_x, grad_weight null: not wanted); grad_bias (the conv's dtype code) from the
-// partials the WRITE sweep left in chain_backward_launch's workspace.
+// partials the WRITE sweep left in chain_backward_launch's workspace. tf32 (allow_tf32, float32): the engine's
+// dL/dx and dL/dW take one TF32 product a step, as PyTorch's conv backward under the flag (docs/DESIGN.md); the
+// tuned path's FP32 kernels stay exact.
 cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
                               double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
-                              const ConvShape& cs, int sms, cudaStream_t stream) {
+                              const ConvShape& cs, bool tf32, int sms, cudaStream_t stream) {
     cudaError_t err;
     const bool tuned = convt_tuned(cs);
     const WgradGeom wg = convt_wgrad_geom(B, cs);
@@ -2193,12 +2205,13 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         grad_input_convt_kernel<<<dim3((unsigned)((positions + GI_THREADS - 1) / GI_THREADS), (cs.C_in + GI_CI - 1) / GI_CI),
                                   GI_THREADS, 0, stream>>>(grad_y, weight, grad_x, cs, positions);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    } else if (grad_x != nullptr) {   // the plain conv of dL/dy with the weight, as the engine's (split TF32)
+    } else if (grad_x != nullptr) {   // the plain conv of dL/dy with the weight, as the engine's
         const ConvGeom g{B, cs.C_out, cs.C_in, cs.Do, cs.Ho, cs.Wo, cs.D, cs.H, cs.W, {cs.k[0], cs.k[1], cs.k[2]},
                          {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, false};
         float* packed = reinterpret_cast<float*>(work + splits * n_w);
-        err = conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, StoreWithBias<float>{grad_x, nullptr},
-                                                 stream);
+        const StoreWithBias<float> store{grad_x, nullptr};
+        err = tf32 ? conv_igemm_launch<float, IG_TF32>(grad_y, weight, packed, g, store, stream)
+                   : conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, store, stream);
         if (err != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
@@ -2210,7 +2223,8 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         finish_weight_grad_convt_kernel<<<(cs.C_in * cs.C_out * TAPS + 127) / 128, 128, 0, stream>>>(work, grad_weight,
                                                                                                      cs, B * parts);
     } else {
-        return conv_igemm_wgrad_launch(x, grad_y, wg, splits, work, grad_weight, stream);
+        return tf32 ? conv_igemm_wgrad_launch<IG_TF32>(x, grad_y, wg, splits, work, grad_weight, stream)
+                    : conv_igemm_wgrad_launch<IG_SPLIT>(x, grad_y, wg, splits, work, grad_weight, stream);
     }
     return cudaGetLastError();
 }
@@ -2277,6 +2291,17 @@ static int dtype_code(const Tensor& t) {
 }
 static bool takes_dtype(const Tensor& t) {
     return t.scalar_type() == at::kFloat || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+}
+
+// torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
+// the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
+// it is read per operator from 2.11 on, the oldest version this was built and checked with.
+static inline bool allow_tf32_conv() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+    return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+    return at::globalContext().allowTF32CuDNN();
+#endif
 }
 
 // The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
@@ -2351,7 +2376,7 @@ long long chain_backward_workspace(long long B, const ConvShape& cs);
 long long conv_grads_workspace(long long B, const ConvShape& cs, int sms);
 cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
                               double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
-                              const ConvShape& cs, int sms, cudaStream_t stream);
+                              const ConvShape& cs, bool tf32, int sms, cudaStream_t stream);
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
@@ -2360,16 +2385,6 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type);
 
 
-// torch.backends.cudnn.allow_tf32 as PyTorch's own convolutions read it, at each call (a CUDA graph keeps
-// the value it was captured with). torch 2.9 split the flag by operator and the conv's is the one that counts;
-// it is read per operator from 2.11 on, the oldest version this was built and checked with.
-static bool allow_tf32_conv() {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
-    return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
-#else
-    return at::globalContext().allowTF32CuDNN();
-#endif
-}
 
 // shared: converted begin
 // t as a contiguous tensor of `dtype`: itself if it is one, else converted by convert_launch (to nearest even):
@@ -2552,7 +2567,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                                 work.data_ptr<double>(), conv_work.data_ptr<double>(),
                                 grad_x.defined() ? grad_x.data_ptr<float>() : nullptr,
                                 grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
-                                grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, sms, stream);
+                                grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs,
+                                x.scalar_type() == at::kFloat && tf32, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
     }
     return {converted(grad_x, x.scalar_type()), converted(grad_w, w.scalar_type()), grad_b, grad_gn_weight,

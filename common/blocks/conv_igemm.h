@@ -43,13 +43,6 @@ template <int MI, int NJ> struct IgSmem {
     float b[IG_BK][16 * NJ + 8];
 };
 
-// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
-// the product of two such values is exact in fp32. Finite v only.
-__device__ __forceinline__ float ig_round_tf32(float v) {
-    const unsigned u = __float_as_uint(v);
-    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
-}
-
 // One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
 // lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
 template <int P, int MI, int NJ>
@@ -69,7 +62,7 @@ __device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&ac
                     a_big[i][e] = sp.big;
                     a_small[i][e] = sp.small;
                 } else {
-                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? ig_round_tf32(v[e]) : v[e]);
+                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? round_tf32(v[e]) : v[e]);
                 }
             }
         }
@@ -161,7 +154,7 @@ __global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ 
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in), t = (int)(i / C_out / C_in);
         const T v = w[transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
-        packed[i] = P == IG_TF32 ? from_float<T>(ig_round_tf32(to_float(v))) : v;   // (A: as its fragments load)
+        packed[i] = P == IG_TF32 ? from_float<T>(round_tf32(to_float(v))) : v;   // (A: as its fragments load)
     }
 }
 

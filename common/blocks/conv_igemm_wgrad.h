@@ -5,6 +5,8 @@
 // (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
 // contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
 // A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
+// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
+// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
 __device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
 struct WgradGeom {
     int B, R, C;              // samples, Dir's channels, Gat's channels
@@ -13,6 +15,7 @@ struct WgradGeom {
     int k[3], s[3], p[3];
 };
 
+template <int P>
 __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
                                                                       const float* __restrict__ gat,
                                                                       double* __restrict__ partials, WgradGeom g)
@@ -68,11 +71,11 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const floa
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             s.a[k_off][lead + 8 * j] = av[j];
-            s.b[k_off][lead + 8 * j] = bv[j];
+            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
         }
         __syncthreads();
         if (k0 + IG_BK < q1) load();
-        ig_stage<IG_SPLIT>(s, acc, wm, wn, gq, tq);
+        ig_stage<P>(s, acc, wm, wn, gq, tq);
         __syncthreads();
     }
     const long long n_w = (long long)g.R * cols;
@@ -92,12 +95,13 @@ inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
 }
 
 // partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
+template <int P = IG_SPLIT>
 inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
                                            double* partials, float* grad_weight, cudaStream_t stream) {
     const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
     if (n_w == 0) return cudaSuccess;
     const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
-    conv_igemm_wgrad_kernel<<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
+    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,

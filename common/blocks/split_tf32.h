@@ -8,6 +8,17 @@ __device__ __forceinline__ Split split(float v) {
     const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
     return {__float_as_uint(big), __float_as_uint(v - big)};
 }
+// v rounded to TF32 (10 mantissa bits) to nearest, ties to even, as cuDNN rounds a TF32 conv's operands:
+// the product of two such values is exact in fp32. Finite v only.
+__device__ __forceinline__ float round_tf32(float v) {
+    const unsigned u = __float_as_uint(v);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
+// A product step's operand: split (TF32 false: three products, fp32-level) or rounded to TF32 with small = 0 (TF32
+// true: one product, as PyTorch's conv under allow_tf32; the caller skips the two products of small parts).
+template <bool TF32> __device__ __forceinline__ Split operand(float v) {
+    return TF32 ? Split{__float_as_uint(round_tf32(v)), 0u} : split(v);
+}
 // d += a * b on the tensor cores with mma.sync (every GPU since sm_80), 16 rows x 8 columns x 8 deep, in TF32 with
 // fp32 sums. Fragments (g = lane / 4, t = lane % 4): a = rows g, g+8 at depths t, t+4; b = depths t, t+4 of
 // column g; d = row g then g+8, columns 2t, 2t+1.
