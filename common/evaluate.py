@@ -2,8 +2,8 @@
 each variant's `python variants/<name>.py`."""
 import torch
 
-from common.accuracy import (HALF_DTYPES, check_against_pytorch, check_gradients, check_half, check_half_gradients,
-                             check_model, compare, cudnn_tf32, models_in)
+from common.accuracy import (HALF_DTYPES, check_against_pytorch, check_gradients, check_gradients_tf32, check_half,
+                             check_half_gradients, check_model, compare, cudnn_tf32, models_in)
 from common.inputs import float64_copy, make_input, make_models
 from common.loading import variant_path
 from common.problems import PROBLEMS
@@ -82,6 +82,12 @@ def evaluate(name, model_cls, device="cuda", reps=30, with_compile=True, seed=0,
             log(f"  {name} grad {part}: {r}")
         result["grad_pass"] = all(r.passed for r in grads.values())
         result["grad_rel_l2"] = max(r.rel_l2 for r in grads.values())
+        if dtype == "fp32":   # and under PyTorch's default flags, where the conv backward may take TF32
+            grads_on = check_gradients_tf32(new, ref, problem.input_shape, device, seed)
+            for part, r in grads_on.items():
+                log(f"  {name} grad {part}, allow_tf32 on: {r}")
+            result["grad_pass"] = result["grad_pass"] and all(r.passed for r in grads_on.values())
+            result["grad_rel_l2_tf32_on"] = max(r.rel_l2 for r in grads_on.values())
         xg = x.clone().requires_grad_(True)
         with torch.no_grad():
             grad_out = torch.randn_like(ref(x))
