@@ -167,6 +167,7 @@ def _gradients(model, reference, input_shape, device, seed, tf32):
     x_ref = x.clone().requires_grad_(True)
     x64 = x.double().requires_grad_(True)
     gen = torch.Generator().manual_seed(seed + 3000)
+    model.zero_grad(set_to_none=True)   # gradients of an earlier check would add to these
     reference.zero_grad(set_to_none=True)
     with cudnn_tf32(tf32):
         out = model(x32)
