@@ -40,9 +40,10 @@ The backward runs in float32 and rounds each gradient to its tensor's dtype. Dou
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the
 67 TFLOP/s FP32 rate (the input is 0.01 ms of bandwidth); as split TF32 on the tensor cores about 0.076 ms.
-Forward + backward: three such convs and dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200,
-run_all.py, README): forward 0.23 ms fp32, 0.13 to 0.16 ms in half; forward + backward 1.29 ms. What bounds each
-kernel (ncu), the design in detail and what was tried: docs/conv3d_groupnorm_mean.md.
+Forward + backward: three such convs and dL/dy's 243 MB written once and read twice, 0.44 ms. Measured: forward
+0.18 to 0.24 ms fp32, 0.13 to 0.16 ms in half (H100 and H200, run_all.py, README); forward + backward 1.36 ms under
+the default flags (H200, interleaved; 1.51 before the backward followed allow_tf32), 1.2 to 1.4 ms on H100s. What
+bounds each kernel (ncu), the design in detail and what was tried: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """

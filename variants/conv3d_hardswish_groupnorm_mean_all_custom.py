@@ -37,7 +37,8 @@ on float copies and rounds each gradient to its dtype. Double backward raises.
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4): 34.4 G multiply-adds a conv, 1.03 ms at the
 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32; the backward's two gradients twice that (forward + backward
-3.08 ms). Measured (H200, run_all.py, README): forward 1.1 ms fp32, 0.51 ms in half; forward + backward 7.25 ms.
+3.08 ms). Measured: forward 1.0 to 1.1 ms fp32, 0.5 ms in half (H100 and H200, run_all.py, README); forward +
+backward 6.96 ms under the default flags (H200, interleaved; 7.39 before the backward followed allow_tf32).
 The design in detail, each kernel against its floor and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
