@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common.accuracy import _compare_gradient, compare
+from common.accuracy import _compare_gradient, check_gradients, check_gradients_tf32, compare
 from common.inputs import float64_copy, make_input, make_models, perturb_groupnorm
 from common.problems import PROBLEMS
 
@@ -140,6 +140,29 @@ def test_gradient_rule_falls_back_to_pytorch_only_where_pytorch_fails():
     assert _compare_gradient(torch.zeros(1000), (noise * 1e8).float(), noise).passed
     assert not _compare_gradient(torch.full((1000,), 1e-3), (noise * 1e8).float(), noise).passed
     assert not _compare_gradient(None, close, truth).passed
+
+
+def test_gradient_checks_can_run_one_after_another_on_one_model():
+    """run_all.py checks one model's gradients with the flag off, then on: each check starts from no gradients (a
+    model whose gradients were added to the first check's would be off by 100%). The reference against itself."""
+    problem = PROBLEMS["conv3d_groupnorm_mean"]
+    case = small_case(problem)
+    ref, twin = make_models(problem.model, problem.model, case.init_args, "cpu")
+    for check in (check_gradients, check_gradients_tf32, check_gradients):
+        reports = check(twin, ref, case.input_shape, "cpu")
+        assert all(r.passed for r in reports.values()), check.__name__
+
+
+def test_tf32_gradient_rule_is_no_farther_than_pytorch():
+    """With the flag on a gradient passes within 1e-4 of float64, or no farther from it than PyTorch's own under
+    the flag (x1.05): a twin whose conv weight gradient is 1e-3 off fails where PyTorch's (on the CPU: exact) is
+    not that far."""
+    problem = PROBLEMS["conv3d_groupnorm_mean"]
+    case = small_case(problem)
+    ref, twin = make_models(problem.model, problem.model, case.init_args, "cpu")
+    twin.conv.weight.register_hook(lambda g: g * (1 + 1e-3))
+    reports = check_gradients_tf32(twin, ref, case.input_shape, "cpu")
+    assert not reports["conv.weight"].passed and reports["input"].passed
 
 
 def test_kernelbench_check_runs_a_file_at_the_references_sizes():
