@@ -1646,19 +1646,25 @@ template <typename T, typename TO> struct SwishStore {
         out[((size_t)b * C_out + c) * vol + pos] = from_float<TO>(v);
     }
 };
-// The transposed conv of the float inputs (x, weight; half precision: float copies of half values) on the engine,
-// with the products the conv's semantics ask for: half values one exact product (they are exact in TF32); float32
-// one TF32 product under allow_tf32 (`tf32`), else split TF32. packed: the weight's size of workspace.
+// A conv on the engine of float inputs (x, weight; half precision: float copies of half values), with the products
+// the conv's semantics ask for: half values one exact product (they are exact in TF32); float32 one TF32 product
+// under allow_tf32 (`tf32`), else split TF32. packed: the weight's size of workspace.
 template <typename T, typename Epilogue>
-cudaError_t convt_by_engine(const float* x, const float* weight, float* packed, int B, const ConvShape& cs, bool tf32,
-                            Epilogue epilogue, cudaStream_t stream) {
-    const ConvGeom g{B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W, cs.Do, cs.Ho, cs.Wo,
-                     {cs.k[0], cs.k[1], cs.k[2]}, {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, true};
+cudaError_t conv_by_engine(const float* x, const float* weight, float* packed, const ConvGeom& g, bool tf32,
+                           Epilogue epilogue, cudaStream_t stream) {
     if constexpr (is_half<T>())
         return conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, epilogue, stream);
     else
         return tf32 ? conv_igemm_launch<float, IG_TF32>(x, weight, packed, g, epilogue, stream)
                     : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, epilogue, stream);
+}
+// The model's transposed conv (conv_by_engine).
+template <typename T, typename Epilogue>
+cudaError_t convt_by_engine(const float* x, const float* weight, float* packed, int B, const ConvShape& cs, bool tf32,
+                            Epilogue epilogue, cudaStream_t stream) {
+    const ConvGeom g{B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W, cs.Do, cs.Ho, cs.Wo,
+                     {cs.k[0], cs.k[1], cs.k[2]}, {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, true};
+    return conv_by_engine<T>(x, weight, packed, g, tf32, epilogue, stream);
 }
 
 // Caller (the tuned configuration, convt_tuned): convt_items < 2^30 (the ticket counter overshoots by the
@@ -2209,9 +2215,7 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         const ConvGeom g{B, cs.C_out, cs.C_in, cs.Do, cs.Ho, cs.Wo, cs.D, cs.H, cs.W, {cs.k[0], cs.k[1], cs.k[2]},
                          {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, false};
         float* packed = reinterpret_cast<float*>(work + splits * n_w);
-        const StoreWithBias<float> store{grad_x, nullptr};
-        err = tf32 ? conv_igemm_launch<float, IG_TF32>(grad_y, weight, packed, g, store, stream)
-                   : conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, store, stream);
+        err = conv_by_engine<float>(grad_y, weight, packed, g, tf32, StoreWithBias<float>{grad_x, nullptr}, stream);
         if (err != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
