@@ -145,6 +145,10 @@ CASES = [
     ("transposed_k4_s2_p1", True, 5, 12, 4, 2, 1, (2, 3, 5, 7)),
     ("transposed_k5_s3_p4", True, 4, 9, 5, 3, 4, (2, 3, 4, 5)),
     ("transposed_tuple", True, 6, 10, (1, 3, 5), (1, 2, 3), (0, 1, 2), (2, 3, 4, 5)),
+    # 16-channel multiples: a stage is one tap's 16 channels (the gather's other path)
+    ("channels_16_tuple_stride_padding", False, 16, 24, (1, 3, 5), (1, 2, 3), (0, 1, 2), (2, 5, 11, 17)),
+    ("transposed_channels_16_k4_s2_p1", True, 16, 12, 4, 2, 1, (2, 3, 5, 7)),
+    ("transposed_channels_32_k2_s3", True, 32, 8, 2, 3, 0, (2, 3, 4, 5)),   # stride > kernel: tapless classes
 ]
 
 

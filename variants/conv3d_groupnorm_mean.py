@@ -192,11 +192,14 @@ __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b
 // x[b, ci, od s - p + kd, ...]. ConvTranspose3d (also a Conv3d's data gradient) is split by output parity: outputs
 // od = c + s j (c < s) take only the taps kd = r + s u, r = (c + p) mod s, from x[.., j + (c + p) / s - u, ..], so
 // each class (grid z) is a dense stride-1 GEMM over its own taps and no product is a zero of the stride. Any kernel,
-// stride and padding per axis; 64-bit indices. The weights are first packed as [tap][ci][co] (conv_igemm_pack_kernel,
-// a workspace of the weight's size) so a stage's weight loads coalesce. A block of 4 warps computes IgTile's
-// BM x BN outputs, a warp (BM / 2) x (BN / 2); a stage stages 16 depths of the gathered input and of the weights in
-// shared memory: float operands by cp.async, IG_STAGES - 1 stages in flight while the tensor cores work on one;
-// 16-bit ones through registers, one stage ahead.
+// stride and padding per axis; 64-bit indices. The weights are first packed as [class][tap of the class][ci][co]
+// (conv_igemm_pack_kernel, a workspace of the weight's size): a class's GEMM depth d is its packed row d, so a stage's
+// weight loads are one pointer step and coalesce. A block of 4 warps computes IgTile's BM x BN outputs, a warp
+// (BM / 2) x (BN / 2); a stage stages 16 depths of the gathered input and of the weights in shared memory: float
+// operands by cp.async, IG_STAGES - 1 stages in flight while the tensor cores work on one; 16-bit ones through
+// registers, one stage ahead. Where C_in is a multiple of 16 a stage is 16 channels of one tap: a thread's input
+// elements of a stage share one bounds test and one base pointer (the gather's cost per element is a pointer add);
+// other channel counts step each element through (tap, channel).
 // Products (IgProducts): IG_SPLIT, three TF32 products a step (fp32-level accuracy, the split_tf32 block);
 // IG_TF32, the operands rounded to TF32 to nearest even and one product (PyTorch's conv under allow_tf32);
 // IG_EXACT, one product of operands already exact in TF32 (float16 and bfloat16 values). The tensor cores add a
@@ -318,11 +321,11 @@ template <typename T> struct StoreWithBias {
     }
 };
 
-// 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where src is
-// null (then nothing is read at `any`, a valid global address).
-__device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, const float* any) {
+// 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where !ok
+// (then nothing is read at `any`, a valid global address).
+__device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, bool ok, const float* any) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(dst), "l"(src != nullptr ? src : any), "r"(src != nullptr ? 4 : 0) : "memory");
+                 :: "r"(dst), "l"(ok ? src : any), "r"(ok ? 4 : 0) : "memory");
 }
 __device__ __forceinline__ void ig_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void ig_copy_wait() {
@@ -330,15 +333,45 @@ template <int N> __device__ __forceinline__ void ig_copy_wait() {
 }
 constexpr int IG_STAGES = 3;   // float operands: stages in flight in shared memory
 
-// The weights as [tap][ci][co] (IG_TF32: rounded to TF32), from (C_out, C_in, taps), or (C_in, C_out, taps) when
-// transposed.
+// The parity classes (one unless transposed), and the class of index cls's three axes (output sizes unused: 0).
+__device__ __forceinline__ int ig_classes(const ConvGeom& g) { return g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1; }
+__device__ __forceinline__ void ig_class_axes(const ConvGeom& g, int cls, IgAxis& ad, IgAxis& ah, IgAxis& aw,
+                                              bool sized) {
+    const int sh = g.transposed ? g.s[1] : 1, sw = g.transposed ? g.s[2] : 1;
+    ad = ig_class_axis(sized ? g.Do : 0, g.k[0], g.s[0], g.p[0], g.transposed, cls / (sh * sw));
+    ah = ig_class_axis(sized ? g.Ho : 0, g.k[1], g.s[1], g.p[1], g.transposed, cls / sw % sh);
+    aw = ig_class_axis(sized ? g.Wo : 0, g.k[2], g.s[2], g.p[2], g.transposed, cls % sw);
+}
+// The taps of the classes before cls (the classes partition the kernel's taps): where cls's packed rows begin, / C_in.
+__device__ __forceinline__ int ig_taps_before(const ConvGeom& g, int cls) {
+    int before = 0;
+    for (int c = 0; c < cls; ++c) {
+        IgAxis ad, ah, aw;
+        ig_class_axes(g, c, ad, ah, aw, false);
+        before += ad.taps * ah.taps * aw.taps;
+    }
+    return before;
+}
+
+// The weights as [class][tap of the class (ud, uh, uw)][ci][co] (IG_TF32: rounded to TF32), from (C_out, C_in,
+// taps), or (C_in, C_out, taps) when transposed.
 template <typename T, int P>
-__global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ packed, int C_in, int C_out, int taps,
-                                       bool transposed) {
+__global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ packed, ConvGeom g) {
+    const int C_in = g.C_in, C_out = g.C_out, taps = g.k[0] * g.k[1] * g.k[2], classes = ig_classes(g);
     const long long n = (long long)taps * C_in * C_out;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in), t = (int)(i / C_out / C_in);
-        const T v = w[transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
+        const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in);
+        int q = (int)(i / C_out / C_in);   // the packed tap: its class's, then its index in the class
+        IgAxis ad, ah, aw;
+        for (int cls = 0; cls < classes; ++cls) {
+            ig_class_axes(g, cls, ad, ah, aw, false);
+            const int in_class = ad.taps * ah.taps * aw.taps;
+            if (q < in_class) break;
+            q -= in_class;
+        }
+        const int ud = q / (ah.taps * aw.taps), uh = q / aw.taps % ah.taps, uw = q % aw.taps;
+        const int t = ((ad.r + ad.tstep * ud) * g.k[1] + ah.r + ah.tstep * uh) * g.k[2] + aw.r + aw.tstep * uw;
+        const T v = w[g.transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
         packed[i] = P == IG_TF32 ? from_float<T>(round_tf32(to_float(v))) : v;   // (A: as its fragments load)
     }
 }
@@ -350,10 +383,9 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restr
 {
     using Tile = IgTile<MI, NJ>;
     // This block's parity class (one class unless transposed) and its GEMM.
-    const int cls = blockIdx.z, sh = g.transposed ? g.s[1] : 1, sw = g.transposed ? g.s[2] : 1;
-    const IgAxis ad = ig_class_axis(g.Do, g.k[0], g.s[0], g.p[0], g.transposed, cls / (sh * sw));
-    const IgAxis ah = ig_class_axis(g.Ho, g.k[1], g.s[1], g.p[1], g.transposed, cls / sw % sh);
-    const IgAxis aw = ig_class_axis(g.Wo, g.k[2], g.s[2], g.p[2], g.transposed, cls % sw);
+    const int cls = blockIdx.z;
+    IgAxis ad, ah, aw;
+    ig_class_axes(g, cls, ad, ah, aw, true);
     const long long cplane = (long long)ad.n * ah.n * aw.n, rows = (long long)g.B * cplane;
     const long long m0 = (long long)blockIdx.x * Tile::BM;
     if (m0 >= rows) return;
@@ -362,7 +394,7 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restr
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
     const int wm = warp / 2 * 16 * MI, wn = warp % 2 * 8 * NJ;
     const long long in_plane = (long long)g.D * g.H * g.W;
-    // A: this thread stages row a_row at depths a_k, a_k + A_STEP, ... of each stage; (a_tap, a_ci) the next one's.
+    // A: this thread stages row a_row at depths a_k, a_k + A_STEP, ... of each stage.
     const int a_row = threadIdx.x % Tile::BM, a_k = threadIdx.x / Tile::BM;
     const long long m = m0 + a_row;
     const bool row_ok = m < rows;
@@ -370,30 +402,25 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restr
     const int jw = (int)(rest % aw.n), jh = (int)(rest / aw.n % ah.n), jd = (int)(rest / aw.n / ah.n % ad.n);
     const T* xb = x + (size_t)(rest / cplane) * g.C_in * in_plane;
     const int bd = jd * ad.mul + ad.off, bh = jh * ah.mul + ah.off, bw = jw * aw.mul + aw.off;
-    int a_tap = a_k / g.C_in, a_ci = a_k % g.C_in;
     const long long a_step = (long long)Tile::A_STEP * in_plane;
-    const T* a_src = nullptr;   // x at (row, tap a_tap, channel a_ci); null: outside the input
-    const auto a_at_tap = [&]() {
-        const int ud = a_tap / (ah.taps * aw.taps), uh = a_tap / aw.taps % ah.taps, uw = a_tap % aw.taps;
+    // x at (row, tap (ud, uh, uw) of the class, channel ci); null: outside the input.
+    const auto a_point = [&](int ud, int uh, int uw, int ci) -> const T* {
         const int id = bd + ad.dir * ud, ih = bh + ah.dir * uh, iw = bw + aw.dir * uw;
-        a_src = row_ok && a_tap < taps && (unsigned)id < (unsigned)g.D && (unsigned)ih < (unsigned)g.H &&
-                (unsigned)iw < (unsigned)g.W ? xb + (size_t)a_ci * in_plane + ((size_t)id * g.H + ih) * g.W + iw
-                                             : nullptr;
+        return row_ok && (unsigned)id < (unsigned)g.D && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W
+                   ? xb + (size_t)ci * in_plane + ((size_t)id * g.H + ih) * g.W + iw : nullptr;
     };
-    // B: this thread stages column b_col at depths b_k, b_k + B_STEP, ...; (b_tap, b_ci) the next one's.
-    const int b_col = threadIdx.x % Tile::BN, b_k = threadIdx.x / Tile::BN, n = n0 + b_col;
-    int b_tap = b_k / g.C_in, b_ci = b_k % g.C_in;
-    const long long b_step = (long long)Tile::B_STEP * g.C_out;
-    const T* b_src = nullptr;   // the packed weight at (tap b_tap, channel b_ci, column n); null: none
-    const auto b_at_tap = [&]() {
-        const int ud = b_tap / (ah.taps * aw.taps), uh = b_tap / aw.taps % ah.taps, uw = b_tap % aw.taps;
-        const int t = ((ad.r + ad.tstep * ud) * g.k[1] + ah.r + ah.tstep * uh) * g.k[2] + aw.r + aw.tstep * uw;
-        b_src = n < g.C_out && b_tap < taps ? packed + ((size_t)t * g.C_in + b_ci) * g.C_out + n : nullptr;
+    // C_in a multiple of 16: a stage is channels a_ci - a_k .. + 15 of tap (ud, uh, uw), and a_src this thread's
+    // first element of it. Else the next element is at tap a_tap, channel a_ci (a_src; null: a zero).
+    const bool whole_taps = g.C_in % IG_BK == 0;
+    int a_tap = whole_taps ? 0 : a_k / g.C_in, a_ci = whole_taps ? a_k : a_k % g.C_in, ud = 0, uh = 0, uw = 0;
+    const T* a_src = nullptr;
+    const auto a_at_tap = [&]() {
+        a_src = a_tap < taps ? a_point(a_tap / (ah.taps * aw.taps), a_tap / aw.taps % ah.taps, a_tap % aw.taps, a_ci)
+                             : nullptr;
     };
-    a_at_tap();
-    b_at_tap();
-    // The next A / B element of this thread (null: a zero), moving on one: a pointer step within a tap.
-    const auto a_next = [&]() -> const T* {
+    if (whole_taps) a_src = taps > 0 ? a_point(0, 0, 0, a_ci) : nullptr;
+    else a_at_tap();
+    const auto a_next = [&]() -> const T* {   // (not whole_taps) this element, moving on one
         const T* src = a_src;
         a_ci += Tile::A_STEP;
         if (a_ci >= g.C_in) {
@@ -404,17 +431,25 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restr
         }
         return src;
     };
-    const auto b_next = [&]() -> const T* {
-        const T* src = b_src;
-        b_ci += Tile::B_STEP;
-        if (b_ci >= g.C_in) {
-            while (b_ci >= g.C_in) { b_ci -= g.C_in; ++b_tap; }
-            b_at_tap();
-        } else if (b_src != nullptr) {
-            b_src += b_step;
+    const auto a_next_stage = [&]() {         // (whole_taps) on to the next stage's 16 channels
+        a_ci += IG_BK;
+        if (a_ci >= g.C_in) {
+            a_ci -= g.C_in;
+            if (++uw == aw.taps) {
+                uw = 0;
+                if (++uh == ah.taps) { uh = 0; ++ud; }
+            }
+            a_src = ud < ad.taps ? a_point(ud, uh, uw, a_ci) : nullptr;
+        } else if (a_src != nullptr) {
+            a_src += (long long)IG_BK * in_plane;
         }
-        return src;
     };
+    // B: this thread stages column b_col at depths b_k, b_k + B_STEP, ...: the class's packed rows in order.
+    const int b_col = threadIdx.x % Tile::BN, b_k = threadIdx.x / Tile::BN, n = n0 + b_col;
+    const bool b_ok = n < g.C_out;
+    const long long b_step = (long long)Tile::B_STEP * g.C_out;
+    const T* b_src = packed + ((long long)ig_taps_before(g, cls) * g.C_in + b_k) * g.C_out + n;
+    int b_left = depth - b_k;   // the class's depths from this thread's first of the stage on
     const int stages = (depth + IG_BK - 1) / IG_BK;
     float acc[MI][NJ][4] = {};
     if constexpr (std::is_same<T, float>::value) {
@@ -425,12 +460,27 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restr
         const unsigned b_dst = (unsigned)__cvta_generic_to_shared(&s[0].b[b_k][b_col]) - s0;
         const auto issue = [&](int buf) {
             const unsigned base = s0 + buf * (unsigned)sizeof(IgSmem<MI, NJ>);
+            if (whole_taps) {
+                const bool ok = a_src != nullptr;
 #pragma unroll
-            for (int j = 0; j < Tile::A_LOADS; ++j)
-                ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), a_next(), x);
+                for (int j = 0; j < Tile::A_LOADS; ++j)
+                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), a_src + j * a_step,
+                                  ok, x);
+                a_next_stage();
+            } else {
+#pragma unroll
+                for (int j = 0; j < Tile::A_LOADS; ++j) {
+                    const float* src = a_next();
+                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), src, src != nullptr,
+                                  x);
+                }
+            }
 #pragma unroll
             for (int j = 0; j < Tile::B_LOADS; ++j)
-                ig_copy_async(base + b_dst + j * Tile::B_STEP * (unsigned)sizeof(s[0].b[0]), b_next(), x);
+                ig_copy_async(base + b_dst + j * Tile::B_STEP * (unsigned)sizeof(s[0].b[0]), b_src + j * b_step,
+                              b_ok && j * Tile::B_STEP < b_left, x);
+            b_src += (long long)IG_BK * g.C_out;
+            b_left -= IG_BK;
         };
 #pragma unroll
         for (int i = 0; i < IG_STAGES - 1; ++i) {
@@ -449,16 +499,22 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restr
         __shared__ IgSmem<MI, NJ> s;
         float av[Tile::A_LOADS], bv[Tile::B_LOADS];
         const auto load = [&]() {
+            if (whole_taps) {
 #pragma unroll
-            for (int j = 0; j < Tile::A_LOADS; ++j) {
-                const T* src = a_next();
-                av[j] = src != nullptr ? to_float(*src) : 0.f;
+                for (int j = 0; j < Tile::A_LOADS; ++j) av[j] = a_src != nullptr ? to_float(a_src[j * a_step]) : 0.f;
+                a_next_stage();
+            } else {
+#pragma unroll
+                for (int j = 0; j < Tile::A_LOADS; ++j) {
+                    const T* src = a_next();
+                    av[j] = src != nullptr ? to_float(*src) : 0.f;
+                }
             }
 #pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j) {
-                const T* src = b_next();
-                bv[j] = src != nullptr ? to_float(*src) : 0.f;
-            }
+            for (int j = 0; j < Tile::B_LOADS; ++j)
+                bv[j] = b_ok && j * Tile::B_STEP < b_left ? to_float(b_src[j * b_step]) : 0.f;
+            b_src += (long long)IG_BK * g.C_out;
+            b_left -= IG_BK;
         };
         load();
         for (int k = 0; k < stages; ++k) {
@@ -516,8 +572,7 @@ cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom&
     if (rows == 0 || g.C_out == 0) return cudaSuccess;
     if (n_packed > 0) {
         const int blocks = (int)std::min<long long>((n_packed + 255) / 256, 4096);
-        conv_igemm_pack_kernel<T, P><<<blocks, 256, 0, stream>>>(w, packed, g.C_in, g.C_out,
-                                                                 g.k[0] * g.k[1] * g.k[2], g.transposed);
+        conv_igemm_pack_kernel<T, P><<<blocks, 256, 0, stream>>>(w, packed, g);
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
     }
