@@ -193,8 +193,18 @@ def test_poisoning_catches_an_unwritten_element():
 
 # TF32 semantics (docs/DESIGN.md): problem 60's conv rounds its operands to TF32 when
 # torch.backends.cudnn.allow_tf32 is on, as cuDNN does for nn.ConvTranspose3d; the other convs stay fp32
-# under cuDNN at their benchmark sizes, and so do the variants.
+# under cuDNN at their benchmark sizes, and so do the variants. Problem 27's conv-kept file calls PyTorch's conv
+# under the user's flags: whatever cuDNN does at a size, it does.
 TF32_CONV = {"convtranspose3d_swish_groupnorm_hardswish"}
+CONV_KEPT = "conv3d_hardswish_groupnorm_mean"
+
+
+def kept_conv_then_stage(model, x):
+    """The conv-kept file's output computed from F.conv3d under the current flags and its fused stage alone."""
+    stage = type(model).forward.__globals__["_ops"].hardswish_gn_mean
+    conv, gn = model.conv, model.group_norm
+    y = torch.nn.functional.conv3d(x, conv.weight, conv.bias)
+    return stage(y, gn.weight, gn.bias, gn.num_groups, gn.eps)[0]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -221,8 +231,30 @@ def test_tf32_flag_changes_only_the_tf32_conv(name):
             off = new(x)
     if name in TF32_CONV:
         assert (on - off).norm() / off.norm() > 1e-5
+    elif name == CONV_KEPT:
+        with torch.no_grad():
+            for flag, out in ((True, on), (False, off)):
+                with cudnn_tf32(flag):
+                    assert torch.equal(out, kept_conv_then_stage(new, x))
     else:
         assert torch.equal(on, off)
+
+
+def test_the_kept_conv_follows_the_flag_where_cudnn_takes_tf32():
+    """At 64 -> 128 channels cuDNN's Conv3d runs TF32 under the flag (checked here on PyTorch itself); the conv-kept
+    file's output is then its stage applied to that TF32 conv, and with the flag off to the exact one, bit for bit."""
+    _, new = models(CONV_KEPT, (64, 128, 3, 16))
+    x = make_input((8, 64, 8, 16, 16), 8, DEVICE)
+    conv = new.conv
+    with torch.no_grad():
+        with cudnn_tf32(True):
+            on, conv_on = new(x), conv(x)
+            assert torch.equal(on, kept_conv_then_stage(new, x))
+        with cudnn_tf32(False):
+            off, conv_off = new(x), conv(x)
+            assert torch.equal(off, kept_conv_then_stage(new, x))
+    assert (conv_on - conv_off).norm() / conv_off.norm() > 1e-5   # the premise: cuDNN takes TF32 here
+    assert not torch.equal(on, off)
 
 
 def round_to_tf32_even(t):
