@@ -79,6 +79,11 @@ def test_problem27_all_custom():
     wide = plan(P27AC, Case("rows wider than 32", (3, 16, 3, 4), (2, 3, 8, 8, 64)))   # plain FP32 forward
     six = plan(P27AC, Case("C_in 6", (6, 16, 3, 4), (2, 6, 8, 8, 32)))   # tensor-core forward, not dL/dx's bounds
     assert (wide["forward"], six["forward"]) == ("conv_hswish_sums_kernel", "conv_rows_tc_kernel")
+    engine = "conv_igemm_kernel + conv_hswish_sums_general_kernel (reading y)"
+    for c_in, k, kernel in ((7, 5, "conv_hswish_sums_general_kernel + gn_mean_finalize_kernel"), (8, 5, engine),
+                            (16, 3, engine), (8, 4, engine), (7, 3, "conv_rows_tc_kernel")):
+        # the engine from 8 input channels wherever the tensor-core kernels do not serve (C_in K^2 > 64)
+        assert plan(P27AC, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))["forward"] == kernel, (c_in, k)
     # the backward stage by stage: each tensor-core kernel where its bounds hold, else the stage's general kernel
     assert (wide["backward dL/dy"], wide["backward dL/dx"], wide["backward dL/dW"]) == (
         "grad_y_general_kernel", "grad_input_tiled_kernel<4>", "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
@@ -127,7 +132,14 @@ def test_problem92():
     assert (previous["forward statistics"], previous["forward output"], previous["backward dL/dx"]) == (
         "gn_sums_tiled_kernel + gn_stats_general_kernel", "lse_tiled_kernel (reading the conv output the statistics "
         "kernel kept)", "grad_input_tiled_kernel<8>")
-    assert plan(P92, "general")["forward statistics"] == "gn_sums_tiled_kernel + gn_stats_general_kernel"
+    general = plan(P92, "general")   # 8 input channels: the tiled kernel computes and keeps the conv
+    assert "forward conv" not in general and general["forward statistics"] == ("gn_sums_tiled_kernel + "
+                                                                              "gn_stats_general_kernel")
+    Case = type(PROBLEMS[P92].benchmark)
+    sixteen = plan(P92, Case("C_in 16", (16, 32, 5, 4), (2, 16, 9, 10)))   # from 16: the conv engine keeps it
+    assert (sixteen["forward conv"], sixteen["forward statistics"]) == (
+        "conv_igemm_kernel", "gn_sums_tiled_kernel<KEPT> + gn_stats_general_kernel")
+    assert "forward conv" not in plan(P92, Case("C_in 15", (15, 32, 5, 4), (2, 15, 9, 10)))
     assert plan(P92, "benchmark", torch.bfloat16)["forward statistics"] == ("gram_kernel + gram_stats_kernel + "
                                                                            "half_norm_kernel (the GroupNorm statistics "
                                                                            "rounded as PyTorch's)")

@@ -321,6 +321,15 @@ template <typename T> struct StoreWithBias {
     }
 };
 
+// Epilogue: y[b, co, position] = v as summed, in float32 (the bias and any rounding left to the kernel reading y).
+struct StoreSum {
+    float* y;
+    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
+                                               float v) const {
+        y[((size_t)b * C_out + co) * plane + pos] = v;
+    }
+};
+
 // 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where !ok
 // (then nothing is read at `any`, a valid global address).
 __device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, bool ok, const float* any) {
