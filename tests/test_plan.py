@@ -53,6 +53,12 @@ def test_problem23():
                             (17, 3, engine)):   # the general path's rule (C_in >= 8), the tuned one's (k 3, C_in <= 16)
         assert plan(P23, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))["forward"] == kernel, (c_in, k)
     assert plan(P23, "benchmark", torch.bfloat16)["forward"] == "conv_gn_stats_half_kernel<VEC>"
+    eight, seven = (plan(P23, Case("edge", (c, 16, 5, 4), (2, c, 6, 7, 8))) for c in (8, 7))
+    assert (eight["backward dL/dy"], eight["backward dL/dx"], eight["backward dL/dW"]) == (   # the engine from 8
+        "conv_igemm_kernel + grad_y_from_conv_kernel", "conv_igemm_kernel (transposed)",
+        "conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel")
+    assert (seven["backward dL/dy"], seven["backward dL/dx"], seven["backward dL/dW"]) == (
+        "conv_grad_y_general_kernel", "grad_input_tiled_kernel", "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
 
 
 def test_problem27_conv_kept():
@@ -84,6 +90,11 @@ def test_problem27_all_custom():
                             (16, 3, engine), (8, 4, engine), (7, 3, "conv_rows_tc_kernel")):
         # the engine from 8 input channels wherever the tensor-core kernels do not serve (C_in K^2 > 64)
         assert plan(P27AC, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))["forward"] == kernel, (c_in, k)
+    eight, seven = (plan(P27AC, Case("edge", (c, 16, 5, 4), (2, c, 6, 7, 8))) for c in (8, 7))
+    assert (eight["backward dL/dy"], eight["backward dL/dx"], eight["backward dL/dW"]) == (
+        "conv_igemm_kernel + grad_y_general_kernel (reading y)", "conv_igemm_kernel (transposed)",
+        "conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel")
+    assert (seven["backward dL/dy"], seven["backward dL/dx"]) == ("grad_y_general_kernel", "grad_input_tiled_kernel<8>")
     # the backward stage by stage: each tensor-core kernel where its bounds hold, else the stage's general kernel
     assert (wide["backward dL/dy"], wide["backward dL/dx"], wide["backward dL/dW"]) == (
         "grad_y_general_kernel", "grad_input_tiled_kernel<4>", "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")

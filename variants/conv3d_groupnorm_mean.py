@@ -19,24 +19,28 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
   backward
     gn_mean_backward_coef_kernel  dL/dy's per-(sample, channel) coefficients and the parameters' terms
     conv_gn_stats_kernel<GRAD>    tuned path: the forward's conv writing dL/dy in place of the sums
-    conv_grad_y_general_kernel    general path: the same, tiled
+    conv_grad_y_general_kernel    general path, C_in < 8: the same, tiled
+    conv_igemm_kernel + grad_y_from_conv_kernel  general path, C_in >= 8: the conv engine writes y, then dL/dy
     gn_param_grad_kernel          dL/dgamma, dL/dbeta, dL/dbias summed over the batch in order
     grad_input_stream_kernel      dL/dx, a block a sample streaming dL/dy rows (split TF32; TF32 under the flag)
     grad_input_tc_kernel          dL/dx, a GEMM per input row (split TF32; TF32 under the flag), where the samples
                                   are too few
-    grad_input_tiled_kernel       dL/dx elsewhere: a tiled conv of dL/dy with flipped weights
+    grad_input_tiled_kernel       dL/dx elsewhere, C_in < 8: a tiled conv of dL/dy with flipped weights
+    conv_igemm_kernel (transposed) dL/dx elsewhere, C_in >= 8: the conv engine (split TF32 under both settings)
     grad_weight_rows_kernel       dL/dW, rows = depths and every output channel a column (split TF32, or TF32)
     grad_weight_tc_kernel         dL/dW, 16-channel chunks (split TF32, or TF32); finish_weight_grad_tc_kernel adds
                                   either
-    grad_weight_tiled_kernel      dL/dW elsewhere; finish_weight_grad_tiled_kernel adds its split totals in order
+    grad_weight_tiled_kernel      dL/dW elsewhere, C_in < 8; finish_weight_grad_tiled_kernel adds its split totals
+    conv_igemm_wgrad_kernel       dL/dW elsewhere, C_in >= 8: the engine's GEMM (split TF32), totals added as above
     convert_kernel                half precision: the float copies the backward reads, the gradients' roundings
 Every sum is in a fixed order (no atomics): the same input gives the same bits.
 
 Semantics (docs/DESIGN.md): the forward exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps
 this conv in fp32 too); the backward's tensor-core dL/dx and dL/dW take one TF32 product a step (operands rounded to
-nearest even) when the flag is on, as PyTorch's conv backward does, and are exact with it off; in float16/bfloat16 each conv output is rounded as PyTorch rounds it (the conv, then its bias) and the
-GroupNorm statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm and the mean are float32.
-The backward runs in float32 and rounds each gradient to its tensor's dtype. Double backward raises.
+nearest even) when the flag is on, as PyTorch's conv backward does, and are exact with it off; in float16/bfloat16
+each conv output is rounded as PyTorch rounds it (the conv, then its bias) and the GroupNorm statistics as PyTorch's
+half GroupNorm stores them; under autocast GroupNorm and the mean are float32. The backward runs in float32 and
+rounds each gradient to its tensor's dtype. Double backward raises.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the
 67 TFLOP/s FP32 rate (the input is 0.01 ms of bandwidth); as split TF32 on the tensor cores about 0.076 ms.
@@ -1381,6 +1385,20 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
     }
 }
 
+// dL/dy on the general path from the conv the engine wrote into grad_y (StoreConvValue: float32 the conv without its
+// bias; half precision y as PyTorch rounds it, bias included), in place: dL/dy = A + B (y - mu) from coef.
+template <typename T>
+__global__ void grad_y_from_conv_kernel(const T* __restrict__ bias, const float* __restrict__ coef, float* grad_y,
+                                        long long S, int C_out, long long n)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const long long bc = i / S;
+        const float* cf = coef + bc * 3;
+        const float y = exact_in_tf32<T>() ? grad_y[i] : grad_y[i] + to_float(bias[bc % C_out]);
+        grad_y[i] = cf[0] + cf[1] * (y - cf[2]);
+    }
+}
+
 // dgamma, dbeta and the conv bias's gradient: the per-sample terms added over the batch in a fixed order.
 template <typename T, typename TO>
 __global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  // (B, 3C)
@@ -2163,6 +2181,118 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
     grad_weight[i] = (float)v;
 }
 // shared: finish_weight_grad_tiled end
+// shared: conv_igemm_wgrad begin
+// The conv engine's weight gradient. Needs the conv_igemm and finish_weight_grad_tiled blocks before it.
+// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
+// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
+// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
+// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
+// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
+// A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
+// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
+// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
+__device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
+struct WgradGeom {
+    int B, R, C;              // samples, Dir's channels, Gat's channels
+    int Dd, Dh, Dw;           // Dir's positions
+    int Gd, Gh, Gw;           // Gat's
+    int k[3], s[3], p[3];
+};
+
+template <int P>
+__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
+                                                                      const float* __restrict__ gat,
+                                                                      double* __restrict__ partials, WgradGeom g)
+{
+    constexpr int MI = 2, NJ = 4, BM = 64, BN = 64;
+    __shared__ IgSmem<MI, NJ> s;     // a: [depth][row] Dir, b: [depth][column] Gat gathered
+    __shared__ int col_c[BN], col_t[BN];   // a column's Gat channel (-1: none) and tap (tz << 20 | ty << 10 | tx)
+    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
+    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
+    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
+    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
+    if (threadIdx.x < BN) {   // each column's Gat channel and tap (-1: no such column)
+        const int n = n0 + threadIdx.x;
+        const int t = n % taps;
+        col_c[threadIdx.x] = n < cols ? n / taps : -1;
+        col_t[threadIdx.x] = t / (g.k[1] * g.k[2]) << 20 | t / g.k[2] % g.k[1] << 10 | t % g.k[2];
+    }
+    __syncthreads();
+    const int k_off = threadIdx.x % IG_BK, lead = threadIdx.x / IG_BK;   // rows / columns lead + 8 j
+    // This thread's depth q = (b, pos), pos = (od, oh, ow), moved on by IG_BK a stage.
+    long long q = q0 + k_off;
+    long long b = q / plane;
+    long long pos = q % plane;
+    int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
+    float av[8], bv[8];
+    const auto load = [&]() {
+        const bool ok = q < q1;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int r = m0 + lead + 8 * j;
+            av[j] = ok && r < g.R ? dir[((size_t)b * g.R + r) * plane + pos] : 0.f;
+            const int c = col_c[lead + 8 * j], t = col_t[lead + 8 * j];
+            float u = 0.f;
+            if (ok && c >= 0) {
+                const int id = ig_in(od * g.s[0] - g.p[0] + (t >> 20), g.Gd);
+                const int ih = ig_in(oh * g.s[1] - g.p[1] + (t >> 10 & 1023), g.Gh);
+                const int iw = ig_in(ow * g.s[2] - g.p[2] + (t & 1023), g.Gw);
+                if ((id | ih | iw) >= 0) u = gat[((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw];
+            }
+            bv[j] = u;
+        }
+        q += IG_BK;
+        for (ow += IG_BK; ow >= g.Dw; ow -= g.Dw)
+            if (++oh == g.Dh) { oh = 0; if (++od == g.Dd) od = 0; }
+        for (pos += IG_BK; pos >= plane; pos -= plane) ++b;
+    };
+    float acc[MI][NJ][4] = {};
+    load();
+    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            s.a[k_off][lead + 8 * j] = av[j];
+            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
+        }
+        __syncthreads();
+        if (k0 + IG_BK < q1) load();
+        ig_stage<P>(s, acc, wm, wn, gq, tq);
+        __syncthreads();
+    }
+    const long long n_w = (long long)g.R * cols;
+    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
+        const int row = m0 + r, col = n0 + c;
+        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
+    });
+}
+
+// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
+inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
+    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
+    const long long tiles = (long long)((g.R + 63) / 64) * ((cols + 63) / 64);
+    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
+    const long long want = (2LL * sms + tiles - 1) / tiles;
+    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
+}
+
+// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
+template <int P = IG_SPLIT>
+inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
+                                           double* partials, float* grad_weight, cudaStream_t stream) {
+    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
+    if (n_w == 0) return cudaSuccess;
+    const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
+    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
+                                                                                       splits);
+    return cudaGetLastError();
+}
+// shared: conv_igemm_wgrad end
 
 // shared: convert begin
 // A tensor's elements converted between float32 and a half type (to nearest even): the half-precision paths'
@@ -2395,11 +2525,13 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
 
 // The backward's kernels up to dL/dy (float32) and the parameters' gradients (grad_bias null: not wanted); coef
 // (B, C_out, 3) floats and param_terms (B, 3 C_out) doubles of workspace.
+// packed: the conv engine's packed weights (C_in C_out taps elements of the conv's type) where the general path takes
+// the engine (general_by_engine), else unused.
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight,
-                                           float* coef, double* param_terms, float* grad_y, void* grad_bias,
-                                           void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
-                                           int B, int C_in,
+                                           float* coef, double* param_terms, float* grad_y, void* packed,
+                                           void* grad_bias, void* grad_gn_weight, void* grad_gn_bias, int conv_type,
+                                           int norm_type, int B, int C_in,
                                            int C_out, int groups, int D, int H, int W, int kd, int kh, int kw,
                                            int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
@@ -2416,6 +2548,18 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
                                               static_cast<const T*>(bias), nullptr, coef, grad_y, B, C_in, C_out, D,
                                               H, W, sms, stream)) != cudaSuccess)
                 return err;
+        } else if (general_by_engine(C_in)) {   // the conv engine writes y into grad_y, then dL/dy over it
+            const ConvGeom g{B, C_in, C_out, D, H, W, D - kd + 1, H - kh + 1, W - kw + 1, {kd, kh, kw}, {1, 1, 1},
+                             {0, 0, 0}, false};
+            const StoreConvValue<T> store{grad_y, static_cast<const T*>(bias)};
+            err = is_half<T>() ? conv_igemm_launch<T, IG_EXACT>(static_cast<const T*>(x), static_cast<const T*>(weight),
+                                                                static_cast<T*>(packed), g, store, stream)
+                               : conv_igemm_launch<T, IG_SPLIT>(static_cast<const T*>(x), static_cast<const T*>(weight),
+                                                                static_cast<T*>(packed), g, store, stream);
+            if (err != cudaSuccess) return err;
+            const long long n = (long long)B * C_out * S;
+            grad_y_from_conv_kernel<T><<<(unsigned)std::min<long long>((n + 255) / 256, 8LL * sms), 256, 0, stream>>>(
+                static_cast<const T*>(bias), coef, grad_y, S, C_out, n);
         } else {   // the general path: tiles of output positions, CO_T channels a block
             const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
             if (t.smem_bytes() > (40u << 10) &&
@@ -2499,14 +2643,28 @@ static dim3 wgrad_grid(const GradDims& d, Kernel3 k, int sms) {
     return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
 }
 int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
+// Where the tiled kernels would run, the conv engine takes C_in >= 8 (general_by_engine, as the forward), split TF32
+// under both allow_tf32 settings (exact, as the tiled kernels): dL/dx as the transposed conv of dL/dy, dL/dW by the
+// engine's weight-gradient GEMM.
+static WgradGeom wgrad_geom(const GradDims& d, Kernel3 k) {   // Dir dL/dy, Gat x
+    return WgradGeom{d.B, d.C_out, d.C_in, d.Do, d.Ho, d.Wo, d.D, d.H, d.W, {k.d, k.h, k.w}, {1, 1, 1}, {0, 0, 0}};
+}
+// dL/dW's partial totals (doubles), the workspace's first part.
+static long long wgrad_partials(const GradDims& d, DwPath path, Kernel3 k, int sms) {
+    const long long n_w = (long long)d.C_out * d.C_in * k.d * k.h * k.w;
+    if (path == DwPath::TILED)
+        return (general_by_engine(d.C_in) ? conv_igemm_wgrad_splits(wgrad_geom(d, k), sms) : (int)wgrad_grid(d, k, sms).z) *
+               n_w;
+    return (long long)(path == DwPath::ROWS ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((d.C_out + WGT_CO - 1) / WGT_CO) *
+           wgt_groups(d.C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
+}
+// Doubles: dL/dW's partials, then (the engine) its packed weights (floats).
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const DwPath path = dw_path(d, aligned16(x), kd, kh, kw);
-    if (path == DwPath::TILED)
-        return (long long)wgrad_grid(d, Kernel3{kd, kh, kw}, sms).z * C_out * C_in * kd * kh * kw;
-    return (long long)(path == DwPath::ROWS ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((C_out + WGT_CO - 1) / WGT_CO) *
-           wgt_groups(C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
+    const Kernel3 k{kd, kh, kw};
+    const long long partials = wgrad_partials(d, dw_path(d, aligned16(x), kd, kh, kw), k, sms);
+    return partials + (general_by_engine(C_in) ? ((long long)C_out * C_in * kd * kh * kw + 1) / 2 : 0);
 }
 
 // tf32 (allow_tf32, float32): the tensor-core kernels take one TF32 product a step, as PyTorch's conv backward does
@@ -2516,10 +2674,18 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
                                              int H, int W, int kd, int kh, int kw, bool tf32, int sms,
                                              cudaStream_t stream) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
+    const Kernel3 k{kd, kh, kw};
+    const DwPath dw = dw_path(d, aligned16(x), kd, kh, kw);
+    float* packed = reinterpret_cast<float*>(work + wgrad_partials(d, dw, k, sms));   // (the engine's)
     cudaError_t err;
     if (grad_x != nullptr) {
         const DxPath path = dx_path(d, kd, kh, kw, sms);
-        if (path == DxPath::STREAM) {
+        if (path == DxPath::TILED && general_by_engine(C_in)) {   // the transposed conv of dL/dy, W as its weight
+            const ConvGeom g{B, C_out, C_in, d.Do, d.Ho, d.Wo, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, true};
+            if ((err = conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, StoreSum{grad_x}, stream)) !=
+                cudaSuccess)
+                return err;
+        } else if (path == DxPath::STREAM) {
             const auto kernel = tf32 ? (d.C_in == 1 ? grad_input_stream_kernel<1, true>
                                         : d.C_in == 2 ? grad_input_stream_kernel<2, true> : grad_input_stream_kernel<3, true>)
                                      : (d.C_in == 1 ? grad_input_stream_kernel<1, false>
@@ -2552,7 +2718,11 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
-    const DwPath dw = dw_path(d, aligned16(x), kd, kh, kw);
+    if (dw == DwPath::TILED && general_by_engine(C_in)) {
+        const WgradGeom g = wgrad_geom(d, k);
+        return conv_igemm_wgrad_launch<IG_SPLIT>(grad_y, x, g, conv_igemm_wgrad_splits(g, sms), work, grad_weight,
+                                                 stream);
+    }
     if (dw != DwPath::TILED) {
         const bool rows = dw == DwPath::ROWS;
         const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
@@ -2566,7 +2736,6 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         const long long n_w = (long long)C_out * C_in * K * K * K;
         finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
     } else {
-        const Kernel3 k{kd, kh, kw};
         const dim3 grid = wgrad_grid(d, k, sms);
         const size_t smem = wgrad_smem_bytes(C_in, k);
         if (smem > (40u << 10) &&
@@ -2605,8 +2774,11 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
              "\n";
     s += "forward finish: gn_mean_finalize_kernel; always\n";
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    s += tuned ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
-               : "backward dL/dy: conv_grad_y_general_kernel; general path\n";
+    const bool engine = general_by_engine(C_in);
+    s += tuned    ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
+         : engine ? "backward dL/dy: conv_igemm_kernel + grad_y_from_conv_kernel; general path, C_in >= 8: the "
+                    "tensor-core conv engine writes y, dL/dy over it\n"
+                  : "backward dL/dy: conv_grad_y_general_kernel; general path\n";
     s += "backward parameters: gn_param_grad_kernel; always\n";
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     switch (dx_path(d, kd, kh, kw, sms)) {
@@ -2618,7 +2790,9 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
         s += "backward dL/dx: grad_input_tc_kernel; kernel 3, W <= 32, C_in <= 4, and not the streamed path\n";
         break;
     default:
-        s += "backward dL/dx: grad_input_tiled_kernel; the tensor-core kernels' bounds do not hold\n";
+        s += engine ? "backward dL/dx: conv_igemm_kernel (transposed); the tensor-core kernels' bounds do not hold, "
+                      "C_in >= 8: the conv engine (split TF32)\n"
+                    : "backward dL/dx: grad_input_tiled_kernel; the tensor-core kernels' bounds do not hold\n";
     }
     switch (dw_path(d, half || x_misalign == 0, kd, kh, kw)) {
     case DwPath::ROWS:
@@ -2630,8 +2804,10 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
              "multiple of 4, C_in <= 7, the input 16-byte aligned, and not the rows path\n";
         break;
     default:
-        s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; the tensor-core kernels' bounds "
-             "do not hold\n";
+        s += engine ? "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; the tensor-core "
+                      "kernels' bounds do not hold, C_in >= 8: the conv engine (split TF32)\n"
+                    : "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; the tensor-core "
+                      "kernels' bounds do not hold\n";
     }
     return s;
 }
@@ -2748,10 +2924,11 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
                                            cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight,
-                                           float* coef, double* param_terms, float* grad_y, void* grad_bias,
-                                           void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
-                                           int B, int C_in, int C_out, int groups, int D, int H, int W, int kd, int kh,
-                                           int kw, int sms, cudaStream_t stream);
+                                           float* coef, double* param_terms, float* grad_y, void* packed,
+                                           void* grad_bias, void* grad_gn_weight, void* grad_gn_bias, int conv_type,
+                                           int norm_type, int B, int C_in, int C_out, int groups, int D, int H, int W,
+                                           int kd, int kh, int kw, int sms, cudaStream_t stream);
+bool general_by_engine(int C_in);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 int conv3d_groupnorm_mean_grad_y_tail();
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
@@ -2876,10 +3053,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
         int sms = 0;
         check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
+        auto packed = !conv3d_groupnorm_mean_tuned((int)C_in, kd, kh, kw) && general_by_engine((int)C_in)
+                          ? at::empty({w.numel()}, w.options()) : Tensor();
         check(conv3d_groupnorm_mean_backward(
             grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
             bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), coef.data_ptr<float>(),
-            param_terms.data_ptr<double>(), grad_y.data_ptr<float>(), grad_bias.defined() ? grad_bias.data_ptr() : nullptr,
+            param_terms.data_ptr<double>(), grad_y.data_ptr<float>(), packed.defined() ? packed.data_ptr() : nullptr,
+            grad_bias.defined() ? grad_bias.data_ptr() : nullptr,
             grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out,
             groups, D, H, W, kd, kh, kw, sms, stream));
         if (grad_x.defined() || grad_w.defined()) {

@@ -21,7 +21,9 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
   gn_mean_finalize_kernel           adds the partials in order, the group statistics, the (B, C) output
   backward
     gn_mean_backward_coef_kernel    dL/dy's coefficients and the parameters' terms
-    (each stage's tensor-core kernel where its bounds hold, else its general kernel: backward_plan)
+    (each stage's tensor-core kernel where its bounds hold, else from 8 input channels the conv engine, split TF32:
+     conv_igemm_kernel for dL/dy's conv sums and for dL/dx (transposed), conv_igemm_wgrad_kernel for dL/dW;
+     below 8 the general kernels: backward_plan)
     conv_rows_tc_kernel<K, true>    dL/dy and its channel sums (tensor-core path); grad_y_general_kernel (general)
     grad_input_tc_kernel            dL/dx per input row (split TF32; one TF32 product under allow_tf32);
                                     grad_input_tiled_kernel (general: a tiled conv of dL/dy with flipped weights)
@@ -34,9 +36,9 @@ Every sum is in a fixed order (no atomics): the same input gives the same bits.
 
 Semantics (docs/DESIGN.md): the forward exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps
 this conv in fp32 too); the backward's tensor-core dL/dx and dL/dW one TF32 product a step under the flag (as
-PyTorch's conv backward), exact with it off; in float16/bfloat16 y is rounded after the conv and after its bias, h after HardSwish, GroupNorm's
-statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm is float32. The backward runs in float32
-on float copies and rounds each gradient to its dtype. Double backward raises.
+PyTorch's conv backward), exact with it off; in float16/bfloat16 y is rounded after the conv and after its bias, h
+after HardSwish, GroupNorm's statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm is
+float32. The backward runs in float32 on float copies and rounds each gradient to its dtype. Double backward raises.
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4): 34.4 G multiply-adds a conv, 1.03 ms at the
 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32; the backward's two gradients twice that (forward + backward
@@ -1607,9 +1609,11 @@ __global__ void __launch_bounds__(THREADS) conv_hswish_sums_general_kernel(
 
 // dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), y recomputed (any kernel size, float32); per block the
 // per-channel sum of dL/dy (the conv bias's gradient) -> partials (B, chunks, blocks_per_sample, CO).
+// y non-null: the conv's sums (without the bias) read from y as the conv engine wrote them (y may be grad_y: each
+// thread reads its elements before it writes them).
 __global__ void __launch_bounds__(THREADS) grad_y_general_kernel(
     const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    const float* __restrict__ coef, float* __restrict__ grad_y, double* __restrict__ bias_partials, Dims d,
+    const float* __restrict__ coef, const float* y, float* grad_y, double* __restrict__ bias_partials, Dims d,
     Kernel3 k, int bps)
 {
     __shared__ double red[THREADS / 32][CO];
@@ -1619,7 +1623,12 @@ __global__ void __launch_bounds__(THREADS) grad_y_general_kernel(
     const int co0 = blockIdx.y * CO;
     const long long S = (long long)d.Do * d.Ho * d.Wo, p = ((long long)od * d.Ho + oh) * d.Wo + ow;
     float acc[CO], s[CO];
-    conv_general(acc, x, weight, d, k, b, co0, od, oh, ow);
+    if (y != nullptr) {
+#pragma unroll
+        for (int j = 0; j < CO; ++j) acc[j] = live && co0 + j < d.C_out ? y[((size_t)b * d.C_out + co0 + j) * S + p] : 0.f;
+    } else {
+        conv_general(acc, x, weight, d, k, b, co0, od, oh, ow);
+    }
 #pragma unroll
     for (int j = 0; j < CO; ++j) {
         s[j] = 0.f;
@@ -1874,6 +1883,118 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
     grad_weight[i] = (float)v;
 }
 // shared: finish_weight_grad_tiled end
+// shared: conv_igemm_wgrad begin
+// The conv engine's weight gradient. Needs the conv_igemm and finish_weight_grad_tiled blocks before it.
+// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
+// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
+// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
+// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
+// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
+// A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
+// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
+// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
+__device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
+struct WgradGeom {
+    int B, R, C;              // samples, Dir's channels, Gat's channels
+    int Dd, Dh, Dw;           // Dir's positions
+    int Gd, Gh, Gw;           // Gat's
+    int k[3], s[3], p[3];
+};
+
+template <int P>
+__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
+                                                                      const float* __restrict__ gat,
+                                                                      double* __restrict__ partials, WgradGeom g)
+{
+    constexpr int MI = 2, NJ = 4, BM = 64, BN = 64;
+    __shared__ IgSmem<MI, NJ> s;     // a: [depth][row] Dir, b: [depth][column] Gat gathered
+    __shared__ int col_c[BN], col_t[BN];   // a column's Gat channel (-1: none) and tap (tz << 20 | ty << 10 | tx)
+    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
+    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
+    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
+    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
+    if (threadIdx.x < BN) {   // each column's Gat channel and tap (-1: no such column)
+        const int n = n0 + threadIdx.x;
+        const int t = n % taps;
+        col_c[threadIdx.x] = n < cols ? n / taps : -1;
+        col_t[threadIdx.x] = t / (g.k[1] * g.k[2]) << 20 | t / g.k[2] % g.k[1] << 10 | t % g.k[2];
+    }
+    __syncthreads();
+    const int k_off = threadIdx.x % IG_BK, lead = threadIdx.x / IG_BK;   // rows / columns lead + 8 j
+    // This thread's depth q = (b, pos), pos = (od, oh, ow), moved on by IG_BK a stage.
+    long long q = q0 + k_off;
+    long long b = q / plane;
+    long long pos = q % plane;
+    int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
+    float av[8], bv[8];
+    const auto load = [&]() {
+        const bool ok = q < q1;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int r = m0 + lead + 8 * j;
+            av[j] = ok && r < g.R ? dir[((size_t)b * g.R + r) * plane + pos] : 0.f;
+            const int c = col_c[lead + 8 * j], t = col_t[lead + 8 * j];
+            float u = 0.f;
+            if (ok && c >= 0) {
+                const int id = ig_in(od * g.s[0] - g.p[0] + (t >> 20), g.Gd);
+                const int ih = ig_in(oh * g.s[1] - g.p[1] + (t >> 10 & 1023), g.Gh);
+                const int iw = ig_in(ow * g.s[2] - g.p[2] + (t & 1023), g.Gw);
+                if ((id | ih | iw) >= 0) u = gat[((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw];
+            }
+            bv[j] = u;
+        }
+        q += IG_BK;
+        for (ow += IG_BK; ow >= g.Dw; ow -= g.Dw)
+            if (++oh == g.Dh) { oh = 0; if (++od == g.Dd) od = 0; }
+        for (pos += IG_BK; pos >= plane; pos -= plane) ++b;
+    };
+    float acc[MI][NJ][4] = {};
+    load();
+    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            s.a[k_off][lead + 8 * j] = av[j];
+            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
+        }
+        __syncthreads();
+        if (k0 + IG_BK < q1) load();
+        ig_stage<P>(s, acc, wm, wn, gq, tq);
+        __syncthreads();
+    }
+    const long long n_w = (long long)g.R * cols;
+    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
+        const int row = m0 + r, col = n0 + c;
+        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
+    });
+}
+
+// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
+inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
+    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
+    const long long tiles = (long long)((g.R + 63) / 64) * ((cols + 63) / 64);
+    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
+    const long long want = (2LL * sms + tiles - 1) / tiles;
+    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
+}
+
+// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
+template <int P = IG_SPLIT>
+inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
+                                           double* partials, float* grad_weight, cudaStream_t stream) {
+    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
+    if (n_w == 0) return cudaSuccess;
+    const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
+    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
+                                                                                       splits);
+    return cudaGetLastError();
+}
+// shared: conv_igemm_wgrad end
 
 // The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
 // splits giving about two blocks an SM.
@@ -2011,8 +2132,18 @@ static BackwardPlan backward_plan(int B, int C_in, int C_out, int D, int H, int 
     return bp;
 }
 
+// The backward's stages off their tensor-core kernels' bounds run on the conv engine from 8 input channels on (as
+// the forward), split TF32 under both allow_tf32 settings (exact, as the general kernels): dL/dy from the conv's sums
+// the engine writes (then read by grad_y_general_kernel), dL/dx as the transposed conv of dL/dy, dL/dW by the
+// engine's weight-gradient GEMM. Below 8 the tiled kernels.
+static bool backward_by_engine(int C_in) { return C_in >= 8; }
+static WgradGeom wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, Kernel3 k) {   // Dir dL/dy, Gat x
+    return WgradGeom{B, C_out, C_in, D - k.d + 1, H - k.h + 1, W - k.w + 1, D, H, W, {k.d, k.h, k.w}, {1, 1, 1},
+                     {0, 0, 0}};
+}
+
 // Workspace (doubles): coef (B, C, 3) floats rounded up to doubles, param terms (B, 2C), bias partials,
-// weight-gradient partials.
+// weight-gradient partials (the engine: and its packed weights).
 // grad_weight_tc_kernel's blocks (grid x): 2 per SM resident (a wave), shared by the chunks.
 static int wgt_blocks(const Dims& d, int sms) { return std::max(1, 2 * sms / ((d.C_out + CO - 1) / CO)); }
 int grad_y_tail() { return GI_TAIL; }
@@ -2026,8 +2157,11 @@ long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out,
         return common + (long long)wgt_blocks(make_dims(B, C_in, C_out, D, H, W, K), sms) * chunks *
                             wgt_groups(C_in * K * K) * CO * WGT_DEPTHS * K;
     }
-    const Kernel3 k{kd, kh, kw};   // the tiled dL/dW's split totals
-    return common + (long long)wgrad_grid(general_dims(B, C_in, C_out, D, H, W, k), k, sms).z * C_out * C_in * kd * kh * kw;
+    const Kernel3 k{kd, kh, kw};
+    const long long n_w = (long long)C_out * C_in * kd * kh * kw;
+    if (backward_by_engine(C_in))   // the engine's dL/dW split totals, then its packed weights (floats)
+        return common + (long long)conv_igemm_wgrad_splits(wgrad_geom(B, C_in, C_out, D, H, W, k), sms) * n_w + (n_w + 1) / 2;
+    return common + (long long)wgrad_grid(general_dims(B, C_in, C_out, D, H, W, k), k, sms).z * n_w;   // tiled's
 }
 
 // tf32 (allow_tf32, float32): dL/dx and dL/dW on the tensor cores take one TF32 product a step, as PyTorch's conv
@@ -2047,6 +2181,9 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     double* param_terms = work + ((long long)B * C_out * 3 + 1) / 2;
     double* b_partials = param_terms + (long long)B * 2 * C_out;
     double* w_partials = b_partials + (long long)B * chunks * bps * CO;
+    // the engine's packed weights: the workspace's last floats
+    float* packed = reinterpret_cast<float*>(work + backward_workspace_doubles(x, B, C_in, C_out, D, H, W, kd, kh, kw,
+                                                                               sms)) - (size_t)C_out * C_in * kd * kh * kw;
     cudaError_t err;
     gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, dg, G);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
@@ -2055,8 +2192,15 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     if (bp.tc_y) {
         const auto kernel = K == 3 ? conv_rows_tc_kernel<3, true> : conv_rows_tc_kernel<4, true>;
         kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dt, bps, aligned_rows(x, W));
+    } else if (backward_by_engine(C_in)) {   // the conv's sums into grad_y, then dL/dy over them
+        const ConvGeom g{B, C_in, C_out, D, H, W, dg.Do, dg.Ho, dg.Wo, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, false};
+        if ((err = conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, StoreSum{grad_y}, stream)) != cudaSuccess)
+            return err;
+        grad_y_general_kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, grad_y, b_partials, dg, k,
+                                                              bps);
     } else {
-        grad_y_general_kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dg, k, bps);
+        grad_y_general_kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, nullptr, grad_y, b_partials, dg,
+                                                              k, bps);
     }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     // dL/dx: the conv's transpose of dL/dy
@@ -2067,13 +2211,15 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
         if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
             return err;
         kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, dt);
-    } else if (grad_x != nullptr) {   // dL/dy (C_out channels, Do x Ho x Wo) in, C_in channels out
-        const int cot = C_in <= 4 ? 4 : C_in <= 8 ? 8 : CO_T, th = cot < CO_T ? 2 * TILE_H : TILE_H;
+    } else if (grad_x != nullptr && backward_by_engine(C_in)) {   // the transposed conv of dL/dy, W as its weight
+        const ConvGeom g{B, C_out, C_in, dg.Do, dg.Ho, dg.Wo, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, true};
+        err = conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, StoreSum{grad_x}, stream);
+    } else if (grad_x != nullptr) {   // dL/dy (C_out channels, Do x Ho x Wo) in, C_in (< 8) channels out
+        const int cot = C_in <= 4 ? 4 : 8, th = 2 * TILE_H;
         FlipConv t{C_out, C_in, dg.Do, dg.Ho, dg.Wo, 1, k, cot, th};
         t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_out, (40u << 10) / t.smem_bytes()));
         const long long tiles = (long long)D * ((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
-        const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 4>
-                          : cot == 8 ? grad_input_tiled_kernel<8, 4> : grad_input_tiled_kernel<CO_T, 2>;
+        const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 4> : grad_input_tiled_kernel<8, 4>;
         if (t.smem_bytes() > (40u << 10) &&
             (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
                 cudaSuccess)
@@ -2093,6 +2239,10 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
         else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
+    } else if (backward_by_engine(C_in)) {
+        const WgradGeom g = wgrad_geom(B, C_in, C_out, D, H, W, k);
+        err = conv_igemm_wgrad_launch<IG_SPLIT>(grad_y, x, g, conv_igemm_wgrad_splits(g, sms), w_partials, grad_weight,
+                                                stream);
     } else {
         const dim3 grid = wgrad_grid(dg, k, sms);
         const size_t smem = wgrad_smem_bytes(C_in, k);
@@ -2144,14 +2294,19 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
     const BackwardPlan bp = backward_plan(B, C_in, C_out, D, H, W, kd, kh, kw, vec_bwd);
     const std::string general = tuned ? "its tensor-core kernel's bounds do not hold" : "general path";
+    const bool eng = backward_by_engine(C_in);
+    const std::string by_engine = general + ", C_in >= 8: the tensor-core conv engine (split TF32)\n";
     s += bp.tc_y ? "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n"
+         : eng   ? "backward dL/dy: conv_igemm_kernel + grad_y_general_kernel (reading y); " + by_engine
                  : "backward dL/dy: grad_y_general_kernel; " + general + "\n";
     s += bp.tc_x ? "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth "
                    "bound)\n"
-                 : std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 4 ? "4" : C_in <= 8 ? "8" : "16") +
-                       ">; " + general + ", " + (C_in <= 4 ? "C_in <= 4" : C_in <= 8 ? "C_in <= 8" : "C_in > 8") + "\n";
+         : eng   ? "backward dL/dx: conv_igemm_kernel (transposed); " + by_engine
+                 : std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 4 ? "4" : "8") + ">; " + general +
+                       ", " + (C_in <= 4 ? "C_in <= 4" : "C_in <= 8") + "\n";
     s += bp.tc_w ? "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; the forward's tensor-core "
                    "bounds and rows of vector loads\n"
+         : eng   ? "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; " + by_engine
                  : "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; " + general + "\n";
     s += "backward channel gradients: finish_channel_grads_kernel; always\n";
     return s;
