@@ -301,6 +301,8 @@ _GRIDS[_P23] = [
     ("several_tiles_in_channels_17", (17, 24, 3, 8), (2, 17, 4, 37, 70)),
     ("general_in_channels_7_tiled", (7, 16, 5, 4), (2, 7, 6, 7, 8)),   # the forward's rule: tiled below 8
     ("general_in_channels_8_engine", (8, 16, 5, 4), (2, 8, 6, 7, 8)),  # the conv engine from 8
+    ("kernel3_in_channels_7_tuned", (7, 16, 3, 4), (2, 7, 6, 7, 8)),   # float32: tuned to 7, the engine from 8
+    ("kernel3_in_channels_16", (16, 32, 3, 8), (2, 16, 5, 6, 7)),     # float32 the engine, half the tuned path
     ("kernel3_in_channels_1_batch_72", (1, 16, 3, 4), (72, 1, 5, 9, 11)),   # dL/dx a block a sample
     ("kernel3_in_channels_2_out_32_batch_72", (2, 32, 3, 8), (72, 2, 4, 12, 32)),
     ("kernel3_tall_batch_70", (3, 8, 3, 4), (70, 3, 5, 64, 20)),

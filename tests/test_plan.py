@@ -49,9 +49,12 @@ def test_problem23():
         "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
     Case = type(PROBLEMS[P23].benchmark)
     engine = "conv_igemm_kernel + general_stats_kernel"
-    for c_in, k, kernel in ((7, 5, "conv_stats_general_kernel"), (8, 5, engine), (16, 3, "conv_gn_stats_kernel"),
-                            (17, 3, engine)):   # the general path's rule (C_in >= 8), the tuned one's (k 3, C_in <= 16)
+    for c_in, k, kernel in ((7, 5, "conv_stats_general_kernel"), (8, 5, engine), (7, 3, "conv_gn_stats_kernel"),
+                            (8, 3, engine), (16, 3, engine), (17, 3, engine)):
+        # the general path's rule (C_in >= 8), the tuned one's (kernel 3, C_in <= 7 in float32, <= 16 in half)
         assert plan(P23, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))["forward"] == kernel, (c_in, k)
+    for c_in, kernel in ((16, "conv_gn_stats_half_kernel<VEC>"), (17, engine)):
+        assert plan(P23, Case("edge", (c_in, 16, 3, 4), (2, c_in, 6, 7, 8)), torch.bfloat16)["forward"] == kernel
     assert plan(P23, "benchmark", torch.bfloat16)["forward"] == "conv_gn_stats_half_kernel<VEC>"
     eight, seven = (plan(P23, Case("edge", (c, 16, 5, 4), (2, c, 6, 7, 8))) for c in (8, 7))
     assert (eight["backward dL/dy"], eight["backward dL/dx"], eight["backward dL/dW"]) == (   # the engine from 8

@@ -8,7 +8,8 @@ follows in closed form: dL/dy = A_c + B_g (y - mu_g) per (sample, channel), then
 Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
 decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
   forward
-    conv_gn_stats_kernel       tuned path, float32: the conv as a split-TF32 GEMM (rows = a 32-column input
+    conv_gn_stats_kernel       tuned path (kernel 3; C_in <= 7 in float32, <= 16 in half), float32: the conv as
+                               a split-TF32 GEMM (rows = a 32-column input
                                segment, columns = (kw, channel), depth = (ci, kd, kh)); wgmma on sm_90a builds,
                                mma.sync elsewhere; per-block partial sums in a fixed order
     conv_gn_stats_half_kernel  tuned path, float16/bfloat16: the same on 16-bit MMA (one exact product a multiply)
@@ -2384,10 +2385,15 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
     });
 }
 
-// The tuned path's envelope: kernel 3 on every axis, at most 16 input channels (their split weights in shared
-// memory). Anything else takes the general path.
-bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw) {
-    return kd == K && kh == K && kw == K && C_in <= 16;
+// The tuned path's envelope: kernel 3 on every axis and at most 16 input channels (their split weights in shared
+// memory) in half precision, 7 in float32; from 8 on float32 takes the general path's conv engine. Accuracy first:
+// the tuned kernel's tensor-core sums run the whole depth (C_in x 9) in one accumulator, and at 15 -> 30 channels
+// its output missed the fp32 rule (relative L2 1.11e-5 against float64, 1e-5 allowed; H200), where the engine adds
+// each 16-deep stage into its sum rounded to nearest. Speed (H100, interleaved, forward, 8x16x16 inputs, the engine
+// against the tuned path): 16 -> 32 batch 32 0.53x and 0.48x; 12 -> 24 batch 8 0.99x and 0.88x; 8 -> 16 batch 32
+// 1.59x and 1.51x. In half the tuned 16-bit MMA kernel (1e-2 rule) is 1.7x eager at 16 -> 32.
+bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw, bool half) {
+    return kd == K && kh == K && kw == K && C_in <= (half ? 16 : 7);
 }
 
 // The tiled kernel's plan: as many input channels a stage as fit 40 KB of shared memory (at least one; beyond 48 KB
@@ -2543,7 +2549,7 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
             groups, (double)S);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
-        if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw)) {   // the forward's conv, writing dL/dy
+        if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, is_half<T>())) {   // the forward's conv, writing dL/dy
             if ((err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                               static_cast<const T*>(bias), nullptr, coef, grad_y, B, C_in, C_out, D,
                                               H, W, sms, stream)) != cudaSuccess)
@@ -2756,18 +2762,18 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
 // non-contiguous input, and in the backward the float copy of a half input). One line a stage, "stage: kernel; rule".
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                        int conv_type, int sms, int x_misalign) {
-    const bool tuned = conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw), half = conv_type != 0;
+    const bool half = conv_type != 0, tuned = conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, half);
     const bool vec = half_vec_rows(W, x_misalign % 8 == 0);
     const std::string rows = wide_rows(W) ? "rows of 32-column segments (W >= 32)" : "rows of one segment (W < 32)";
     std::string s;
     if (!tuned)
         s += general_by_engine(C_in)
                  ? "forward: conv_igemm_kernel + general_stats_kernel; general path, C_in >= 8: the tensor-core conv "
-                   "engine (the tuned path takes kernel 3 on every axis, C_in <= 16)\n"
+                   "engine (the tuned path takes kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half)\n"
                  : "forward: conv_stats_general_kernel; general path, C_in < 8: tiled FP32 (the tuned path takes kernel "
-                   "3 on every axis, C_in <= 16)\n";
+                   "3 on every axis, C_in <= 7 in float32, <= 16 in half)\n";
     else if (!half)
-        s += "forward: conv_gn_stats_kernel; tuned (kernel 3, C_in <= 16), split TF32 on the tensor cores, " + rows + "\n";
+        s += "forward: conv_gn_stats_kernel; tuned (kernel 3, C_in <= 7), split TF32 on the tensor cores, " + rows + "\n";
     else
         s += std::string("forward: conv_gn_stats_half_kernel") + (vec ? "<VEC>" : "") + "; tuned, 16-bit MMA, " +
              (vec ? "one 4-aligned segment a row: 8-byte loads" : "element loads (rows not one 4-aligned segment)") +
@@ -2911,7 +2917,7 @@ long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W)
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
                                         cudaStream_t stream);
-bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw);
+bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw, bool half);
 long long conv3d_groupnorm_mean_general_workspace(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
                                                   int kw);
 cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
@@ -2999,7 +3005,7 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
-    const bool tuned = conv3d_groupnorm_mean_tuned((int)C_in, kd, kh, kw);
+    const bool tuned = conv3d_groupnorm_mean_tuned((int)C_in, kd, kh, kw, x.scalar_type() != at::kFloat);
     auto out = at::empty({B}, gn_weight.options());
     auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
     if (B == 0) return {out, stats};
@@ -3053,7 +3059,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
         int sms = 0;
         check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
-        auto packed = !conv3d_groupnorm_mean_tuned((int)C_in, kd, kh, kw) && general_by_engine((int)C_in)
+        auto packed = !conv3d_groupnorm_mean_tuned((int)C_in, kd, kh, kw, x.scalar_type() != at::kFloat) &&
+                              general_by_engine((int)C_in)
                           ? at::empty({w.numel()}, w.options()) : Tensor();
         check(conv3d_groupnorm_mean_backward(
             grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
