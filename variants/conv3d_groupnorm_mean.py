@@ -2682,7 +2682,8 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     const Kernel3 k{kd, kh, kw};
     const DwPath dw = dw_path(d, aligned16(x), kd, kh, kw);
-    float* packed = reinterpret_cast<float*>(work + wgrad_partials(d, dw, k, sms));   // (the engine's)
+    float* packed = general_by_engine(C_in) ? reinterpret_cast<float*>(work + wgrad_partials(d, dw, k, sms))
+                                            : nullptr;   // the engine's, after dL/dW's partials
     cudaError_t err;
     if (grad_x != nullptr) {
         const DxPath path = dx_path(d, kd, kh, kw, sms);

@@ -2181,9 +2181,12 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     double* param_terms = work + ((long long)B * C_out * 3 + 1) / 2;
     double* b_partials = param_terms + (long long)B * 2 * C_out;
     double* w_partials = b_partials + (long long)B * chunks * bps * CO;
-    // the engine's packed weights: the workspace's last floats
-    float* packed = reinterpret_cast<float*>(work + backward_workspace_doubles(x, B, C_in, C_out, D, H, W, kd, kh, kw,
-                                                                               sms)) - (size_t)C_out * C_in * kd * kh * kw;
+    // the engine's packed weights: the workspace's last floats (only the engine's stages use them)
+    float* packed = backward_by_engine(C_in)
+                        ? reinterpret_cast<float*>(work + backward_workspace_doubles(x, B, C_in, C_out, D, H, W, kd, kh,
+                                                                                     kw, sms)) -
+                              (size_t)C_out * C_in * kd * kh * kw
+                        : nullptr;
     cudaError_t err;
     gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, dg, G);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
