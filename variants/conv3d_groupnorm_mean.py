@@ -2270,6 +2270,11 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const floa
     });
 }
 
+// A stride-1, unpadded Conv3d's dL/dW as this GEMM: Dir = dL/dy (C_out channels, the output's positions), Gat = x.
+inline WgradGeom conv3d_wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return WgradGeom{B, C_out, C_in, D - kd + 1, H - kh + 1, W - kw + 1, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}};
+}
+
 // Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
 inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
     const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
@@ -2652,8 +2657,8 @@ int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
 // Where the tiled kernels would run, the conv engine takes C_in >= 8 (general_by_engine, as the forward), split TF32
 // under both allow_tf32 settings (exact, as the tiled kernels): dL/dx as the transposed conv of dL/dy, dL/dW by the
 // engine's weight-gradient GEMM.
-static WgradGeom wgrad_geom(const GradDims& d, Kernel3 k) {   // Dir dL/dy, Gat x
-    return WgradGeom{d.B, d.C_out, d.C_in, d.Do, d.Ho, d.Wo, d.D, d.H, d.W, {k.d, k.h, k.w}, {1, 1, 1}, {0, 0, 0}};
+static WgradGeom wgrad_geom(const GradDims& d, Kernel3 k) {
+    return conv3d_wgrad_geom(d.B, d.C_in, d.C_out, d.D, d.H, d.W, k.d, k.h, k.w);
 }
 // dL/dW's partial totals (doubles), the workspace's first part.
 static long long wgrad_partials(const GradDims& d, DwPath path, Kernel3 k, int sms) {

@@ -1971,6 +1971,11 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const floa
     });
 }
 
+// A stride-1, unpadded Conv3d's dL/dW as this GEMM: Dir = dL/dy (C_out channels, the output's positions), Gat = x.
+inline WgradGeom conv3d_wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return WgradGeom{B, C_out, C_in, D - kd + 1, H - kh + 1, W - kw + 1, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}};
+}
+
 // Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
 inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
     const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
@@ -2137,10 +2142,6 @@ static BackwardPlan backward_plan(int B, int C_in, int C_out, int D, int H, int 
 // the engine writes (then read by grad_y_general_kernel), dL/dx as the transposed conv of dL/dy, dL/dW by the
 // engine's weight-gradient GEMM. Below 8 the tiled kernels.
 static bool backward_by_engine(int C_in) { return C_in >= 8; }
-static WgradGeom wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, Kernel3 k) {   // Dir dL/dy, Gat x
-    return WgradGeom{B, C_out, C_in, D - k.d + 1, H - k.h + 1, W - k.w + 1, D, H, W, {k.d, k.h, k.w}, {1, 1, 1},
-                     {0, 0, 0}};
-}
 
 // Workspace (doubles): coef (B, C, 3) floats rounded up to doubles, param terms (B, 2C), bias partials,
 // weight-gradient partials (the engine: and its packed weights).
@@ -2160,7 +2161,8 @@ long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out,
     const Kernel3 k{kd, kh, kw};
     const long long n_w = (long long)C_out * C_in * kd * kh * kw;
     if (backward_by_engine(C_in))   // the engine's dL/dW split totals, then its packed weights (floats)
-        return common + (long long)conv_igemm_wgrad_splits(wgrad_geom(B, C_in, C_out, D, H, W, k), sms) * n_w + (n_w + 1) / 2;
+        return common + (long long)conv_igemm_wgrad_splits(conv3d_wgrad_geom(B, C_in, C_out, D, H, W, kd, kh, kw),
+                                                           sms) * n_w + (n_w + 1) / 2;
     return common + (long long)wgrad_grid(general_dims(B, C_in, C_out, D, H, W, k), k, sms).z * n_w;   // tiled's
 }
 
@@ -2243,7 +2245,7 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
         if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
         else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
     } else if (backward_by_engine(C_in)) {
-        const WgradGeom g = wgrad_geom(B, C_in, C_out, D, H, W, k);
+        const WgradGeom g = conv3d_wgrad_geom(B, C_in, C_out, D, H, W, kd, kh, kw);
         err = conv_igemm_wgrad_launch<IG_SPLIT>(grad_y, x, g, conv_igemm_wgrad_splits(g, sms), w_partials, grad_weight,
                                                 stream);
     } else {

@@ -699,6 +699,11 @@ __global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const floa
     });
 }
 
+// A stride-1, unpadded Conv3d's dL/dW as this GEMM: Dir = dL/dy (C_out channels, the output's positions), Gat = x.
+inline WgradGeom conv3d_wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return WgradGeom{B, C_out, C_in, D - kd + 1, H - kh + 1, W - kw + 1, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}};
+}
+
 // Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
 inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
     const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
