@@ -108,9 +108,9 @@ def test_problem27_all_custom():
 def test_problem60():
     bench = plan(P60, "benchmark")
     assert bench == {"forward": "convt_swish_gn_kernel", "forward GroupNorm": "in convt_swish_gn_kernel (phase 2)",
-                     "backward sweeps": "chain_backward_channels_kernel (two sweeps) + chain_sums_kernel + "
+                     "backward sweeps": "convt_backward_sweep_kernel (two sweeps) + chain_sums_kernel + "
                                         "gn_param_grad_kernel",
-                     "backward dL/dbias": "bias_grad_convt_kernel", "backward dL/dx": "grad_input_convt_kernel",
+                     "backward dL/dbias": "bias_grad_convt_kernel", "backward dL/dx": "grad_input_convt_tuned_kernel",
                      "backward dL/dW": "grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel"}
     assert plan(P60, "previous") == plan(P60, batch1(P60)) == bench
     half = plan(P60, "benchmark", torch.bfloat16)

@@ -21,13 +21,14 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
                                   HardSwish in place
     group_norm_hardswish_kernel   half precision: GroupNorm's statistics in PyTorch's own order, then HardSwish
   backward
-    chain_backward_channels_kernel  tuned path: two sweeps recomputing y: the per-channel sums, then dL/dy (8
-                                    channels a thread, their weights in shared memory)
+    convt_backward_sweep_kernel   tuned path: two sweeps over the forward's items, y recomputed in registers as
+                                  phase 1 computes it: the per-channel sums, then dL/dy (written once)
     conv_igemm_kernel + chain_backward_kernel  general path: y recomputed once by the engine (StoreWithBias), then
                                     the two sweeps read it (a thread an element)
     chain_sums_kernel, gn_param_grad_kernel  the sums in order; dL/dgamma, dL/dbeta
     bias_grad_convt_kernel        dL/dbias
-    grad_input_convt_kernel       dL/dx on the tuned path: a thread per input position, 4 input channels; else
+    grad_input_convt_tuned_kernel dL/dx on the tuned path: the parity split read backwards (4 input rows a thread,
+                                  dL/dy rows loaded once per output depth); else
     conv_igemm_kernel             the engine's plain conv of dL/dy with the weight
     grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path; else
     conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel  the engine's weight-gradient GEMM
@@ -857,6 +858,23 @@ __device__ __forceinline__ void copy_async_wait() {
 }
 
 
+// Item u of a phase, all its chunks: sample u / items, then its tile and channel group.
+__device__ __forceinline__ Item item_at(int u, const Geometry& g)
+{
+    Item it;
+    const int n = g.items;
+    it.write = false;
+    it.b = u / n;
+    it.tile = u % n % g.tiles;
+    it.cg0 = u % n / g.tiles * CO_GROUP;
+    it.w0 = it.tile % g.w_tiles * 32;
+    it.h0 = it.tile / g.w_tiles % g.h_tiles * (TILE_H - 1);
+    it.md = it.tile / (g.w_tiles * g.h_tiles);
+    it.k0 = 0;
+    it.k1 = (min(CO_GROUP, g.C_out - it.cg0) + CO_TILE - 1) / CO_TILE;   // the group's channels
+    return it;
+}
+
 // The order of the items, each phase's items sample after sample: first phase 1 of samples 0 .. lag - 1,
 // then phase-1 and phase-2 items in turn (phase 2 lag samples behind), then phase 2 of the last lag samples.
 // So the output is written over the whole launch, not in its second half (where the writes alone would
@@ -864,30 +882,26 @@ __device__ __forceinline__ void copy_async_wait() {
 // From ticket split_from on, SPLIT tickets share an item, each with its part of the chunks.
 __device__ __forceinline__ Item item_of(int t, int B, const Geometry& g)
 {
-    Item it;
     const bool split = t >= g.split_from;
     const int part = split ? (t - g.split_from) % SPLIT : 0;
     if (split) t = g.split_from + (t - g.split_from) / SPLIT;
     const int n = g.items, lead = g.lag * n, mixed = 2 * (B - g.lag) * n;
     int u;   // the item's index within its phase
+    bool write;
     if (t < lead) {
-        it.write = false;
+        write = false;
         u = t;
     } else if (t < lead + mixed) {
         const int v = t - lead;
-        it.write = v % 2 == 1;
-        u = it.write ? v / 2 : lead + v / 2;
+        write = v % 2 == 1;
+        u = write ? v / 2 : lead + v / 2;
     } else {
-        it.write = true;
+        write = true;
         u = t - lead - mixed / 2;
     }
-    it.b = u / n;
-    it.tile = u % n % g.tiles;
-    it.cg0 = u % n / g.tiles * CO_GROUP;
-    it.w0 = it.tile % g.w_tiles * 32;
-    it.h0 = it.tile / g.w_tiles % g.h_tiles * (TILE_H - 1);
-    it.md = it.tile / (g.w_tiles * g.h_tiles);
-    const int chunks = (min(CO_GROUP, g.C_out - it.cg0) + CO_TILE - 1) / CO_TILE;   // the group's channels
+    Item it = item_at(u, g);
+    it.write = write;
+    const int chunks = it.k1;
     it.k0 = split ? part * chunks / SPLIT : 0;
     it.k1 = split ? (part + 1) * chunks / SPLIT : chunks;
     return it;
@@ -1141,6 +1155,69 @@ __device__ __forceinline__ void wait_for_flag(const int* flag)
 #endif
 }
 
+// Stores a thread's outputs of one output depth (acc[bb][c][r][q]: rows 2 r + bb, columns c of its column pair,
+// channel q; dst at channel 0, the warp's first row and this lane's column, channels vol apart), channels below
+// n_ch (store_channel: channel q). Per channel, the warp's 2 ROWS x 64 values go through its rows in shared memory (`rows`, 2 ROWS x 64
+// floats) so that each store writes 32 consecutive elements (rows start at any alignment: the output width is
+// odd). Rows from n_out_rows on (the last input row's second output row, rows past the input) are not stored;
+// col_lo, col_hi: the output columns lane, lane + 32 exist. n_out_rows and n_ch are uniform across the warp.
+template <typename TO>
+__device__ __forceinline__ void store_channel(TO* dst, const float (&acc)[2][2][ROWS][CO_TILE], int q, float* rows,
+                                              int Wo, int n_out_rows, bool col_lo, bool col_hi)
+{
+    const int lane = threadIdx.x % 32;
+    float2* const row_wr = reinterpret_cast<float2*>(rows) + lane;   // this lane's slots
+    const float* const row_rd = rows + lane;
+    const auto store = [&](auto masked) {
+        constexpr bool MASKED = decltype(masked)::value;
+#pragma unroll
+        for (int j = 0; j < 2 * ROWS; ++j) {
+            const bool row_ok = !MASKED || j < n_out_rows;
+            if (row_ok && col_lo) dst[j * Wo] = from_float<TO>(row_rd[j * 64]);
+            if (row_ok && col_hi) dst[j * Wo + 32] = from_float<TO>(row_rd[j * 64 + 32]);
+        }
+    };
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+    for (int bb = 0; bb < 2; ++bb)
+        row_wr[(2 * r + bb) * 32] = make_float2(acc[bb][0][r][q], acc[bb][1][r][q]);
+    __syncwarp();
+    if (n_out_rows >= 2 * ROWS) store(std::false_type());
+    else store(std::true_type());
+    __syncwarp();
+}
+template <typename TO>
+__device__ __forceinline__ void store_outputs(TO* dst_q, const float (&acc)[2][2][ROWS][CO_TILE], float* rows,
+                                              size_t vol, int Wo, int n_ch, int n_out_rows, bool col_lo, bool col_hi)
+{
+#pragma unroll
+    for (int q = 0; q < CO_TILE; ++q, dst_q += vol) {
+        if (q >= n_ch) break;
+        store_channel(dst_q, acc, q, rows, Wo, n_out_rows, col_lo, col_hi);
+    }
+}
+
+// Chunk k's two sums a channel of each thread added over its warp (float, a fixed tree), into s.red[channel][i][warp]
+// (double), for the block to add the warps in order.
+__device__ __forceinline__ void warp_sums(Smem& s, int k, const float (&t0)[CO_TILE], const float (&t1)[CO_TILE])
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int q = 0; q < CO_TILE; ++q) {
+        float t = t0[q], tt = t1[q];
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) {
+            t += __shfl_xor_sync(0xffffffffu, t, off);
+            tt += __shfl_xor_sync(0xffffffffu, tt, off);
+        }
+        if (lane == 0) {
+            s.red[k * CO_TILE + q][0][warp] = t;
+            s.red[k * CO_TILE + q][1][warp] = tt;
+        }
+    }
+}
+
 // One block of either phase: WRITE = false gathers statistics, WRITE = true writes the output.
 // A block owns one input tile of sample b (depth m_d, TILE_H - 1 rows, 32 columns) and output channels
 // cg0 .. cg0 + CO_GROUP - 1; warp w owns ROWS of its rows, lane l one column. For each chunk of
@@ -1168,8 +1245,6 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
     const size_t vol = (size_t)g.Do * g.Ho * g.Wo;
     const bool col_lo = lane < n_out_cols, col_hi = lane + 32 < n_out_cols;   // output columns lane, lane + 32
     const bool col_ok[2] = {mw < g.W, 2 * mw + 1 < g.Wo};   // output columns 2 m_w + c inside the output
-    float2* const row_wr = reinterpret_cast<float2*>(s.rows[warp][0]) + lane;   // phase 2: this lane's slots
-    const float* const row_rd = s.rows[warp][0] + lane;
     const InputTile& in = s.in[buf];
 
     float acc[2][2][ROWS][CO_TILE];   // [bb][c][r][q]
@@ -1277,51 +1352,11 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
                     a = y * __saturatef(fmaf(y, 1.f / 6.f, 0.5f));
                 }
             }
-            // Per channel, the warp's 2 ROWS x 64 values go through shared memory so that each store
-            // writes 32 consecutive floats (rows start at any alignment: the output width is odd).
-            // MASKED: some of the warp's rows lie outside the output (the last input row's second output
-            // row, rows past the input) and are not stored; uniform across the warp.
-            TO* dst_q = static_cast<TO*>(p.out) + ((size_t)b * g.C_out + co0) * vol
-                      + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane;
-            const auto store = [&](auto masked) {
-                constexpr bool MASKED = decltype(masked)::value;
-#pragma unroll
-                for (int j = 0; j < 2 * ROWS; ++j) {
-                    const bool row_ok = !MASKED || j < n_out_rows;
-                    TO* dst = dst_q + j * g.Wo;
-                    if (row_ok && col_lo) dst[0] = from_float<TO>(row_rd[j * 64]);
-                    if (row_ok && col_hi) dst[32] = from_float<TO>(row_rd[j * 64 + 32]);
-                }
-            };
-#pragma unroll
-            for (int q = 0; q < CO_TILE; ++q, dst_q += vol) {
-                if (co0 + q >= g.C_out) break;   // uniform across the block
-#pragma unroll
-                for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-                for (int bb = 0; bb < 2; ++bb)
-                    row_wr[(2 * r + bb) * 32] = make_float2(acc[bb][0][r][q], acc[bb][1][r][q]);
-                __syncwarp();
-                if (n_out_rows >= 2 * ROWS) store(std::false_type());
-                else store(std::true_type());
-                __syncwarp();
-            }
+            store_outputs(static_cast<TO*>(p.out) + ((size_t)b * g.C_out + co0) * vol
+                          + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo + 2 * w0 + lane,
+                          acc, s.rows[warp][0], vol, g.Wo, g.C_out - co0, n_out_rows, col_lo, col_hi);
         }
-        if (!WRITE) {   // warp sums (float, fixed tree), kept per warp in double
-#pragma unroll
-            for (int q = 0; q < CO_TILE; ++q) {
-                float t = tot[q], tt = tot_sq[q];
-#pragma unroll
-                for (int off = 16; off > 0; off /= 2) {
-                    t += __shfl_xor_sync(0xffffffffu, t, off);
-                    tt += __shfl_xor_sync(0xffffffffu, tt, off);
-                }
-                if (lane == 0) {
-                    s.red[k * CO_TILE + q][0][warp] = t;
-                    s.red[k * CO_TILE + q][1][warp] = tt;
-                }
-            }
-        }
+        if (!WRITE) warp_sums(s, k, tot, tot_sq);
     }
     if (WRITE) return;
     __syncthreads();
@@ -1433,6 +1468,180 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_swish_gn_kernel(con
     }
 }
 
+// ---- The tuned path's backward sweeps (convt_tuned), in the forward's structure. Per output, with a = -log2(e) y
+// (y = the conv + bias, recomputed in registers exactly as phase 1 computes it: the same staged operands, the same
+// sums), sigmoid(y) = 1 / (1 + 2^a), Swish s = y sigmoid(y), n = (s - mean) / std (the forward's saved group
+// statistics), z = gamma n + beta, dz = dL/dout hardswish'(z):
+//   SUMS (WRITE false): per channel sum dz and sum dz n;
+//   WRITE: dL/dy = (gamma dz - P - n Q) / std * sigmoid(y) (1 + y (1 - sigmoid(y))) written in float32 (P, Q: the
+//     group's sums of gamma dz and gamma dz n over its element count), and per channel its sum (dL/dbias).
+// Each sweep's items are the forward's (a tile of input positions, CO_GROUP output channels), a block taking items
+// blockIdx.x, + gridDim.x, ... and staging the next item's input tile while it computes the current one. Partials
+// per (sample, channel, tile): a thread's float sums, a fixed shuffle tree, the warps in order in double.
+struct SweepParams {
+    const float* x;          // (B, C_in, D, H, W), contiguous
+    const float* weight;     // (C_in, C_out, K, K, K)
+    const float* bias;       // (C_out) or nullptr
+    const float* gn_weight;  // (C_out)
+    const float* gn_bias;    // (C_out)
+    const double* stats;     // (B, groups, 2): each group's mean and 1/std of the Swish output (the forward's)
+    const void* grad_out;    // (B, C_out, Do, Ho, Wo), the GroupNorm's element type
+    double* partials;        // (B, C_out, tiles, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
+    const double* sums;      // WRITE: (B, C_out, 2), the SUMS partials added up
+    float* grad_y;           // WRITE: (B, C_out, Do, Ho, Wo)
+    int B, groups;
+    bool vec;                // as Params::vec
+    Geometry g;
+};
+struct SweepSmem : Smem {
+    float4 chan[7][CHUNKS];  // per channel: 1/std, -mean/std, gamma, beta; WRITE: gamma/std, P/std, Q/std
+};
+
+// L1-cached load of one element as a float: dL/dout's two column parities are two loads of the same lines.
+__device__ __forceinline__ float load_cached(const float* p) { return __ldg(p); }
+template <typename T> __device__ __forceinline__ float load_cached(const T* p) {
+    return to_float(T{__ldg(reinterpret_cast<const unsigned short*>(p))});
+}
+
+// One item of a sweep (the block's tile staged in s.in[buf], weights and bias staged, s.chan loaded).
+template <bool WRITE, typename TO>
+__device__ __forceinline__ void sweep_block(SweepSmem& s, const SweepParams& p, const Item& it, int buf)
+{
+    const Geometry& g = p.g;
+    const int b = it.b, md = it.md, w0 = it.w0, cg0 = it.cg0;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int mh0 = it.h0 + ROWS * warp, mw = w0 + lane;
+    const int n_parities = 2 * md + 1 < g.Do ? 2 : 1;        // the last input depth feeds one output depth
+    const int n_out_rows = min(2 * ROWS, g.Ho - 2 * mh0);   // this warp's output rows inside the output
+    const int n_out_cols = min(64, g.Wo - 2 * w0);          // this tile's output columns
+    const size_t vol = (size_t)g.Do * g.Ho * g.Wo;
+    const bool col_lo = lane < n_out_cols, col_hi = lane + 32 < n_out_cols;
+    const bool col_ok[2] = {mw < g.W, 2 * mw + 1 < g.Wo};   // output columns 2 m_w + c inside the output
+    const TO* const grad_out = static_cast<const TO*>(p.grad_out);
+    float acc[2][2][ROWS][CO_TILE];   // [bb][c][r][q]
+    for (int k = 0; k < it.k1; ++k) {
+        const int co0 = cg0 + k * CO_TILE, n_ch = g.C_out - co0;
+        float tot[CO_TILE] = {}, tot_n[CO_TILE] = {};
+#pragma unroll 1
+        for (int A = 0; A < n_parities; ++A) {
+            if (A == 0) convolve_staged<0>(acc, s, s.in[buf], g.C_in, true, k);
+            else convolve_staged<1>(acc, s, s.in[buf], g.C_in, true, k);
+            const size_t at = ((size_t)b * g.C_out + co0) * vol + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo
+                            + 2 * mw;
+            float* const dst = p.grad_y + at + lane - 2 * mw + 2 * w0;   // WRITE: this lane's column of the rows
+#pragma unroll
+            for (int q = 0; q < CO_TILE; ++q) {
+                if (q >= n_ch) break;   // uniform across the block
+                const float* chan = reinterpret_cast<const float*>(s.chan) + k * CO_TILE + q;
+                const float rstd = chan[0], mrs = chan[CO_GROUP], gamma = chan[2 * CO_GROUP], beta = chan[3 * CO_GROUP];
+#pragma unroll
+                for (int bb = 0; bb < 2; ++bb) {
+                    float dout[2][ROWS];   // zero outside the output
+#pragma unroll
+                    for (int c = 0; c < 2; ++c)
+#pragma unroll
+                    for (int r = 0; r < ROWS; ++r) {
+                        const bool ok = col_ok[c] && 2 * r + bb < n_out_rows;
+                        dout[c][r] = ok ? load_cached(grad_out + at + q * vol + (2 * r + bb) * g.Wo + c) : 0.f;
+                    }
+#pragma unroll
+                    for (int c = 0; c < 2; ++c)
+#pragma unroll
+                    for (int r = 0; r < ROWS; ++r) {
+                        float& a = acc[bb][c][r][q];
+                        const float sig = rcp_approx(1.f + exp2_approx(a)), y = a * (float)-LN2;
+                        const float n = fmaf(y * sig, rstd, mrs), z = fmaf(gamma, n, beta);
+                        const float dz = dout[c][r] * (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
+                        if (WRITE) {
+                            const float da = fmaf(chan[4 * CO_GROUP], dz, -fmaf(n, chan[6 * CO_GROUP], chan[5 * CO_GROUP]));
+                            a = da * sig * fmaf(y, 1.f - sig, 1.f);
+                            tot[q] += col_ok[c] && 2 * r + bb < n_out_rows ? a : 0.f;
+                        } else {
+                            tot[q] += dz;
+                            tot_n[q] = fmaf(dz, n, tot_n[q]);
+                        }
+                    }
+                }
+                if (WRITE) store_channel(dst + q * vol, acc, q, s.rows[warp][0], g.Wo, n_out_rows, col_lo, col_hi);
+            }
+        }
+        warp_sums(s, k, tot, tot_n);
+    }
+    __syncthreads();
+    if (threadIdx.x < 2 * CO_GROUP) {   // the warps in order, double
+        const int c = threadIdx.x / 2, i = threadIdx.x % 2;
+        if (cg0 + c < g.C_out) {
+            double v = 0.0;
+#pragma unroll
+            for (int w = 0; w < WARPS; ++w) v += s.red[c][i][w];
+            p.partials[(((size_t)b * g.C_out + cg0 + c) * g.tiles + it.tile) * 2 + i] = v;
+        }
+    }
+}
+
+// An item's per-channel constants into s.chan, by threads 0 .. CO_GROUP - 1.
+template <bool WRITE>
+__device__ __forceinline__ void load_sweep_channels(SweepSmem& s, const SweepParams& p, const Item& it)
+{
+    const Geometry& g = p.g;
+    const int j = threadIdx.x, c = min(it.cg0 + j, g.C_out - 1), cpg = g.C_out / p.groups, grp = c / cpg;
+    const double mean = p.stats[((size_t)it.b * p.groups + grp) * 2];
+    const double rstd = p.stats[((size_t)it.b * p.groups + grp) * 2 + 1];
+    float* chan = reinterpret_cast<float*>(s.chan);
+    chan[0 * CO_GROUP + j] = (float)rstd;
+    chan[1 * CO_GROUP + j] = (float)(-mean * rstd);
+    chan[2 * CO_GROUP + j] = p.gn_weight[c];
+    chan[3 * CO_GROUP + j] = p.gn_bias[c];
+    if (WRITE) {
+        double pg = 0.0, qg = 0.0;
+        for (int i = grp * cpg; i < (grp + 1) * cpg; ++i) {
+            pg += p.gn_weight[i] * p.sums[((size_t)it.b * g.C_out + i) * 2];
+            qg += p.gn_weight[i] * p.sums[((size_t)it.b * g.C_out + i) * 2 + 1];
+        }
+        const double count = (double)g.Do * g.Ho * g.Wo * cpg;
+        chan[4 * CO_GROUP + j] = (float)(p.gn_weight[c] * rstd);
+        chan[5 * CO_GROUP + j] = (float)(pg / count * rstd);
+        chan[6 * CO_GROUP + j] = (float)(qg / count * rstd);
+    }
+}
+
+// A sweep: blocks take items blockIdx.x, + gridDim.x, ...; TF32: the operands rounded as the forward's.
+template <bool WRITE, bool TF32, typename TO>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS) convt_backward_sweep_kernel(const SweepParams p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    SweepSmem& s = *reinterpret_cast<SweepSmem*>(smem_raw);
+    const Geometry& g = p.g;
+    const int total = p.B * g.items;
+    int u = blockIdx.x, staged_cg = -1;
+    Item it = item_at(u, g);
+    if (u < total) stage_input(s.in[0], p.x, 0, it, g, p.vec);
+    copy_async_commit();
+    for (int buf = 0; u < total; buf ^= 1) {
+        if (it.cg0 != staged_cg) {   // the channel group's bias and weights, times -log2(e)
+            if (threadIdx.x < CO_GROUP) {
+                const int co = min(it.cg0 + (int)threadIdx.x, g.C_out - 1);
+                reinterpret_cast<float*>(s.bias)[threadIdx.x] = p.bias != nullptr ? p.bias[co] * -LOG2E : 0.f;
+            }
+            stage_weights<TF32>(s, p.weight, 0, it.cg0, g);
+            if (TF32) round_staged_weights(s, g.C_in);
+            staged_cg = it.cg0;
+        }
+        if (threadIdx.x < CO_GROUP) load_sweep_channels<WRITE>(s, p, it);
+        const int u_next = u + gridDim.x;
+        const Item next = item_at(u_next, g);
+        if (TF32) round_and_stage_next(s, p.x, next, u_next < total, g, p.vec, buf);
+        else if (u_next < total) stage_input(s.in[buf ^ 1], p.x, 0, next, g, p.vec);
+        copy_async_commit();
+        copy_async_wait<false>();   // this item's tile (all but the group just committed)
+        __syncthreads();
+        sweep_block<WRITE, TO>(s, p, it, buf);
+        __syncthreads();
+        u = u_next;
+        it = next;
+    }
+}
+
 static Geometry make_geometry(int C_in, int C_out, int D, int H, int W) {
     Geometry g = {};   // the schedule is set by schedule()
     g.C_in = C_in; g.C_out = C_out; g.D = D; g.H = H; g.W = W;
@@ -1471,17 +1680,14 @@ long long convt_items(long long B, int C_in, int C_out, int D, int H, int W) {
     return (1 + SPLIT) * B * make_geometry(C_in, C_out, D, H, W).items;
 }
 
-// Blocks of convt_swish_gn_kernel<TF32, T, TO> resident at once on the current device (its shared-memory
-// opt-in done once per device and instantiation).
-template <bool TF32, typename T, typename TO>
-static cudaError_t resident_blocks(int* resident) {
-    static int cache[64] = {};
-    const auto kernel = convt_swish_gn_kernel<TF32, T, TO>;
+// Blocks of `kernel` (THREADS threads, `smem` bytes of dynamic shared memory) resident at once on the current device,
+// its shared-memory opt-in done once per device (`cache`: one per kernel).
+template <typename Kernel>
+static cudaError_t resident_blocks_of(Kernel kernel, int smem, int (&cache)[64], int* resident) {
     int dev;
     cudaError_t err;
     if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
     if (dev < 64 && cache[dev] > 0) { *resident = cache[dev]; return cudaSuccess; }
-    const int smem = (int)sizeof(Smem);
     int per_sm = 0, sms = 0;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess ||
         (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, smem)) != cudaSuccess ||
@@ -1490,6 +1696,11 @@ static cudaError_t resident_blocks(int* resident) {
     *resident = max(1, per_sm * sms);
     if (dev < 64) cache[dev] = *resident;
     return cudaSuccess;
+}
+template <bool TF32, typename T, typename TO>
+static cudaError_t resident_blocks(int* resident) {
+    static int cache[64] = {};
+    return resident_blocks_of(convt_swish_gn_kernel<TF32, T, TO>, (int)sizeof(Smem), cache, resident);
 }
 
 // RAW (is_half<TO>: the Swish output written, no statistics): phase-1 items only, each written as phase 2 writes.
@@ -1686,14 +1897,6 @@ __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
 // chunk_len consecutive positions of channel c of sample b, a thread each in turn.
 constexpr int BWD_THREADS = 256, BWD_CHUNK = 16 * BWD_THREADS;
 
-// Taps along one axis (stride 2, padding 1, kernel 3; outputs 2D - 1): o = 2m takes k = 1 from input m,
-// o = 2m + 1 takes k = 0 from m + 1 and k = 2 from m. Returns how many (1 or 2).
-__device__ __forceinline__ int axis_taps(int o, int (&k)[2], int (&i)[2]) {
-    if (o % 2 == 0) { k[0] = 1; i[0] = o / 2; return 1; }
-    k[0] = 0; i[0] = o / 2 + 1; k[1] = 2; i[1] = o / 2;
-    return 2;
-}
-
 // The general path's first kernel (any ConvShape): the transposed conv on the tensor cores (the conv_igemm engine:
 // the parity split, split TF32 for exact fp32, one TF32 product under allow_tf32, one exact product of half values),
 // its epilogue adding the bias and applying Swish, written to `out` for the GroupNorm kernels. fp32: sigmoid as
@@ -1864,126 +2067,20 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     }
 }
 
-// The tuned path's two sweeps, recomputing y, with CB output channels a thread (grid y: chunks of CB channels):
-// each position's taps are found once and each input value loaded once for all CB channels, whose weights sit in
-// shared memory as [ci][tap][CB] (a tap's CB weights two float4 broadcasts; rounded to TF32 there when `tf32`;
-// the tuned path's C_in <= 4 keeps them within 3.5 KB). Each thread takes chain_backward_kernel's positions in its
-// order.
-constexpr int CB = 8;
-// The sweeps' chunk of positions (chunk_len): BWD_CHUNK, halved (down to 2 BWD_THREADS) while the channels kernel
-// would have fewer than 256 blocks: small batches fill the GPU. A function of the shape only (the same bits on every
-// GPU); the benchmark's batch keeps BWD_CHUNK.
+// The general path's chunk of positions (chunk_len): BWD_CHUNK, halved (down to 2 BWD_THREADS) while
+// chain_backward_kernel would have fewer than 256 blocks: small batches fill the GPU. A function of the shape only
+// (the same bits on every GPU).
 static int bwd_chunk(long long B, int C_out, long long S) {
     int len = BWD_CHUNK;
-    while (len > 2 * BWD_THREADS && (S + len - 1) / len * ((C_out + CB - 1) / CB) * B < 256) len /= 2;
+    while (len > 2 * BWD_THREADS && (S + len - 1) / len * C_out * B < 256) len /= 2;
     return len;
 }
-template <bool WRITE, typename T, typename TO>
-__global__ void __launch_bounds__(BWD_THREADS) chain_backward_channels_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    const float* __restrict__ gn_weight, const float* __restrict__ gn_bias,
-    const double* __restrict__ stats,     // (B, groups, 2): mean, 1/std
-    const TO* __restrict__ grad_out,      // (B, C_out, Do, Ho, Wo)
-    double* __restrict__ partials,        // (B, C_out, chunks, 2) written: sum dz, sum dz n (WRITE: sum dL/dy, 0)
-    const double* __restrict__ sums,      // WRITE: (B, C_out, 2), the partials added up
-    T* __restrict__ grad_y,               // WRITE: (B, C_out, Do, Ho, Wo), float32 for our conv gradients
-    const ConvShape cs, int groups, bool tf32, int chunk_len)
-{
-    extern __shared__ float4 w_s4[];     // [ci][tap][CB / 4]
-    __shared__ float chan[8][CB];        // per channel: bias, mu, rstd, gamma, beta, P_g / N, Q_g / N
-    const int C_in = cs.C_in, C_out = cs.C_out, D = cs.D, H = cs.H, W = cs.W;
-    const int taps = K * K * K;
-    const int Do = 2 * D - 1, Ho = 2 * H - 1, Wo = 2 * W - 1;
-    const int S = Do * Ho * Wo;
-    const int chunk = blockIdx.x, c0 = blockIdx.y * CB, b = blockIdx.z, cpg = C_out / groups;
-    float* w_s = reinterpret_cast<float*>(w_s4);
-    for (int i = threadIdx.x; i < C_in * taps * CB; i += BWD_THREADS) {
-        const int j = i % CB, t = i / CB % taps, ci = i / CB / taps;
-        float w = c0 + j < C_out ? weight[((size_t)ci * C_out + c0 + j) * taps + t] : 0.f;
-        w_s[i] = tf32 ? round_tf32(w) : w;
-    }
-    if (threadIdx.x < CB) {
-        const int j = threadIdx.x, c = min(c0 + j, C_out - 1), grp = c / cpg;
-        chan[0][j] = bias ? bias[c] : 0.f;
-        chan[1][j] = (float)stats[((size_t)b * groups + grp) * 2];
-        chan[2][j] = (float)stats[((size_t)b * groups + grp) * 2 + 1];
-        chan[3][j] = gn_weight[c];
-        chan[4][j] = gn_bias[c];
-        if (WRITE) {
-            double pg = 0.0, qg = 0.0;
-            for (int i = grp * cpg; i < (grp + 1) * cpg; ++i) {
-                pg += gn_weight[i] * sums[((size_t)b * C_out + i) * 2];
-                qg += gn_weight[i] * sums[((size_t)b * C_out + i) * 2 + 1];
-            }
-            chan[5][j] = (float)(pg / ((double)S * cpg));
-            chan[6][j] = (float)(qg / ((double)S * cpg));
-        }
-    }
-    __syncthreads();
-    float s_dz[CB] = {}, s_dzn[CB] = {};
-    const int end = min(S, (chunk + 1) * chunk_len);
-    for (int pos = chunk * chunk_len + threadIdx.x; pos < end; pos += BWD_THREADS) {
-        const int ow = pos % Wo, oh = pos / Wo % Ho, od = pos / (Wo * Ho);
-        float acc[CB] = {};
-        const auto tap = [&](float v, int t) {   // acc += v * (the CB weights of tap t of the current ci)
-            if (tf32) v = round_tf32(v);
-            const float4 lo = w_s4[2 * t], hi = w_s4[2 * t + 1];
-            acc[0] = fmaf(v, lo.x, acc[0]); acc[1] = fmaf(v, lo.y, acc[1]);
-            acc[2] = fmaf(v, lo.z, acc[2]); acc[3] = fmaf(v, lo.w, acc[3]);
-            acc[4] = fmaf(v, hi.x, acc[4]); acc[5] = fmaf(v, hi.y, acc[5]);
-            acc[6] = fmaf(v, hi.z, acc[6]); acc[7] = fmaf(v, hi.w, acc[7]);
-        };
-        int kd[2], id[2], kh[2], ih[2], kw[2], iw[2];
-        const int nd = axis_taps(od, kd, id), nh = axis_taps(oh, kh, ih), nw = axis_taps(ow, kw, iw);
-        for (int ci = 0; ci < C_in; ++ci) {
-            const float* xc = x + ((size_t)b * C_in + ci) * D * H * W;
-            for (int a = 0; a < nd; ++a)
-                for (int e = 0; e < nh; ++e)
-                    for (int f = 0; f < nw; ++f)
-                        tap(__ldg(xc + ((size_t)id[a] * H + ih[e]) * W + iw[f]),
-                            (ci * K + kd[a]) * K * K + kh[e] * K + kw[f]);
-        }
-#pragma unroll
-        for (int j = 0; j < CB; ++j) {
-            if (c0 + j >= C_out) break;
-            const size_t row = ((size_t)b * C_out + c0 + j) * S;
-            const float y = acc[j] + chan[0][j];
-            const float sig = 1.f / (1.f + expf(-y));
-            const float n = (y * sig - chan[1][j]) * chan[2][j];
-            const float z = fmaf(chan[3][j], n, chan[4][j]);
-            const float dz = load_streaming(grad_out + row + pos) *
-                             (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
-            if (WRITE) {
-                const float da = chan[2][j] * (chan[3][j] * dz - chan[5][j] - n * chan[6][j]);
-                const float dy = da * sig * (1.f + y * (1.f - sig));
-                store_streaming(grad_y + row + pos, dy);
-                s_dz[j] += dy;
-            } else {
-                s_dz[j] += dz;
-                s_dzn[j] = fmaf(dz, n, s_dzn[j]);
-            }
-        }
-    }
-    {   // per channel the block's sums, in chain_backward_kernel's order (WRITE: sum dL/dy, and a zero)
-        __shared__ double warp_sums[BWD_THREADS / 32][CB][2];
-#pragma unroll
-        for (int j = 0; j < CB; ++j) {
-            double d0 = s_dz[j], d1 = s_dzn[j];
-#pragma unroll
-            for (int off = 16; off > 0; off /= 2) {
-                d0 += __shfl_xor_sync(0xffffffffu, d0, off);
-                d1 += __shfl_xor_sync(0xffffffffu, d1, off);
-            }
-            if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][j][0] = d0; warp_sums[threadIdx.x / 32][j][1] = d1; }
-        }
-        __syncthreads();
-        if (threadIdx.x < 2 * CB) {
-            const int j = threadIdx.x / 2, q = threadIdx.x % 2;
-            double v = 0.0;
-            for (int w = 0; w < BWD_THREADS / 32; ++w) v += warp_sums[w][j][q];
-            if (c0 + j < C_out) partials[(((size_t)b * C_out + c0 + j) * gridDim.x + chunk) * 2 + q] = v;
-        }
-    }
+// The sweeps' partials per (sample, channel): the tuned sweeps' tiles, or the general path's chunks.
+static int sweep_chunks(long long B, const ConvShape& cs) {
+    if (convt_tuned(cs)) return make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W).tiles;
+    const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
+    const int len = bwd_chunk(B, cs.C_out, S);
+    return (int)((S + len - 1) / len);
 }
 
 // Per (sample, channel): the chunks' partials added in order; then per channel dL/dgamma and dL/dbeta, the
@@ -2014,9 +2111,7 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, TO* __rest
 // Doubles: the sweeps' partials and sums; on the general path then y (floats: B x C_out x positions) and the
 // engine's packed weights (floats).
 static long long chain_sums_doubles(long long B, const ConvShape& cs) {
-    const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-    const int len = bwd_chunk(B, cs.C_out, S);
-    return B * cs.C_out * ((S + len - 1) / len) * 2 + B * cs.C_out * 2;
+    return B * cs.C_out * sweep_chunks(B, cs) * 2 + B * cs.C_out * 2;
 }
 long long chain_backward_workspace(long long B, const ConvShape& cs) {
     if (convt_tuned(cs)) return chain_sums_doubles(B, cs);
@@ -2024,13 +2119,22 @@ long long chain_backward_workspace(long long B, const ConvShape& cs) {
     return chain_sums_doubles(B, cs) + (floats + 1) / 2;
 }
 
+template <bool WRITE, bool TF32, typename TO>
+static cudaError_t launch_sweep(const SweepParams& p, cudaStream_t stream) {
+    static int cache[64] = {};
+    const auto kernel = convt_backward_sweep_kernel<WRITE, TF32, TO>;
+    int resident;
+    cudaError_t err;
+    if ((err = resident_blocks_of(kernel, (int)sizeof(SweepSmem), cache, &resident)) != cudaSuccess) return err;
+    const int blocks = (int)min((long long)p.B * p.g.items, (long long)resident);
+    kernel<<<blocks, THREADS, sizeof(SweepSmem), stream>>>(p);
+    return cudaGetLastError();
+}
+
 // dL/dy (B, C_out, Do, Ho, Wo) in float32 and the GroupNorm parameters' gradients in the GroupNorm's dtype
 // (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace, whose partials
 // then hold the WRITE sweep's sums of dL/dy (conv_grads_launch's bias gradient). The tuned path's sweeps recompute
-// y (chain_backward_channels_kernel); the general path's read it from the engine's one recompute.
-static size_t chain_channels_smem(const ConvShape& cs) {
-    return (size_t)cs.C_in * cs.k[0] * cs.k[1] * cs.k[2] * CB * sizeof(float);
-}
+// y (convt_backward_sweep_kernel); the general path's read it from the engine's one recompute.
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const void* grad_out, double* work,
                                   void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
@@ -2048,22 +2152,24 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         }
         const int C_out = cs.C_out;
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-        const int len = bwd_chunk(B, C_out, S), chunks = (int)((S + len - 1) / len);
+        const int len = bwd_chunk(B, C_out, S), chunks = sweep_chunks(B, cs);
         double* partials = work;
         double* sums = work + (size_t)B * C_out * chunks * 2;
-        const dim3 grid(chunks, C_out, B);
         const TO* g = static_cast<const TO*>(grad_out);
         float* gy = static_cast<float*>(grad_y);
-        const size_t cb_smem = chain_channels_smem(cs);
-        const dim3 cb_grid(chunks, (C_out + CB - 1) / CB, B);
+        SweepParams sp;
+        if (tuned) {
+            sp.x = x; sp.weight = weight; sp.bias = bias; sp.gn_weight = gn_weight; sp.gn_bias = gn_bias;
+            sp.stats = stats; sp.grad_out = g; sp.partials = partials; sp.sums = sums; sp.grad_y = gy;
+            sp.B = B; sp.groups = groups; sp.vec = cs.W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+            sp.g = make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W);
+        }
         const auto sweep = [&](auto write) {
             constexpr bool WRITE = decltype(write)::value;
-            if (tuned)   // (C_in <= 8: the weights of CB channels fit shared memory)
-                chain_backward_channels_kernel<WRITE, float, TO><<<cb_grid, BWD_THREADS, cb_smem, stream>>>(
-                    x, weight, bias, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, tf32, len);
-            else
-                chain_backward_kernel<WRITE, float, TO><<<grid, BWD_THREADS, 0, stream>>>(
-                    y_saved, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, len);
+            if (tuned)
+                return tf32 ? launch_sweep<WRITE, true, TO>(sp, stream) : launch_sweep<WRITE, false, TO>(sp, stream);
+            chain_backward_kernel<WRITE, float, TO><<<dim3(chunks, C_out, B), BWD_THREADS, 0, stream>>>(
+                y_saved, gn_weight, gn_bias, stats, g, partials, sums, gy, cs, groups, len);
             return cudaGetLastError();
         };
         cudaError_t err = sweep(std::false_type());
@@ -2078,66 +2184,96 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
 }
 
 // ---- The transposed conv's own gradients, from dL/dy in float32 and the input and weights in float32 (half
-// precision: float copies, exact). Forward: y[c, o] += x[ci, i] w[ci, c, k] with o = i s - p + k on each axis.
-// dL/dx[ci, i] = sum_c sum_k w[ci, c, k] dL/dy[c, i s - p + k] (o inside the output): a thread per input position
-// and GI_CI input channels (grid y: chunks of them), the weights of as many output channels as fit GI_STAGE float4
-// at a time staged in shared memory as [c][tap][GI_CI] (a float4 broadcast a tap). Summed in the order
-// (c, kd, kh, kw) in fp32.
-constexpr int GI_CI = 4, GI_THREADS = 256, GI_STAGE = 2048;
-__global__ void __launch_bounds__(GI_THREADS) grad_input_convt_kernel(
-    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
-    const float* __restrict__ weight,     // (C_in, C_out, kd, kh, kw)
-    float* __restrict__ grad_x,           // (B, C_in, D, H, W)
-    const ConvShape cs, long long positions)   // B D H W
+// precision: float copies, exact). dL/dx on the tuned path (convt_tuned: kernel 3, stride 2, padding 1, C_in <= 4) is
+// the forward's parity split read backwards: input position m meets dL/dy at outputs 2 m - 1 + k (k = 0, 1, 2) on
+// each axis, dL/dx[ci, m] = sum_c sum_k w[ci, c, k] dL/dy[c, 2 m - 1 + k]. A thread owns R consecutive input rows of
+// one input column (warp w rows R w .. of a tile of R GX_WARPS rows, lane l column l of 32); for an output depth it
+// loads its dL/dy rows 2 m_h - 1 .. 2 (m_h + R) - 1 at columns 2 m_w - 1 .. 2 m_w + 1 once (load_grad_rows), with no
+// bounds test in the products.
+constexpr int GX_WARPS = 8, GX_THREADS = 32 * GX_WARPS;
+constexpr int GX_CO = 64;   // dL/dx: output channels whose weights are staged at once
+
+// v[j][e] = dL/dy at row oh0 + j, column ow - 1 + e of one output depth's plane (zero outside it): columns ow and
+// ow + 1 loaded by the lane, ow - 1 taken from the lane before (lane 0 loads it). All 32 lanes call it.
+template <int R>
+__device__ __forceinline__ void load_grad_rows(float (&v)[2 * R + 1][3], const float* __restrict__ plane, int oh0,
+                                               int ow, int Ho, int Wo)
 {
-    __shared__ float4 w_s[GI_STAGE];
-    float* w_f = reinterpret_cast<float*>(w_s);
-    const int taps = cs.k[0] * cs.k[1] * cs.k[2], ci0 = blockIdx.y * GI_CI;
-    const int co_stage = max(1, GI_STAGE / taps);
-    const long long p = (long long)blockIdx.x * GI_THREADS + threadIdx.x;
-    const bool active = p < positions;
-    const int iw = (int)(p % cs.W), ih = (int)(p / cs.W % cs.H), id = (int)(p / ((long long)cs.W * cs.H) % cs.D);
-    const long long b = p / ((long long)cs.W * cs.H * cs.D);
-    const size_t out_vol = (size_t)cs.Do * cs.Ho * cs.Wo;
-    float acc[GI_CI] = {};
-    for (int c0 = 0; c0 < cs.C_out; c0 += co_stage) {
-        const int n_c = min(co_stage, cs.C_out - c0);
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < 2 * R + 1; ++j) {
+        const int oh = oh0 + j;
+        const bool ok = oh >= 0 && oh < Ho;
+        const float* row = plane + (size_t)(ok ? oh : 0) * Wo;
+        v[j][1] = ok && ow < Wo ? __ldg(row + ow) : 0.f;
+        v[j][2] = ok && ow + 1 < Wo ? __ldg(row + ow + 1) : 0.f;
+        const float left = __shfl_up_sync(0xffffffffu, v[j][2], 1);
+        v[j][0] = lane > 0 ? left : (ok && ow >= 1 ? __ldg(row + ow - 1) : 0.f);
+    }
+}
+
+// A block per (sample, input depth, tile); a thread's R x CI sums over the output channels in order, each channel's
+// taps in the order (kd, kh, kw), in fp32 (the order of the kernel before it). The weights of GX_CO
+// output channels at a time in shared memory as a float4 over the input channels (a broadcast a tap).
+template <int CI, int R>
+__global__ void __launch_bounds__(GX_THREADS) grad_input_convt_tuned_kernel(
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
+    const float* __restrict__ weight,     // (C_in, C_out, 3, 3, 3)
+    float* __restrict__ grad_x,           // (B, C_in, D, H, W)
+    const ConvShape cs)
+{
+    __shared__ float4 w_s[GX_CO][TAPS];
+    const int D = cs.D, H = cs.H, W = cs.W, Ho = cs.Ho, Wo = cs.Wo, C_out = cs.C_out;
+    const int h_tiles = (H + R * GX_WARPS - 1) / (R * GX_WARPS), w_tiles = (W + 31) / 32;
+    long long t = blockIdx.x;
+    const int w0 = (int)(t % w_tiles) * 32;
+    t /= w_tiles;
+    const int h0 = (int)(t % h_tiles) * R * GX_WARPS;
+    t /= h_tiles;
+    const int md = (int)(t % D);
+    const long long b = t / D;
+    const int mh0 = h0 + R * (threadIdx.x / 32), mw = w0 + threadIdx.x % 32;
+    const size_t plane = (size_t)Ho * Wo, vol = (size_t)cs.Do * plane;
+    float acc[R][CI] = {};
+    for (int c0 = 0; c0 < C_out; c0 += GX_CO) {
+        const int n_c = min(GX_CO, C_out - c0);
         __syncthreads();
-        for (int i = threadIdx.x; i < n_c * taps * GI_CI; i += GI_THREADS) {
-            const int q = i % GI_CI, t = i / GI_CI % taps, cl = i / GI_CI / taps, ci = ci0 + q;
-            w_f[i] = ci < cs.C_in ? weight[((size_t)ci * cs.C_out + c0 + cl) * taps + t] : 0.f;
+        for (int i = threadIdx.x; i < n_c * TAPS; i += GX_THREADS) {
+            const int cl = i / TAPS, tap = i % TAPS;
+            float w[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) w[q] = q < CI ? weight[((size_t)q * C_out + c0 + cl) * TAPS + tap] : 0.f;
+            w_s[cl][tap] = make_float4(w[0], w[1], w[2], w[3]);
         }
         __syncthreads();
-        if (!active) continue;
         for (int cl = 0; cl < n_c; ++cl) {
-            const float* g = grad_y + ((size_t)b * cs.C_out + c0 + cl) * out_vol;
-            for (int kd = 0; kd < cs.k[0]; ++kd) {
-                const int od = id * cs.s[0] - cs.p[0] + kd;
-                if (od < 0 || od >= cs.Do) continue;
-                for (int kh = 0; kh < cs.k[1]; ++kh) {
-                    const int oh = ih * cs.s[1] - cs.p[1] + kh;
-                    if (oh < 0 || oh >= cs.Ho) continue;
-                    const float* gr = g + ((size_t)od * cs.Ho + oh) * cs.Wo;
-                    const float4* wr = w_s + (size_t)cl * taps + (kd * cs.k[1] + kh) * cs.k[2];
-                    for (int kw = 0; kw < cs.k[2]; ++kw) {
-                        const int ow = iw * cs.s[2] - cs.p[2] + kw;
-                        if (ow < 0 || ow >= cs.Wo) continue;
-                        const float v = __ldg(gr + ow);
-                        const float4 w = wr[kw];
-                        acc[0] = fmaf(v, w.x, acc[0]);
-                        acc[1] = fmaf(v, w.y, acc[1]);
-                        acc[2] = fmaf(v, w.z, acc[2]);
-                        acc[3] = fmaf(v, w.w, acc[3]);
-                    }
+            const float* g = grad_y + ((size_t)b * C_out + c0 + cl) * vol;
+#pragma unroll
+            for (int kd = 0; kd < K; ++kd) {
+                const int od = 2 * md - 1 + kd;
+                if (od < 0 || od >= cs.Do) continue;   // uniform across the block
+                float v[2 * R + 1][3];
+                load_grad_rows<R>(v, g + od * plane, 2 * mh0 - 1, 2 * mw, Ho, Wo);
+#pragma unroll
+                for (int kh = 0; kh < K; ++kh)
+#pragma unroll
+                for (int kw = 0; kw < K; ++kw) {
+                    const float4 w4 = w_s[cl][(kd * K + kh) * K + kw];
+                    const float wq[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+                    for (int r = 0; r < R; ++r)
+#pragma unroll
+                    for (int q = 0; q < CI; ++q) acc[r][q] = fmaf(v[2 * r + kh][kw], wq[q], acc[r][q]);
                 }
             }
         }
     }
-    if (!active) return;
+    if (mw >= W) return;
 #pragma unroll
-    for (int q = 0; q < GI_CI; ++q)
-        if (ci0 + q < cs.C_in)
-            grad_x[(((size_t)b * cs.C_in + ci0 + q) * cs.D + id) * cs.H * cs.W + (size_t)ih * cs.W + iw] = acc[q];
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int q = 0; q < CI; ++q)
+        if (mh0 + r < H) grad_x[(((size_t)b * CI + q) * D + md) * H * W + (size_t)(mh0 + r) * W + mw] = acc[r][q];
 }
 
 // dL/dW[ci, c, k] = sum_b sum_i x[b, ci, i] dL/dy[b, c, i s - p + k], the tuned configuration (kernel 3, stride 2,
@@ -2206,6 +2342,21 @@ __global__ void __launch_bounds__(WT_THREADS) grad_weight_convt_tuned_kernel(
     }
 }
 
+// dL/dx's rows a thread (R): 4 where that leaves at least two blocks an SM, else 1 (small batches fill the GPU);
+// either gives the same sums. f(CI, R) as compile-time values: the tuned path's C_in (1 .. 4) and R.
+template <typename F> cudaError_t with_ci_rows(long long B, const ConvShape& cs, int sms, F&& f) {
+    const long long tiles4 = B * cs.D * ((cs.H + 4 * GX_WARPS - 1) / (4 * GX_WARPS)) * ((cs.W + 31) / 32);
+    const auto rows = [&](auto ci) {
+        return tiles4 >= 2LL * sms ? f(ci, std::integral_constant<int, 4>()) : f(ci, std::integral_constant<int, 1>());
+    };
+    switch (cs.C_in) {
+        case 1: return rows(std::integral_constant<int, 1>());
+        case 2: return rows(std::integral_constant<int, 2>());
+        case 3: return rows(std::integral_constant<int, 3>());
+        default: return rows(std::integral_constant<int, 4>());
+    }
+}
+
 // The tuned dL/dW from its partials, a thread per weight (ci, c, k), the (sample, part) terms added in order.
 __global__ void finish_weight_grad_convt_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
                                                 const ConvShape cs, int B) {
@@ -2265,8 +2416,7 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
     const int splits = tuned ? 0 : conv_igemm_wgrad_splits(wg, sms);
     const long long n_w = (long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1] * cs.k[2];
     if (grad_bias != nullptr) {
-        const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-        const int len = bwd_chunk(B, cs.C_out, S), chunks = (int)((S + len - 1) / len);
+        const int chunks = sweep_chunks(B, cs);
         err = with_type(conv_type, [&](auto t) {
             using T = decltype(t);
             bias_grad_convt_kernel<T><<<cs.C_out, BG_THREADS, 0, stream>>>(chain_work, static_cast<T*>(grad_bias), B,
@@ -2276,10 +2426,13 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         if (err != cudaSuccess) return err;
     }
     if (grad_x != nullptr && tuned) {
-        const long long positions = (long long)B * cs.D * cs.H * cs.W;
-        grad_input_convt_kernel<<<dim3((unsigned)((positions + GI_THREADS - 1) / GI_THREADS), (cs.C_in + GI_CI - 1) / GI_CI),
-                                  GI_THREADS, 0, stream>>>(grad_y, weight, grad_x, cs, positions);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        err = with_ci_rows(B, cs, sms, [&](auto ci, auto rows) {
+            constexpr int CI = decltype(ci)::value, R = decltype(rows)::value;
+            const long long blocks = (long long)B * cs.D * ((cs.H + R * GX_WARPS - 1) / (R * GX_WARPS)) * ((cs.W + 31) / 32);
+            grad_input_convt_tuned_kernel<CI, R><<<(unsigned)blocks, GX_THREADS, 0, stream>>>(grad_y, weight, grad_x, cs);
+            return cudaGetLastError();
+        });
+        if (err != cudaSuccess) return err;
     } else if (grad_x != nullptr) {   // the plain conv of dL/dy with the weight, as the engine's
         const ConvGeom g{B, cs.C_out, cs.C_in, cs.Do, cs.Ho, cs.Wo, cs.D, cs.H, cs.W, {cs.k[0], cs.k[1], cs.k[2]},
                          {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, false};
@@ -2325,12 +2478,12 @@ std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, in
              "output\n";
     else
         s += "forward GroupNorm: in convt_swish_gn_kernel (phase 2); tuned, float32 output\n";
-    s += tuned ? "backward sweeps: chain_backward_channels_kernel (two sweeps) + chain_sums_kernel + "
-                 "gn_param_grad_kernel; tuned, y recomputed in each sweep\n"
+    s += tuned ? "backward sweeps: convt_backward_sweep_kernel (two sweeps) + chain_sums_kernel + "
+                 "gn_param_grad_kernel; tuned, y recomputed in each sweep as the forward computes it\n"
                : "backward sweeps: conv_igemm_kernel + chain_backward_kernel (two sweeps) + chain_sums_kernel + "
                  "gn_param_grad_kernel; general path, y recomputed once by the engine\n";
     s += "backward dL/dbias: bias_grad_convt_kernel; always\n";
-    s += tuned ? "backward dL/dx: grad_input_convt_kernel; tuned\n"
+    s += tuned ? "backward dL/dx: grad_input_convt_tuned_kernel; tuned\n"
                : "backward dL/dx: conv_igemm_kernel; general path, the engine's plain conv of dL/dy (split TF32)\n";
     s += tuned ? "backward dL/dW: grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel; tuned\n"
                : "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; general path, the "
