@@ -45,9 +45,9 @@ The backward runs in float32 and rounds each gradient to its tensor's dtype. Dou
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output once, 0.25 ms
 at 4.1 TB/s; the kernel is bound by issue and by Swish's MUFU work (about 23 instructions an output and phase).
-Measured (H200, run_all.py, README): forward 0.66 ms fp32 (2.6x the floor), 1.05 to 1.15 ms in half (PyTorch's
-order of statistics needs the Swish output stored and read twice); forward + backward 7.6 ms. The design in detail
-and what was tried: docs/convtranspose3d_swish_groupnorm_hardswish.md.
+Measured (H200, run_all.py, README): forward 0.71 ms fp32 (2.9x the floor), 1.02 to 1.06 ms in half (PyTorch's
+order of statistics needs the Swish output stored and read twice); forward + backward 4.3 ms fp32 (3.8x eager),
+4.7 ms in half (6.2x). The design in detail and what was tried: docs/convtranspose3d_swish_groupnorm_hardswish.md.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
