@@ -337,6 +337,7 @@ _P92 = "conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp"
 _GRIDS[_P92] = [
     ("tuned", (8, 64, 3, 16), (2, 8, 9, 40)),
     ("tuned_envelope_narrow_rows", (8, 64, 3, 16), (2, 8, 9, 10)),
+    ("tuned_in_channels_16", (16, 64, 3, 16), (2, 16, 9, 40)),   # the tuned kernels' deepest sums (2 groups of 8)
     ("kernel1", (3, 16, 1, 4), (2, 3, 6, 7)),
     ("kernel2", (4, 8, 2, 2), (2, 4, 6, 7)),
     ("kernel5", (3, 16, 5, 8), (2, 3, 9, 10)),
