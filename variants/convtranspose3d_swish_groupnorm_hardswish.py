@@ -1493,6 +1493,8 @@ struct SweepParams {
     bool vec;                // as Params::vec
     Geometry g;
 };
+// The forward's shared memory (so that its staging and conv helpers serve the sweeps; the sweeps leave its ticket,
+// rounding and normalisation fields unused, about 1 KB) and the sweeps' per-channel constants.
 struct SweepSmem : Smem {
     float4 chan[7][CHUNKS];  // per channel: 1/std, -mean/std, gamma, beta; WRITE: gamma/std, P/std, Q/std
 };
