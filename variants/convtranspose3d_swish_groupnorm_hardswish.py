@@ -1156,11 +1156,11 @@ __device__ __forceinline__ void wait_for_flag(const int* flag)
 }
 
 // Stores a thread's outputs of one output depth (acc[bb][c][r][q]: rows 2 r + bb, columns c of its column pair,
-// channel q; dst at channel 0, the warp's first row and this lane's column, channels vol apart), channels below
-// n_ch (store_channel: channel q). Per channel, the warp's 2 ROWS x 64 values go through its rows in shared memory (`rows`, 2 ROWS x 64
-// floats) so that each store writes 32 consecutive elements (rows start at any alignment: the output width is
-// odd). Rows from n_out_rows on (the last input row's second output row, rows past the input) are not stored;
-// col_lo, col_hi: the output columns lane, lane + 32 exist. n_out_rows and n_ch are uniform across the warp.
+// channel q; dst at the warp's first row and this lane's column): store_channel channel q, store_outputs the
+// channels below n_ch (vol apart). Per channel, the warp's 2 ROWS x 64 values go through its rows in shared memory
+// (`rows`, 2 ROWS x 64 floats) so that each store writes 32 consecutive elements (rows start at any alignment: the
+// output width is odd). Rows from n_out_rows on (the last input row's second output row, rows past the input) are
+// not stored; col_lo, col_hi: the output columns lane, lane + 32 exist. n_out_rows, n_ch: uniform across the warp.
 template <typename TO>
 __device__ __forceinline__ void store_channel(TO* dst, const float (&acc)[2][2][ROWS][CO_TILE], int q, float* rows,
                                               int Wo, int n_out_rows, bool col_lo, bool col_hi)
@@ -1499,6 +1499,19 @@ struct SweepSmem : Smem {
     float4 chan[7][CHUNKS];  // per channel: 1/std, -mean/std, gamma, beta; WRITE: gamma/std, P/std, Q/std
 };
 
+// dL/dy's group terms P / N and Q / N: gamma times the SUMS sweep's per-channel sums (sum dz, sum dz n) added over
+// the group's channels in order (double), over the group's element count.
+__device__ __forceinline__ double2 group_terms(const float* gn_weight, const double* sums, long long b, int C_out,
+                                               int grp, int cpg, double count)
+{
+    double pg = 0.0, qg = 0.0;
+    for (int i = grp * cpg; i < (grp + 1) * cpg; ++i) {
+        pg += gn_weight[i] * sums[((size_t)b * C_out + i) * 2];
+        qg += gn_weight[i] * sums[((size_t)b * C_out + i) * 2 + 1];
+    }
+    return make_double2(pg / count, qg / count);
+}
+
 // L1-cached load of one element as a float: dL/dout's two column parities are two loads of the same lines.
 __device__ __forceinline__ float load_cached(const float* p) { return __ldg(p); }
 template <typename T> __device__ __forceinline__ float load_cached(const T* p) {
@@ -1528,9 +1541,11 @@ __device__ __forceinline__ void sweep_block(SweepSmem& s, const SweepParams& p, 
         for (int A = 0; A < n_parities; ++A) {
             if (A == 0) convolve_staged<0>(acc, s, s.in[buf], g.C_in, true, k);
             else convolve_staged<1>(acc, s, s.in[buf], g.C_in, true, k);
-            const size_t at = ((size_t)b * g.C_out + co0) * vol + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo
-                            + 2 * mw;
-            float* const dst = p.grad_y + at + lane - 2 * mw + 2 * w0;   // WRITE: this lane's column of the rows
+            // Channel co0's output rows 2 mh0 .. of depth 2 md + A: this thread's columns 2 mw + c (loads) and,
+            // through the rows in shared memory, this lane's columns 2 w0 + lane (+ 32) (WRITE's stores).
+            const size_t row0 = ((size_t)b * g.C_out + co0) * vol + ((size_t)(2 * md + A) * g.Ho + 2 * mh0) * g.Wo;
+            const size_t at = row0 + 2 * mw;
+            float* const dst = p.grad_y + row0 + 2 * w0 + lane;
 #pragma unroll
             for (int q = 0; q < CO_TILE; ++q) {
                 if (q >= n_ch) break;   // uniform across the block
@@ -1595,15 +1610,10 @@ __device__ __forceinline__ void load_sweep_channels(SweepSmem& s, const SweepPar
     chan[2 * CO_GROUP + j] = p.gn_weight[c];
     chan[3 * CO_GROUP + j] = p.gn_bias[c];
     if (WRITE) {
-        double pg = 0.0, qg = 0.0;
-        for (int i = grp * cpg; i < (grp + 1) * cpg; ++i) {
-            pg += p.gn_weight[i] * p.sums[((size_t)it.b * g.C_out + i) * 2];
-            qg += p.gn_weight[i] * p.sums[((size_t)it.b * g.C_out + i) * 2 + 1];
-        }
-        const double count = (double)g.Do * g.Ho * g.Wo * cpg;
+        const double2 pq = group_terms(p.gn_weight, p.sums, it.b, g.C_out, grp, cpg, (double)g.Do * g.Ho * g.Wo * cpg);
         chan[4 * CO_GROUP + j] = (float)(p.gn_weight[c] * rstd);
-        chan[5 * CO_GROUP + j] = (float)(pg / count * rstd);
-        chan[6 * CO_GROUP + j] = (float)(qg / count * rstd);
+        chan[5 * CO_GROUP + j] = (float)(pq.x * rstd);
+        chan[6 * CO_GROUP + j] = (float)(pq.y * rstd);
     }
 }
 
@@ -2024,13 +2034,9 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     const float gamma = gn_weight[c], beta = gn_bias[c];
     float p_n = 0.f, q_n = 0.f;   // WRITE: P_g / N and Q_g / N
     if (WRITE) {
-        double pg = 0.0, qg = 0.0;
-        for (int j = grp * cpg; j < (grp + 1) * cpg; ++j) {
-            pg += gn_weight[j] * sums[((size_t)b * C_out + j) * 2];
-            qg += gn_weight[j] * sums[((size_t)b * C_out + j) * 2 + 1];
-        }
-        p_n = (float)(pg / ((double)S * cpg));
-        q_n = (float)(qg / ((double)S * cpg));
+        const double2 pq = group_terms(gn_weight, sums, b, C_out, grp, cpg, (double)S * cpg);
+        p_n = (float)pq.x;
+        q_n = (float)pq.y;
     }
     const size_t row = ((size_t)b * C_out + c) * S;
     float s_dz = 0.f, s_dzn = 0.f;
