@@ -351,6 +351,8 @@ _GRIDS[_P92] = [
     ("one_group", (3, 8, 2, 1), (2, 3, 6, 7)),
     ("several_tiles_in_channels_6", (6, 16, 5, 4), (2, 6, 40, 70)),
     ("several_tiles_in_channels_20", (20, 32, 3, 8), (2, 20, 37, 70)),
+    ("engine_tuple_kernel", (32, 48, (3, 5), 8), (2, 32, 9, 12)),   # the engine's whole-tap stages, both directions
+    ("engine_in_channels_40", (40, 24, 3, 4), (2, 40, 7, 9)),   # the engine's per-element stages, both directions
 ]
 CONFIGURATIONS = {name: tuple(Case(label, args, shape) for label, args, shape in grid) for name, grid in _GRIDS.items()}
 

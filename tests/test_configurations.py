@@ -1,12 +1,13 @@
 """Configurations other than the benchmark's, (docs/DESIGN.md): every one the reference's __init__ accepts is
 computed by the variant's own CUDA (the tuned path where it applies, the general path elsewhere), forward and
-gradients against float64 in fp32, and forward in bf16. Each grid spans the file's ranges (kernel sizes 1 to 7 and
-tuples, strides 1 to 3 and paddings 0 to k - 1 for the transposed conv, channels up to 256, groups from one to one
-channel each, bias off, other eps), with the edge cases labelled (common/problems.py's CONFIGURATIONS). Construction is checked without a GPU."""
+gradients against float64 in fp32, forward and gradients in bf16. Each grid spans the file's ranges (kernel sizes 1
+to 7 and tuples, strides 1 to 3 and paddings 0 to k - 1 for the transposed conv, channels up to 256, groups from one
+to one channel each, bias off, other eps), with the edge cases labelled (common/problems.py's CONFIGURATIONS).
+Construction is checked without a GPU."""
 import pytest
 import torch
 
-from common.accuracy import HALF_DTYPES, check_gradients, check_half, check_model
+from common.accuracy import HALF_DTYPES, check_gradients, check_half, check_half_gradients, check_model
 from common.problems import CONFIGURATIONS, PROBLEMS
 from tests.conftest import HAS_GPU, load, models, needs_nvcc
 
@@ -44,3 +45,13 @@ def test_forward_bf16(name, label, init_args, shape):
     ref, new = models(name, init_args)
     reports = check_half(new, ref, shape, "cuda", HALF_DTYPES["bf16"])
     assert all(r.passed for r in reports), failures(reports)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device visible")
+@pytest.mark.parametrize("name,label,init_args,shape", CASES, ids=IDS)
+def test_gradients_bf16(name, label, init_args, shape):
+    """The half-precision backward off the benchmark (the general paths'), judged as tests/test_half.py judges the
+    benchmark's: each gradient within the half tolerance of float64 autograd and no farther than PyTorch's own."""
+    ref, new = models(name, init_args)
+    grads = check_half_gradients(new, ref, shape, "cuda", HALF_DTYPES["bf16"])
+    assert all(r.passed for r in grads.values()), failures(grads)

@@ -154,6 +154,12 @@ def test_problem92():
     assert (sixteen["forward conv"], sixteen["forward statistics"]) == (
         "conv_igemm_kernel", "gn_sums_tiled_kernel<KEPT> + gn_stats_general_kernel")
     assert "forward conv" not in plan(P92, Case("C_in 15", (15, 32, 5, 4), (2, 15, 9, 10)))
+    # the backward's convs too: the engine from 16 input channels, the tiled kernels below
+    assert (sixteen["backward dL/dW"], sixteen["backward dL/dx"]) == (
+        "conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel", "conv_igemm_kernel (transposed)")
+    assert sixteen["backward sums"].startswith("conv_igemm_kernel (the conv once, kept for both sweeps)")
+    assert plan(P92, Case("C_in 15", (15, 32, 5, 4), (2, 15, 9, 10)))["backward dL/dx"].startswith(
+        "grad_input_tiled_kernel")
     assert plan(P92, "benchmark", torch.bfloat16)["forward statistics"] == ("gram_kernel + gram_stats_kernel + "
                                                                            "half_norm_kernel (the GroupNorm statistics "
                                                                            "rounded as PyTorch's)")

@@ -25,8 +25,10 @@ decisions the launchers make; tests/test_plan.py pins them). The kernels, by sta
     grad_weight_kernel<128 or 32>, grad_weight_reduce_kernel       dL/dW per output row (split TF32), totals in order
     grad_input_kernel                      dL/dx per dL/dy row (split TF32), bands of rows sized to the GPU
   backward (general path)
+    conv_igemm_kernel           C_in >= 16: the engine's conv, kept for both sweeps (below: recomputed tiled)
     backward_tiled_kernel<false/true>, backward_coef_general_kernel, channel_grads_general_kernel
-    grad_weight_tiled_kernel, finish_weight_grad_tiled_kernel; grad_input_tiled_kernel<8 or 16>
+    conv_igemm_wgrad_kernel or grad_weight_tiled_kernel (C_in < 16), finish_weight_grad_tiled_kernel
+    conv_igemm_kernel (transposed) or grad_input_tiled_kernel<8 or 16> (C_in < 16)
   convert_kernel                half precision: float copies of the inputs, the gradients' roundings
 Every sum is in a fixed order (no atomics): the same input gives the same bits.
 
@@ -2519,9 +2521,10 @@ struct GeneralBackward {
 };
 
 // The two sweeps tiled as gn_sums_tiled_kernel (block b tiles + tile, channel chunks split over blockIdx.y): y of
-// CO_T channels at a time from tile_conv, then per channel y, t, x_res, u, vn and xhat (WRITE: dL/dy, written);
-// per channel and tile the two sums (WRITE: the sum of dL/dy, and 0) into partials (B, C_out, tiles, 2), in a fixed order.
-template <bool WRITE>
+// CO_T channels at a time from tile_conv (KEPT: read from grad_conv, where the conv engine wrote it), then per channel
+// y, t, x_res, u, vn and xhat (WRITE: dL/dy, written); per channel and tile the two sums (WRITE: the sum of dL/dy,
+// and 0) into partials (B, C_out, tiles, 2), in a fixed order.
+template <bool WRITE, bool KEPT = false>
 __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const GeneralBackward a, TileConv t)
 {
     extern __shared__ float4 smem4[];
@@ -2544,7 +2547,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const Ge
     }
     for (int co0 = blockIdx.y * CO_T; co0 < a.C_out; co0 += gridDim.y * CO_T) {
         float acc[PIX][CO_T];
-        if (WRITE) {
+        if (WRITE || KEPT) {
             kept_conv<false>(t, a.grad_conv, b, oh0, ow0, co0, acc);
         } else {
             tile_conv(t, a.x, a.weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4),
@@ -2796,6 +2799,123 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
     grad_weight[i] = (float)v;
 }
 // shared: finish_weight_grad_tiled end
+// shared: conv_igemm_wgrad begin
+// The conv engine's weight gradient. Needs the conv_igemm and finish_weight_grad_tiled blocks before it.
+// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
+// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
+// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
+// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
+// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
+// A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
+// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
+// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
+__device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
+struct WgradGeom {
+    int B, R, C;              // samples, Dir's channels, Gat's channels
+    int Dd, Dh, Dw;           // Dir's positions
+    int Gd, Gh, Gw;           // Gat's
+    int k[3], s[3], p[3];
+};
+
+template <int P>
+__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
+                                                                      const float* __restrict__ gat,
+                                                                      double* __restrict__ partials, WgradGeom g)
+{
+    constexpr int MI = 2, NJ = 4, BM = 64, BN = 64;
+    __shared__ IgSmem<MI, NJ> s;     // a: [depth][row] Dir, b: [depth][column] Gat gathered
+    __shared__ int col_c[BN], col_t[BN];   // a column's Gat channel (-1: none) and tap (tz << 20 | ty << 10 | tx)
+    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
+    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
+    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
+    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
+    if (threadIdx.x < BN) {   // each column's Gat channel and tap (-1: no such column)
+        const int n = n0 + threadIdx.x;
+        const int t = n % taps;
+        col_c[threadIdx.x] = n < cols ? n / taps : -1;
+        col_t[threadIdx.x] = t / (g.k[1] * g.k[2]) << 20 | t / g.k[2] % g.k[1] << 10 | t % g.k[2];
+    }
+    __syncthreads();
+    const int k_off = threadIdx.x % IG_BK, lead = threadIdx.x / IG_BK;   // rows / columns lead + 8 j
+    // This thread's depth q = (b, pos), pos = (od, oh, ow), moved on by IG_BK a stage.
+    long long q = q0 + k_off;
+    long long b = q / plane;
+    long long pos = q % plane;
+    int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
+    float av[8], bv[8];
+    const auto load = [&]() {
+        const bool ok = q < q1;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int r = m0 + lead + 8 * j;
+            av[j] = ok && r < g.R ? dir[((size_t)b * g.R + r) * plane + pos] : 0.f;
+            const int c = col_c[lead + 8 * j], t = col_t[lead + 8 * j];
+            float u = 0.f;
+            if (ok && c >= 0) {
+                const int id = ig_in(od * g.s[0] - g.p[0] + (t >> 20), g.Gd);
+                const int ih = ig_in(oh * g.s[1] - g.p[1] + (t >> 10 & 1023), g.Gh);
+                const int iw = ig_in(ow * g.s[2] - g.p[2] + (t & 1023), g.Gw);
+                if ((id | ih | iw) >= 0) u = gat[((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw];
+            }
+            bv[j] = u;
+        }
+        q += IG_BK;
+        for (ow += IG_BK; ow >= g.Dw; ow -= g.Dw)
+            if (++oh == g.Dh) { oh = 0; if (++od == g.Dd) od = 0; }
+        for (pos += IG_BK; pos >= plane; pos -= plane) ++b;
+    };
+    float acc[MI][NJ][4] = {};
+    load();
+    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            s.a[k_off][lead + 8 * j] = av[j];
+            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
+        }
+        __syncthreads();
+        if (k0 + IG_BK < q1) load();
+        ig_stage<P>(s, acc, wm, wn, gq, tq);
+        __syncthreads();
+    }
+    const long long n_w = (long long)g.R * cols;
+    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
+        const int row = m0 + r, col = n0 + c;
+        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
+    });
+}
+
+// A stride-1, unpadded Conv3d's dL/dW as this GEMM: Dir = dL/dy (C_out channels, the output's positions), Gat = x.
+inline WgradGeom conv3d_wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return WgradGeom{B, C_out, C_in, D - kd + 1, H - kh + 1, W - kw + 1, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}};
+}
+
+// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
+inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
+    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
+    const long long tiles = (long long)((g.R + 63) / 64) * ((cols + 63) / 64);
+    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
+    const long long want = (2LL * sms + tiles - 1) / tiles;
+    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
+}
+
+// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
+template <int P = IG_SPLIT>
+inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
+                                           double* partials, float* grad_weight, cudaStream_t stream) {
+    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
+    if (n_w == 0) return cudaSuccess;
+    const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
+    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
+                                                                                       splits);
+    return cudaGetLastError();
+}
+// shared: conv_igemm_wgrad end
 
 // The tuned kernels' envelope (conv_kernel, gram_kernel): kernel 3, C_in <= 16, C_out <= 64; and output rows wider
 // than 32 (a unit is 128 columns of a row: at KernelBench's previous 30-column rows the tiled path is 2.9x faster).
@@ -2813,20 +2933,27 @@ static int wgrad_splits(int B, int C_in, int C_out, int H, int W, Kernel2 k) {
     const long long items = (long long)B * TileConv{C_in, C_out, H, W, 1, k}.tiles();
     return (int)std::max<long long>(1, std::min<long long>(items, 2LL * device_info().sms / std::max(1LL, blocks)));
 }
+// The general path's convs: the tensor-core conv engine (split TF32; one exact product of the half values of a
+// half-precision input) from 16 input channels on, forward and backward; below, the tiled kernels. Measured (H200,
+// interleaved with the tiled-only file, fp32): forward 16 -> 32 k3 32x16x32x32 0.95x, 64 -> 128 k3 32x64x32x32 0.72x,
+// but 8 -> 16 k3 32x8x32x32 1.18x and 8 -> 64 k5 16x8x128x128 1.58x (the engine steps each element through (tap,
+// channel) when C_in is not a multiple of 16); forward + backward (32x32 inputs) 16 -> 32 0.95x to 0.99x (k3 and
+// k5, batch 8 and 32), 32 -> 64 k3 0.83x to 0.92x, 64 -> 128 k3 and k5 0.78x (bf16 k3: 0.55x).
+bool general_by_engine(int C_in) { return C_in >= 16; }
+// dL/dW's splits on the general path: the engine's weight-gradient GEMM's, or the tiled kernel's.
+static int general_wgrad_splits(int B, int C_in, int C_out, int H, int W, Kernel2 k) {
+    return general_by_engine(C_in)
+               ? conv_igemm_wgrad_splits(conv3d_wgrad_geom(B, C_in, C_out, 1, H, W, 1, k.h, k.w), device_info().sms)
+               : wgrad_splits(B, C_in, C_out, H, W, k);
+}
 // The general path's workspace (doubles): partials (B, C, tiles, 2), then sums (B, 2C) and coef (B, G, 2) for the
-// backward, then dL/dW's split totals (splits, C_out, C_in, taps).
+// backward, then dL/dW's split totals (splits, C_out, C_in, taps), then the engine's packed weights (floats).
 long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw) {
     const int parts = TileConv{0, 0, H, W, 0, {kh, kw}}.tiles();
     return (long long)B * C_out * parts * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2 +
-           (long long)wgrad_splits(B, C_in, C_out, H, W, {kh, kw}) * C_out * C_in * kh * kw +
-           ((long long)C_in * C_out * kh * kw + 1) / 2;   // the conv engine's packed weights (floats), last
+           (long long)general_wgrad_splits(B, C_in, C_out, H, W, {kh, kw}) * C_out * C_in * kh * kw +
+           ((long long)C_in * C_out * kh * kw + 1) / 2;
 }
-// The general forward's conv: the tensor-core conv engine (split TF32; one exact product of the half values of a
-// half-precision input) from 16 input channels on, writing the conv kept for the output sweep; below, the tiled
-// kernel computes it with the statistics. Measured (H200, fp32 forward, interleaved with the tiled-only file):
-// 16 -> 32 k3 32x16x32x32 0.95x, 64 -> 128 k3 32x64x32x32 0.72x; but 8 -> 16 k3 32x8x32x32 1.18x and 8 -> 64 k5
-// 16x8x128x128 1.58x (the engine steps each element through (tap, channel) when C_in is not a multiple of 16).
-bool general_by_engine(int C_in) { return C_in >= 16; }
 
 // The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; above
 // 48 KB with the static arrays, for kernels over about 40 wide, the kernels are allowed what they need).
@@ -2905,50 +3032,69 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
     });
 }
 
-// The output in float32 from the general forward's norm (the half-precision backward's, unrounded).
-cudaError_t general_logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm,
-                                     float* out, int B, int C_in, int C_out, int H, int W, int kh, int kw,
-                                     cudaStream_t stream) {
-    return launch_lse_tiled<float, float>(x, weight, bias, norm, nullptr, out, B, tile_plan(C_in, C_out, H, W, {kh, kw}),
-                                          stream);
-}
-
-// The general backward (float32): grad_conv (B, C_out, Ho, Wo) written when any conv gradient is wanted.
+// The general backward (inputs as floats). grad_conv (B, C_out, Ho, Wo) holds the conv, then dL/dy (written where
+// conv_grads: some conv gradient is wanted). From 16 input channels (general_by_engine) the conv engine
+// computes the conv once into grad_conv, for the sweeps to read, dL/dx as the transposed conv of dL/dy (the conv's
+// weight as its weight) and dL/dW as its weight-gradient GEMM: split TF32, exact as the tiled kernels (the conv in
+// one exact product where half: x and the weight hold half values); below 16 the sums sweep recomputes the conv tiled
+// and the gradients are tiled too. out_float (half precision): the output recomputed here in float32, unrounded, as the
+// sweeps read it (the same buffer as out).
 cudaError_t general_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                    const float* norm, const float* group_stats, const float* out,
-                                    const float* grad_out, double* workspace, float* grad_conv, float* grad_x,
-                                    float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                                    int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw,
-                                    cudaStream_t stream) {
+                                    const float* norm, const float* group_stats, const float* out, float* out_float,
+                                    const float* grad_out, double* workspace, float* grad_conv, bool conv_grads,
+                                    float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
+                                    float* grad_gn_bias, bool half, int B, int C_in, int C_out, int groups, int H,
+                                    int W, int kh, int kw, cudaStream_t stream) {
     const Kernel2 k{kh, kw};
     const TileConv t = tile_plan(C_in, C_out, H, W, k);
-    const int chunks = t.tiles();   // partials a (sample, channel): one per tile
-    const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
+    const int chunks = t.tiles(), Ho = H - kh + 1, Wo = W - kw + 1;   // partials a (sample, channel): one per tile
+    const double n_channel = (double)Ho * Wo;
+    const bool engine = general_by_engine(C_in);
     double* partials = workspace;
     double* sums = partials + (size_t)B * C_out * chunks * 2;
     double* coef = sums + (size_t)B * 2 * C_out;
+    double* w_partials = coef + (size_t)B * groups * 2;
+    float* packed = reinterpret_cast<float*>(workspace + general_workspace_doubles(B, C_in, C_out, groups, H, W, kh,
+                                                                                   kw)) -
+                    (size_t)C_in * C_out * kh * kw;   // the engine's packed weights, last
     GeneralBackward a{x, weight, bias, gn_weight, norm, group_stats, out, grad_out, coef, grad_conv, partials,
                       C_in, C_out, groups, H, W, k};
     const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
     cudaError_t err;
-    if ((err = allow_smem(backward_tiled_kernel<false>, t.smem_bytes())) != cudaSuccess ||
-        (err = allow_smem(backward_tiled_kernel<true>, t.smem_bytes())) != cudaSuccess)
+    if (engine) {
+        const ConvGeom g{B, C_in, C_out, 1, H, W, 1, Ho, Wo, {1, kh, kw}, {1, 1, 1}, {0, 0, 0}, false};
+        err = half ? conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, StoreSum{grad_conv}, stream)
+                   : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, StoreSum{grad_conv}, stream);
+        if (err != cudaSuccess) return err;
+    }
+    if (out_float != nullptr &&
+        (err = launch_lse_tiled<float, float>(x, weight, bias, norm, engine ? grad_conv : nullptr, out_float, B, t,
+                                              stream)) != cudaSuccess)
         return err;
-    backward_tiled_kernel<false><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(a, t);
+    if (engine) {
+        backward_tiled_kernel<false, true><<<grid, GEN_THREADS, 0, stream>>>(a, t);
+    } else {
+        if ((err = allow_smem(backward_tiled_kernel<false>, t.smem_bytes())) != cudaSuccess) return err;
+        backward_tiled_kernel<false><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(a, t);
+    }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     backward_coef_general_kernel<<<B, GEN_THREADS, 0, stream>>>(partials, gn_weight, sums, coef, C_out, groups, chunks,
                                                                 n_channel);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (grad_conv != nullptr) {   // dL/dy, its sums (the bias gradient) into partials
+    if (conv_grads) {   // dL/dy over the conv, its sums (the bias gradient) into partials
         backward_tiled_kernel<true><<<grid, GEN_THREADS, 0, stream>>>(a, t);   // no conv: no stage
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
-    channel_grads_general_kernel<<<dim3(C_out, 3), 32, 0, stream>>>(partials, sums, grad_conv != nullptr ? grad_bias : nullptr,
+    channel_grads_general_kernel<<<dim3(C_out, 3), 32, 0, stream>>>(partials, sums, conv_grads ? grad_bias : nullptr,
                                                                   grad_gn_weight, grad_gn_bias, B, C_out, chunks);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (grad_weight != nullptr) {
+    if (grad_weight != nullptr && engine) {
+        const WgradGeom g = conv3d_wgrad_geom(B, C_in, C_out, 1, H, W, 1, kh, kw);
+        if ((err = conv_igemm_wgrad_launch<IG_SPLIT>(grad_conv, x, g, general_wgrad_splits(B, C_in, C_out, H, W, k),
+                                                     w_partials, grad_weight, stream)) != cudaSuccess)
+            return err;
+    } else if (grad_weight != nullptr) {
         const int splits = wgrad_splits(B, C_in, C_out, H, W, k);
-        double* w_partials = coef + (size_t)B * groups * 2;
         const size_t smem = wgrad_smem_floats(t) * sizeof(float);
         if ((err = allow_smem(grad_weight_tiled_kernel, smem)) != cudaSuccess) return err;
         grad_weight_tiled_kernel<<<dim3((C_out + CO_T - 1) / CO_T, wgrad_ci_chunks(C_in, H, W, k), splits), GEN_THREADS, smem,
@@ -2960,9 +3106,13 @@ cudaError_t general_backward_launch(const float* x, const float* weight, const f
                                                                                           splits);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
+    if (grad_x != nullptr && engine) {   // the transposed conv of dL/dy, the conv's weight as its weight
+        const ConvGeom g{B, C_out, C_in, 1, Ho, Wo, 1, H, W, {1, kh, kw}, {1, 1, 1}, {0, 0, 0}, true};
+        return conv_igemm_launch<float, IG_SPLIT>(grad_conv, weight, packed, g, StoreSum{grad_x}, stream);
+    }
     if (grad_x != nullptr) {   // the conv's transpose: dL/dy (C_out channels, Ho x Wo) in, C_in channels out
         const int cot = C_in <= 8 ? 8 : CO_T, th = C_in <= 8 ? 2 * TILE_H : TILE_H;
-        const TileConv tx = tile_plan(C_out, C_in, H - kh + 1, W - kw + 1, k, cot, th);
+        const TileConv tx = tile_plan(C_out, C_in, Ho, Wo, k, cot, th);
         const long long tiles = (long long)((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
         const auto kernel = cot == 8 ? grad_input_tiled_kernel<8, 2 * PIX> : grad_input_tiled_kernel<CO_T, PIX>;
         if ((err = allow_smem(kernel, tx.smem_bytes())) != cudaSuccess) return err;
@@ -2999,12 +3149,25 @@ std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw
              " + gn_stats_general_kernel" + half_norm + "; general path (the tuned one takes kernel 3, C_in <= 16, "
              "C_out <= 64, output rows wider than 32)\n";
         s += "forward output: lse_tiled_kernel (reading the conv output the statistics kernel kept); general path\n";
-        s += std::string("backward sums: ") + (half ? "lse_tiled_kernel (the output recomputed unrounded) + " : "") +
-             "backward_tiled_kernel<false> + backward_coef_general_kernel; general path\n";
-        s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; general path\n";
-        s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; general path\n";
-        s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 8 ? "8" : "16") + ">; general path, " +
-             (C_in <= 8 ? "C_in <= 8: 8 input channels a block" : "16 input channels a block") + "\n";
+        if (general_by_engine(C_in)) {
+            s += std::string("backward sums: conv_igemm_kernel (the conv once, kept for both sweeps) + ") +
+                 (half ? "lse_tiled_kernel<KEPT> (the output recomputed unrounded) + " : "") +
+                 "backward_tiled_kernel<false, KEPT> + backward_coef_general_kernel; general path, C_in >= 16\n";
+            s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; general path\n";
+            s += "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; general path, C_in >= 16: "
+                 "the engine's weight-gradient GEMM\n";
+            s += "backward dL/dx: conv_igemm_kernel (transposed); general path, C_in >= 16: the engine's transposed "
+                 "conv of dL/dy\n";
+        } else {
+            s += std::string("backward sums: ") +
+                 (half ? "lse_tiled_kernel (the output recomputed unrounded) + " : "") +
+                 "backward_tiled_kernel<false> + backward_coef_general_kernel; general path\n";
+            s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; general path\n";
+            s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; general path\n";
+            s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 8 ? "8" : "16") +
+                 ">; general path, " +
+                 (C_in <= 8 ? "C_in <= 8: 8 input channels a block" : "16 input channels a block") + "\n";
+        }
     }
     return s;
 }
@@ -3124,15 +3287,12 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
                                    float* half_norm, void* out, int conv_type, int norm_type, int B, int C_in,
                                    int C_out, int groups, int H, int W, int kh, int kw, double eps,
                                    cudaStream_t stream);
-cudaError_t general_logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm,
-                                     float* out, int B, int C_in, int C_out, int H, int W, int kh, int kw,
-                                     cudaStream_t stream);
 cudaError_t general_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                    const float* norm, const float* group_stats, const float* out,
-                                    const float* grad_out, double* workspace, float* grad_conv, float* grad_x,
-                                    float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                                    int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw,
-                                    cudaStream_t stream);
+                                    const float* norm, const float* group_stats, const float* out, float* out_float,
+                                    const float* grad_out, double* workspace, float* grad_conv, bool conv_grads,
+                                    float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
+                                    float* grad_gn_bias, bool half, int B, int C_in, int C_out, int groups, int H,
+                                    int W, int kh, int kw, cudaStream_t stream);
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
                             void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
@@ -3273,14 +3433,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const int64_t groups = group_stats.size(1), Ho = H - kh + 1, Wo = W - kw + 1;
     auto g = converted(grad_out, at::kFloat);
     const bool any = B * Ho * Wo > 0;   // else every gradient is zero (or empty)
-    if (any && half) {
+    if (any && half) {   // the general path recomputes it in general_backward_launch
         out = at::empty({B, 1, Ho, Wo}, x.options());
-        check(tuned ? logsumexp_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
-                                       norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, H, W,
-                                       c10::cuda::getCurrentCUDAStream())
-                    : general_logsumexp_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
-                                               norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, H, W, kh,
-                                               kw, c10::cuda::getCurrentCUDAStream()), "backward");
+        if (tuned)
+            check(logsumexp_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
+                                   norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, H, W,
+                                   c10::cuda::getCurrentCUDAStream()), "backward");
     }
     auto grad_x = conv_mask[0] ? at::empty_like(x) : Tensor();
     auto grad_weight = conv_mask[1] ? (any ? at::empty_like(weight) : at::zeros_like(weight)) : Tensor();
@@ -3290,14 +3448,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     if (any && !tuned) {   // the general path
         auto workspace = at::empty({general_workspace_doubles(B, C_in, C_out, groups, H, W, kh, kw)},
                                    x.options().dtype(torch::kFloat64));
-        auto grad_conv = conv_mask[0] || conv_mask[1] || conv_mask[2] ? at::empty({B, C_out, Ho, Wo}, x.options()) : Tensor();
+        auto grad_conv = at::empty({B, C_out, Ho, Wo}, x.options());
         const auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
         check(general_backward_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
                                       gn_weight.data_ptr<float>(), norm.data_ptr<float>(), group_stats.data_ptr<float>(),
-                                      out.data_ptr<float>(), g.contiguous().data_ptr<float>(), workspace.data_ptr<double>(),
-                                      ptr(grad_conv), ptr(grad_x), ptr(grad_weight), ptr(grad_bias),
-                                      grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), B, C_in, C_out,
-                                      groups, H, W, kh, kw, c10::cuda::getCurrentCUDAStream()), "backward");
+                                      out.data_ptr<float>(), half ? out.data_ptr<float>() : nullptr,
+                                      g.contiguous().data_ptr<float>(), workspace.data_ptr<double>(),
+                                      grad_conv.data_ptr<float>(), conv_mask[0] || conv_mask[1] || conv_mask[2],
+                                      ptr(grad_x), ptr(grad_weight), ptr(grad_bias), grad_gn_weight.data_ptr<float>(),
+                                      grad_gn_bias.data_ptr<float>(), half, B, C_in, C_out, groups, H, W, kh, kw,
+                                      c10::cuda::getCurrentCUDAStream()), "backward");
     } else if (any) {
         const bool need[3] = {conv_mask[0], conv_mask[1], conv_mask[2]};
         int plan[3];
