@@ -39,7 +39,7 @@ backward runs in float32 on float copies and rounds each gradient to its dtype. 
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of multiply-add per conv, 0.28 ms at
 the 67 TFLOP/s FP32 rate (the input is 0.02 ms of bandwidth); on the tensor cores phase 2 is about 0.11 ms of TF32
-plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.46 ms fp32, 0.54 to 0.55 ms in half;
+plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.45 ms fp32, 0.54 to 0.58 ms in half;
 forward + backward 2.26 ms. The design in detail and what was tried:
 docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 
