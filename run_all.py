@@ -1,7 +1,7 @@
 """Verify and time every variant: accuracy, milliseconds beside eager and torch.compile, floors.
 
     python run_all.py [--only NAME] [--dtype fp32|fp16|bf16 ...] [--json PATH] [--markdown PATH] [--reps N]
-                      [--no-compile] [--cold] [--sweep | --channels [--plot PNG]]
+                      [--no-compile] [--cold] [--sweep | --channels [--plot PNG]] [--baseline-dir DIR]
 
 Builds each variant once (into build/torch_extensions; --cold also times a build into an empty folder
 in a fresh interpreter), checks it against the float64 truth and against PyTorch under its default
@@ -10,16 +10,19 @@ checked by the half-precision rule, timed beside eager and torch.compile in that
 tables last; --json writes every number with the GPU, torch and CUDA versions and the commit; --markdown
 writes the tables as the README's Results section shows them.
 --sweep instead times each file's forward and forward + backward at batch 1, 8, the benchmark's, KernelBench's
-previous size and a configuration outside the tuned path, beside eager, as GPU time (a CUDA graph replayed)
-and harness time (one call between CUDA events), with each file's smallest ratio (common/sweep.py).
---channels times the channel sweep instead (channel pairs 3 -> 16 to 64 -> 128, kernel 3 and 5, batch 8 and 32;
-common/problems.py channel_sweep) in each --dtype, the same way; --plot PNG draws it (x eager per configuration,
-a panel per dtype; tools/plot_sweep.py draws one from a saved --json).
+previous size and a configuration outside the tuned path, beside eager and eager's conv alone (the ceiling), as
+GPU time (a CUDA graph replayed) and harness time (one call between CUDA events), in each --dtype, with the path
+each point took and each file's smallest ratio (common/sweep.py).
+--channels times the channel sweep instead (channel pairs 3 -> 16 to 64 -> 128, kernel 3 and 5, batch 1, 8 and
+32; common/problems.py channel_sweep) in each --dtype, as GPU time; --plot PNG draws it (x eager per
+configuration and the ceiling, a panel per dtype; tools/plot_sweep.py draws one from a saved --json).
+--baseline-dir DIR times DIR/<name>.py (another version of a file) beside each file in either sweep.
 Without a GPU it builds every variant, says that nothing was checked or timed, and exits 1.
 """
 import argparse
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
@@ -83,10 +86,18 @@ def build_all(names, cold):
 
 
 def run_sweep(args, built, failed, gpu):
-    dtypes = (args.dtype or ["fp32"]) if args.channels else ["fp32"]
+    dtypes = args.dtype or ["fp32"]
+    baselines = {}
+    for name in built:   # --baseline-dir: another version of each file, timed beside it (x_baseline)
+        path = pathlib.Path(args.baseline_dir or "", f"{name}.py")
+        if args.baseline_dir and path.exists():
+            namespace = {"__name__": "baseline"}
+            exec(compile(path.read_text(), str(path), "exec"), namespace)
+            baselines[name] = namespace["ModelNew"]
     rows = [row for dtype in dtypes for name, (namespace, _) in built.items()
             if dtype in PROBLEMS[name].dtypes
-            for row in sweep(name, namespace["ModelNew"], args.reps, channels=args.channels, dtype=dtype)]
+            for row in sweep(name, namespace["ModelNew"], args.reps, channels=args.channels, dtype=dtype,
+                             baseline_cls=baselines.get(name))]
     what = "channel sweep" if args.channels else "sizes"
     header = (f"{gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, commit {short_commit()}, "
               f"{time.strftime('%Y-%m-%d')}, {what}, {', '.join(dtypes)}, TF32 flag at PyTorch's default")
@@ -120,6 +131,8 @@ def main():
     parser.add_argument("--sweep", action="store_true", help="time every file across sizes (fp32) instead")
     parser.add_argument("--channels", action="store_true", help="time every file's channel sweep (each --dtype) instead")
     parser.add_argument("--plot", help="with --channels: draw the sweep into this PNG file (matplotlib)")
+    parser.add_argument("--baseline-dir", help="with --sweep or --channels: time DIR/<name>.py (another version of "
+                        "each file, e.g. from git show) beside each file")
     args = parser.parse_args()
     if args.plot and not args.channels:
         parser.error("--plot draws the channel sweep: add --channels")

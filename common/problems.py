@@ -361,7 +361,7 @@ CONFIGURATIONS = {name: tuple(Case(label, args, shape) for label, args, shape in
 # counts, kernel size and batch below. name -> (init_args from (C_in, C_out, kernel), the input's spatial size).
 SWEEP_CHANNELS = ((3, 16), (16, 32), (32, 64), (64, 128))
 SWEEP_KERNELS = (3, 5)
-SWEEP_BATCHES = (8, 32)
+SWEEP_BATCHES = (1, 8, 32)
 _SWEEP_CONFIG = {
     _P23: (lambda ci, co, k: (ci, co, k, 8), (8, 16, 16)),
     _P27_KEPT: (lambda ci, co, k: (ci, co, k, 8), (8, 16, 16)),

@@ -144,20 +144,19 @@ def project_files():
 
 def test_no_separate_cuda_or_cpp_files():
     """The variants compile their strings only. common/blocks/ holds the one source of the pieces they share,
-    written into those strings by tools/check_shared.py (tests/test_shared.py checks the copies; tests/test_conv_engine.py
-    builds the conv engine's blocks alone too)."""
+    written into those strings by tools/check_shared.py (tests/test_shared.py checks the copies)."""
     blocks = ROOT / "common" / "blocks"
     strays = [p for p in project_files() if p.suffix in {".cu", ".cuh", ".cpp", ".h"} and p.parent != blocks]
     assert not strays
 
 
-# docs/DESIGN.md: only the file whose brief keeps nn.Conv3d lets PyTorch compute the conv's own gradients; every other
-# file computes them in its CUDA.
-PYTORCH_CONV_BACKWARD = {"conv3d_hardswish_groupnorm_mean"}
-
-
+# docs/DESIGN.md (CONTRACT 4 and 15): PyTorch's own convolution, forward or backward, is called from a file's C++
+# operator through the torch_conv block alone (the plan's PyTorch-conv path), never elsewhere; the concise file
+# computes its conv itself.
 @pytest.mark.parametrize("name", NAMES)
-def test_conv_gradients_are_ours(name):
+def test_pytorch_conv_only_through_the_torch_conv_block(name):
     text = variant_path(name).read_text()
-    calls = re.findall(r"\b(?:at|torch)::(?:convolution_backward|cudnn_convolution\w*|conv\w*_backward)\b", text)
-    assert bool(calls) == (name in PYTORCH_CONV_BACKWARD), calls
+    outside = re.sub(r"// shared: torch_conv begin.*?// shared: torch_conv end", "", text, flags=re.S)
+    calls = re.findall(r"\b(?:at|torch)::(?:_?convolution\w*|cudnn_convolution\w*|conv\w*)\s*\(", outside)
+    assert not calls, calls
+    assert ("// shared: torch_conv begin" in text) == (name != "conv3d_groupnorm_mean_concise")

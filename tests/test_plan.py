@@ -34,6 +34,10 @@ def batch1(name):
     return type(problem.benchmark)("batch 1", problem.init_args, (1,) + problem.input_shape[1:])
 
 
+TORCH_FWD = "PyTorch's convolution (at::_convolution)"
+TORCH_BWD = "PyTorch's convolution backward (at::convolution_backward)"
+
+
 def test_problem23():
     bench = plan(P23, "benchmark")
     assert bench == {"forward": "conv_gn_stats_kernel", "forward finish": "gn_mean_finalize_kernel",
@@ -43,25 +47,22 @@ def test_problem23():
                      "backward dL/dW": "grad_weight_rows_kernel + finish_weight_grad_tc_kernel"}
     assert plan(P23, "previous") == bench
     assert plan(P23, batch1(P23))["backward dL/dx"] == "grad_input_tc_kernel"   # 2 B < SMs
-    general = plan(P23, "general")
-    assert (general["forward"], general["backward dL/dy"], general["backward dL/dx"], general["backward dL/dW"]) == (
-        "conv_stats_general_kernel", "conv_grad_y_general_kernel", "grad_input_tiled_kernel",
-        "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
+    torch_path = {"forward conv": TORCH_FWD, "forward": "conv_sums_kernel",
+                  "forward finish": "gn_mean_finalize_kernel", "backward coefficients": "gn_mean_backward_coef_kernel",
+                  "backward dL/dy": "grad_y_from_conv_kernel", "backward parameters": "gn_param_grad_kernel",
+                  "backward dL/dx": TORCH_BWD, "backward dL/dW": TORCH_BWD}
+    assert plan(P23, "general") == torch_path
     Case = type(PROBLEMS[P23].benchmark)
-    engine = "conv_igemm_kernel + general_stats_kernel"
-    for c_in, k, kernel in ((7, 5, "conv_stats_general_kernel"), (8, 5, engine), (7, 3, "conv_gn_stats_kernel"),
-                            (8, 3, engine), (16, 3, engine), (17, 3, engine)):
-        # the general path's rule (C_in >= 8), the tuned one's (kernel 3, C_in <= 7 in float32, <= 16 in half)
-        assert plan(P23, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))["forward"] == kernel, (c_in, k)
-    for c_in, kernel in ((16, "conv_gn_stats_half_kernel<VEC>"), (17, engine)):
-        assert plan(P23, Case("edge", (c_in, 16, 3, 4), (2, c_in, 6, 7, 8)), torch.bfloat16)["forward"] == kernel
+    for c_in, k, dtype, tuned in ((7, 3, torch.float32, True), (8, 3, torch.float32, False),
+                                  (16, 3, torch.bfloat16, True), (17, 3, torch.bfloat16, False),
+                                  (3, 5, torch.float32, False), (3, 5, torch.float16, False)):
+        # the plan's rule: kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half; else PyTorch's conv
+        stages = plan(P23, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)), dtype)
+        assert (stages["forward"].startswith("conv_gn_stats") if tuned else stages == torch_path), (c_in, k, dtype)
     assert plan(P23, "benchmark", torch.bfloat16)["forward"] == "conv_gn_stats_half_kernel<VEC>"
-    eight, seven = (plan(P23, Case("edge", (c, 16, 5, 4), (2, c, 6, 7, 8))) for c in (8, 7))
-    assert (eight["backward dL/dy"], eight["backward dL/dx"], eight["backward dL/dW"]) == (   # the engine from 8
-        "conv_igemm_kernel + grad_y_from_conv_kernel", "conv_igemm_kernel (transposed)",
-        "conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel")
-    assert (seven["backward dL/dy"], seven["backward dL/dx"], seven["backward dL/dW"]) == (
-        "conv_grad_y_general_kernel", "grad_input_tiled_kernel", "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
+    wide = plan(P23, Case("wide rows", (3, 16, 3, 4), (2, 3, 6, 7, 40)))   # tuned forward, W > 32: PyTorch's grads
+    assert (wide["forward"], wide["backward dL/dx"], wide["backward dL/dW"]) == (
+        "conv_gn_stats_kernel", TORCH_BWD, TORCH_BWD)
 
 
 def test_problem27_conv_kept():
@@ -80,29 +81,27 @@ def test_problem27_all_custom():
                      "backward channel gradients": "finish_channel_grads_kernel"}
     assert plan(P27AC, batch1(P27AC)) == bench
     assert plan(P27AC, "benchmark", torch.float16)["forward"] == "conv_rows_half_kernel<VEC>"
-    general = plan(P27AC, "general")
-    assert (general["forward"], general["backward dL/dx"], general["backward dL/dW"]) == (
-        "conv_hswish_sums_general_kernel + gn_mean_finalize_kernel", "grad_input_tiled_kernel<4>",
-        "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
+    torch_path = {"forward conv": TORCH_FWD, "forward": "hardswish_gn_mean_kernel",
+                  "backward conv": "the forward's saved output (PyTorch's conv path)",
+                  "backward chain": "hardswish_gn_mean_backward_kernel + gn_param_grad_kernel",
+                  "backward dL/dx, dL/dW": TORCH_BWD}
+    assert plan(P27AC, "general") == torch_path   # kernel 5
     Case = type(PROBLEMS[P27AC].benchmark)
     wide = plan(P27AC, Case("rows wider than 32", (3, 16, 3, 4), (2, 3, 8, 8, 64)))   # plain FP32 forward
     six = plan(P27AC, Case("C_in 6", (6, 16, 3, 4), (2, 6, 8, 8, 32)))   # tensor-core forward, not dL/dx's bounds
     assert (wide["forward"], six["forward"]) == ("conv_hswish_sums_kernel", "conv_rows_tc_kernel")
-    engine = "conv_igemm_kernel + conv_hswish_sums_general_kernel (reading y)"
-    for c_in, k, kernel in ((7, 5, "conv_hswish_sums_general_kernel + gn_mean_finalize_kernel"), (8, 5, engine),
-                            (16, 3, engine), (8, 4, engine), (7, 3, "conv_rows_tc_kernel")):
-        # the engine from 8 input channels wherever the tensor-core kernels do not serve (C_in K^2 > 64)
-        assert plan(P27AC, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))["forward"] == kernel, (c_in, k)
-    eight, seven = (plan(P27AC, Case("edge", (c, 16, 5, 4), (2, c, 6, 7, 8))) for c in (8, 7))
-    assert (eight["backward dL/dy"], eight["backward dL/dx"], eight["backward dL/dW"]) == (
-        "conv_igemm_kernel + grad_y_general_kernel (reading y)", "conv_igemm_kernel (transposed)",
-        "conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel")
-    assert (seven["backward dL/dy"], seven["backward dL/dx"]) == ("grad_y_general_kernel", "grad_input_tiled_kernel<8>")
-    # the backward stage by stage: each tensor-core kernel where its bounds hold, else the stage's general kernel
-    assert (wide["backward dL/dy"], wide["backward dL/dx"], wide["backward dL/dW"]) == (
-        "grad_y_general_kernel", "grad_input_tiled_kernel<4>", "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
+    for c_in, k, kernel in ((7, 5, None), (8, 3, None), (16, 3, None), (8, 4, None), (4, 4, "conv_rows_tc_kernel"),
+                            (7, 3, "conv_rows_tc_kernel"), (5, 4, "conv_hswish_sums_kernel")):
+        # fused: a cubic kernel of 3 or 4 and C_in K^2 <= 64 (W <= 32 here), or C_in <= 7 (plain FP32); else
+        # PyTorch's conv
+        stages = plan(P27AC, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))
+        assert (stages["forward"] == kernel if kernel else stages == torch_path), (c_in, k)
+    assert plan(P27AC, Case("wide, 8", (8, 16, 3, 4), (2, 8, 6, 7, 64))) == torch_path   # plain FP32 to 7 channels
+    # the fused forward's backward: PyTorch's conv recomputes y past the tensor-core bounds
+    assert (wide["backward conv"], wide["backward dL/dx, dL/dW"]) == (
+        "PyTorch's convolution (at::_convolution) recomputes y", TORCH_BWD)
     assert (six["backward dL/dy"], six["backward dL/dx"], six["backward dL/dW"]) == (
-        "conv_rows_tc_kernel (GRAD)", "grad_input_tiled_kernel<8>", "grad_weight_tc_kernel + finish_weight_grad_tc_kernel")
+        "conv_rows_tc_kernel (GRAD)", TORCH_BWD, "grad_weight_tc_kernel + finish_weight_grad_tc_kernel")
 
 
 def test_problem60():
@@ -116,21 +115,22 @@ def test_problem60():
     half = plan(P60, "benchmark", torch.bfloat16)
     assert (half["forward"], half["forward GroupNorm"]) == ("convt_swish_gn_kernel (RAW: Swish written, rounded)",
                                                             "group_norm_hardswish_kernel")
-    Case = type(PROBLEMS[P60].benchmark)   # kernel 3, stride 2, padding 1, but more channels than one group
-    assert plan(P60, Case("32 -> 64", (32, 64, 3, 2, 1, 8, 1e-5), (2, 32, 4, 8, 8)))["forward"] == (
-        "conv_igemm_kernel + SwishStore")
-    engine, tuned = "conv_igemm_kernel + SwishStore", "convt_swish_gn_kernel"
-    for c_in, c_out, shape, kernel in ((4, 64, (8, 16, 16), tuned), (5, 16, (8, 16, 16), engine),   # C_in <= 4
-                                       (3, 16, (8, 8, 8), tuned), (3, 16, (8, 8, 7), engine),   # 512 positions
-                                       (16, 32, (4, 8, 8), engine), (8, 64, (4, 8, 8), engine)):
+    Case = type(PROBLEMS[P60].benchmark)
+    torch_path = {"forward conv": "PyTorch's convolution (at::_convolution, transposed)",
+                  "forward GroupNorm": "gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel",
+                  "backward sweeps": "chain_backward_kernel (two sweeps) + chain_sums_kernel + gn_param_grad_kernel",
+                  "backward dL/dbias": "bias_grad_convt_kernel", "backward dL/dx": TORCH_BWD,
+                  "backward dL/dW": TORCH_BWD}
+    tuned = "convt_swish_gn_kernel"
+    for c_in, c_out, shape, is_tuned in ((4, 64, (8, 16, 16), True), (5, 16, (8, 16, 16), False),   # C_in <= 4
+                                         (3, 16, (8, 8, 8), True), (3, 16, (8, 8, 7), False),   # 512 positions
+                                         (16, 32, (4, 8, 8), False), (8, 64, (4, 8, 8), False)):
         args = (c_in, c_out, 3, 2, 1, 1, 1e-5)
-        assert plan(P60, Case("edge", args, (1, c_in) + shape))["forward"] == kernel, (c_in, c_out, shape)
-    assert plan(P60, Case("stride 1", (3, 16, 3, 1, 1, 1, 1e-5), (1, 3, 16, 32, 32)))["forward"] == engine
-    general = plan(P60, "general")
-    assert (general["forward"], general["forward GroupNorm"], general["backward dL/dW"]) == (
-        "conv_igemm_kernel + SwishStore", "gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel",
-        "conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel")
-    assert general["backward dL/dx"] == "conv_igemm_kernel"
+        stages = plan(P60, Case("edge", args, (1, c_in) + shape))
+        assert (stages["forward"] == tuned if is_tuned else stages == torch_path), (c_in, c_out, shape)
+    assert plan(P60, Case("stride 1", (3, 16, 3, 1, 1, 1, 1e-5), (1, 3, 16, 32, 32))) == torch_path
+    assert plan(P60, "general") == torch_path
+    assert plan(P60, "general", torch.bfloat16)["forward Swish"] == "swish_half_kernel"
 
 
 def test_problem92():
@@ -142,27 +142,23 @@ def test_problem92():
                                        "memory on this GPU) or <32> + grad_weight_reduce_kernel",
                      "backward dL/dx": "grad_input_kernel"}
     assert plan(P92, batch1(P92)) == bench
-    previous = plan(P92, "previous")   # 30-column output rows: the tiled path
-    assert (previous["forward statistics"], previous["forward output"], previous["backward dL/dx"]) == (
-        "gn_sums_tiled_kernel + gn_stats_general_kernel", "lse_tiled_kernel (reading the conv output the statistics "
-        "kernel kept)", "grad_input_tiled_kernel<8>")
-    general = plan(P92, "general")   # 8 input channels: the tiled kernel computes and keeps the conv
-    assert "forward conv" not in general and general["forward statistics"] == ("gn_sums_tiled_kernel + "
-                                                                              "gn_stats_general_kernel")
+    torch_path = {"forward conv": TORCH_FWD, "forward statistics": "gn_sums_tiled_kernel + gn_stats_general_kernel",
+                  "forward output": "lse_tiled_kernel",
+                  "backward sums": "backward_tiled_kernel<false> + backward_coef_general_kernel",
+                  "backward dL/dy": "backward_tiled_kernel<true> + channel_grads_general_kernel",
+                  "backward dL/dx, dL/dW": TORCH_BWD}
+    assert plan(P92, "previous") == torch_path   # 30-column output rows
+    assert plan(P92, "general") == torch_path   # kernel 5
     Case = type(PROBLEMS[P92].benchmark)
-    sixteen = plan(P92, Case("C_in 16", (16, 32, 5, 4), (2, 16, 9, 10)))   # from 16: the conv engine keeps it
-    assert (sixteen["forward conv"], sixteen["forward statistics"]) == (
-        "conv_igemm_kernel", "gn_sums_tiled_kernel<KEPT> + gn_stats_general_kernel")
-    assert "forward conv" not in plan(P92, Case("C_in 15", (15, 32, 5, 4), (2, 15, 9, 10)))
-    # the backward's convs too: the engine from 16 input channels, the tiled kernels below
-    assert (sixteen["backward dL/dW"], sixteen["backward dL/dx"]) == (
-        "conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel", "conv_igemm_kernel (transposed)")
-    assert sixteen["backward sums"].startswith("conv_igemm_kernel (the conv once, kept for both sweeps)")
-    assert plan(P92, Case("C_in 15", (15, 32, 5, 4), (2, 15, 9, 10)))["backward dL/dx"].startswith(
-        "grad_input_tiled_kernel")
+    for c_in, c_out, w, tuned in ((16, 64, 40, True), (17, 64, 40, False), (8, 80, 40, False), (8, 64, 34, False),
+                                  (8, 64, 35, True)):
+        # the tuned rule: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32
+        stages = plan(P92, Case("edge", (c_in, c_out, 3, 16), (2, c_in, 9, w)))
+        assert (stages["forward output"] == "conv_kernel<LOGSUMEXP>" if tuned else stages == torch_path), (c_in, c_out, w)
     assert plan(P92, "benchmark", torch.bfloat16)["forward statistics"] == ("gram_kernel + gram_stats_kernel + "
                                                                            "half_norm_kernel (the GroupNorm statistics "
                                                                            "rounded as PyTorch's)")
+    assert plan(P92, "previous", torch.bfloat16)["backward sums"].startswith("lse_tiled_kernel (the output recomputed")
 
 
 @pytest.mark.parametrize("name", [P23, P27, P27AC, P60, P92])

@@ -198,413 +198,6 @@ __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 // shared: split_tf32 end
-// shared: conv_igemm begin
-// The tensor-core conv engine: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, TF32 operands, fp32
-// sums), for the files' general paths (tests/test_conv_engine.py checks it alone against float64). Needs the
-// element_types and split_tf32 blocks before it (and C++17: if constexpr).
-//
-// The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (tap, ci), channels
-// innermost, so a thread's row finds its input position once a tap and then steps through channels. Conv3d gathers
-// x[b, ci, od s - p + kd, ...]. ConvTranspose3d (also a Conv3d's data gradient) is split by output parity: outputs
-// od = c + s j (c < s) take only the taps kd = r + s u, r = (c + p) mod s, from x[.., j + (c + p) / s - u, ..], so
-// each class (grid z) is a dense stride-1 GEMM over its own taps and no product is a zero of the stride. Any kernel,
-// stride and padding per axis; 64-bit indices. The weights are first packed as [class][tap of the class][ci][co]
-// (conv_igemm_pack_kernel, a workspace of the weight's size): a class's GEMM depth d is its packed row d, so a stage's
-// weight loads are one pointer step and coalesce. A block of 4 warps computes IgTile's BM x BN outputs, a warp
-// (BM / 2) x (BN / 2); a stage stages 16 depths of the gathered input and of the weights in shared memory: float
-// operands by cp.async, IG_STAGES - 1 stages in flight while the tensor cores work on one; 16-bit ones through
-// registers, one stage ahead. Where C_in is a multiple of 16 a stage is 16 channels of one tap: a thread's input
-// elements of a stage share one bounds test and one base pointer (the gather's cost per element is a pointer add);
-// other channel counts step each element through (tap, channel).
-// Products (IgProducts): IG_SPLIT, three TF32 products a step (fp32-level accuracy, the split_tf32 block);
-// IG_TF32, the operands rounded to TF32 to nearest even and one product (PyTorch's conv under allow_tf32);
-// IG_EXACT, one product of operands already exact in TF32 (float16 and bfloat16 values). The tensor cores add a
-// step's products without rounding to nearest (their sum truncates), so each stage sums into a fresh accumulator
-// that is then added (rounded to nearest) to the running one: the error stays that of fp32 sums at any depth.
-// The epilogue gets each output value with its (sample, channel, position) and stores it (a file's epilogue fuses
-// what follows the conv). Depths are added in a fixed order: the same input gives the same bits. The weight
-// gradient is a second GEMM (the _conv_igemm_wgrad block).
-struct ConvGeom {
-    int B, C_in, C_out, D, H, W, Do, Ho, Wo;
-    int k[3], s[3], p[3];
-    bool transposed;
-};
-enum IgProducts { IG_SPLIT = 0, IG_TF32 = 1, IG_EXACT = 2 };
-constexpr int IG_BK = 16, IG_THREADS = 128;
-
-// A block's tile: 2 x 2 warps of MI 16-row by NJ 8-column MMA tiles. A thread stages A_LOADS input values (one row,
-// depths A_STEP apart) and B_LOADS weights (one column, depths B_STEP apart) a stage.
-template <int MI, int NJ> struct IgTile {
-    static constexpr int BM = 32 * MI, BN = 16 * NJ;
-    static constexpr int A_STEP = IG_THREADS / BM, A_LOADS = IG_BK / A_STEP;
-    static constexpr int B_STEP = IG_THREADS / BN, B_LOADS = IG_BK / B_STEP;
-    static_assert(IG_THREADS % BM == 0 && IG_THREADS % BN == 0, "tile");
-};
-// Shared memory of one stage: a [depth][row], b [depth][column]; the pad of 8 makes a warp's fragment reads (rows or
-// columns g at depths t, lanes (g, t)) hit 32 different banks.
-template <int MI, int NJ> struct IgSmem {
-    float a[IG_BK][32 * MI + 8];
-    float b[IG_BK][16 * NJ + 8];
-};
-
-// One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
-// lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
-template <int P, int MI, int NJ>
-__device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn,
-                                             int gq, int tq) {
-#pragma unroll
-    for (int ks = 0; ks < IG_BK; ks += 8) {
-        uint32_t a_big[MI][4], a_small[MI][4];
-#pragma unroll
-        for (int i = 0; i < MI; ++i) {
-            const int r = wm + 16 * i + gq;
-            const float v[4] = {s.a[ks + tq][r], s.a[ks + tq][r + 8], s.a[ks + tq + 4][r], s.a[ks + tq + 4][r + 8]};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (P == IG_SPLIT) {
-                    const Split sp = split(v[e]);
-                    a_big[i][e] = sp.big;
-                    a_small[i][e] = sp.small;
-                } else {
-                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? round_tf32(v[e]) : v[e]);
-                }
-            }
-        }
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn) {
-            const int c = wn + 8 * jn + gq;
-            const float u0 = s.b[ks + tq][c], u1 = s.b[ks + tq + 4][c];
-            if (P == IG_SPLIT) {
-                const Split b0 = split(u0), b1 = split(u1);
-#pragma unroll
-                for (int i = 0; i < MI; ++i) {
-                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
-                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
-                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < MI; ++i) mma(acc[i][jn], a_big[i], __float_as_uint(u0), __float_as_uint(u1));
-            }
-        }
-    }
-}
-
-// A stage's products summed apart and added to acc (rounded to nearest): see the header on truncated sums.
-template <int P, int MI, int NJ>
-__device__ __forceinline__ void ig_stage(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn, int gq,
-                                         int tq) {
-    float part[MI][NJ][4] = {};
-    ig_stage_mma<P>(s, part, wm, wn, gq, tq);
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][jn][e] += part[i][jn][e];
-}
-
-// f(row, column, value) for each of a warp's accumulators, row and column within the block's tile (the m16n8k8
-// result layout: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 tile).
-template <int MI, int NJ, typename F>
-__device__ __forceinline__ void ig_for_each_result(const float (&acc)[MI][NJ][4], int wm, int wn, int gq, int tq,
-                                                   F&& f) {
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                f(wm + 16 * i + gq + (e >= 2 ? 8 : 0), wn + 8 * jn + 2 * tq + (e & 1), acc[i][jn][e]);
-}
-
-// One axis of a parity class: its n outputs o = c + ostep j, its taps t = r + tstep u (u < taps), the input index
-// j mul + off + dir u of output j through tap u.
-struct IgAxis { int n, ostep, c, taps, r, tstep, mul, off, dir; };
-__device__ __forceinline__ IgAxis ig_class_axis(int out, int k, int s, int p, bool transposed, int c) {
-    if (!transposed) return {out, 1, 0, k, 0, 1, s, -p, 1};
-    const int r = (c + p) % s;
-    return {c < out ? (out - c + s - 1) / s : 0, s, c, r < k ? (k - r + s - 1) / s : 0, r, s, 1, (c + p) / s, -1};
-}
-
-// Epilogue: y[b, co, position] = v + bias[co] (bias may be null), rounded to T.
-template <typename T> struct StoreWithBias {
-    T* y;
-    const T* bias;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        y[((size_t)b * C_out + co) * plane + pos] = from_float<T>(bias != nullptr ? v + to_float(bias[co]) : v);
-    }
-};
-
-// Epilogue: y[b, co, position] = v as summed, in float32 (the bias and any rounding left to the kernel reading y).
-struct StoreSum {
-    float* y;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        y[((size_t)b * C_out + co) * plane + pos] = v;
-    }
-};
-
-// 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where !ok
-// (then nothing is read at `any`, a valid global address).
-__device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, bool ok, const float* any) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(dst), "l"(ok ? src : any), "r"(ok ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void ig_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void ig_copy_wait() {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-}
-constexpr int IG_STAGES = 3;   // float operands: stages in flight in shared memory
-
-// The parity classes (one unless transposed), and the class of index cls's three axes (output sizes unused: 0).
-__device__ __forceinline__ int ig_classes(const ConvGeom& g) { return g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1; }
-__device__ __forceinline__ void ig_class_axes(const ConvGeom& g, int cls, IgAxis& ad, IgAxis& ah, IgAxis& aw,
-                                              bool sized) {
-    const int sh = g.transposed ? g.s[1] : 1, sw = g.transposed ? g.s[2] : 1;
-    ad = ig_class_axis(sized ? g.Do : 0, g.k[0], g.s[0], g.p[0], g.transposed, cls / (sh * sw));
-    ah = ig_class_axis(sized ? g.Ho : 0, g.k[1], g.s[1], g.p[1], g.transposed, cls / sw % sh);
-    aw = ig_class_axis(sized ? g.Wo : 0, g.k[2], g.s[2], g.p[2], g.transposed, cls % sw);
-}
-// The taps of the classes before cls (the classes partition the kernel's taps): where cls's packed rows begin, / C_in.
-__device__ __forceinline__ int ig_taps_before(const ConvGeom& g, int cls) {
-    int before = 0;
-    for (int c = 0; c < cls; ++c) {
-        IgAxis ad, ah, aw;
-        ig_class_axes(g, c, ad, ah, aw, false);
-        before += ad.taps * ah.taps * aw.taps;
-    }
-    return before;
-}
-
-// The weights as [class][tap of the class (ud, uh, uw)][ci][co] (IG_TF32: rounded to TF32), from (C_out, C_in,
-// taps), or (C_in, C_out, taps) when transposed.
-template <typename T, int P>
-__global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ packed, ConvGeom g) {
-    const int C_in = g.C_in, C_out = g.C_out, taps = g.k[0] * g.k[1] * g.k[2], classes = ig_classes(g);
-    const long long n = (long long)taps * C_in * C_out;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in);
-        int q = (int)(i / C_out / C_in);   // the packed tap: its class's, then its index in the class
-        IgAxis ad, ah, aw;
-        for (int cls = 0; cls < classes; ++cls) {
-            ig_class_axes(g, cls, ad, ah, aw, false);
-            const int in_class = ad.taps * ah.taps * aw.taps;
-            if (q < in_class) break;
-            q -= in_class;
-        }
-        const int ud = q / (ah.taps * aw.taps), uh = q / aw.taps % ah.taps, uw = q % aw.taps;
-        const int t = ((ad.r + ad.tstep * ud) * g.k[1] + ah.r + ah.tstep * uh) * g.k[2] + aw.r + aw.tstep * uw;
-        const T v = w[g.transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
-        packed[i] = P == IG_TF32 ? from_float<T>(round_tf32(to_float(v))) : v;   // (A: as its fragments load)
-    }
-}
-
-template <typename T, int P, int MI, int NJ, typename Epilogue>
-__global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restrict__ x,
-                                                                const T* __restrict__ packed, ConvGeom g,
-                                                                Epilogue epilogue)
-{
-    using Tile = IgTile<MI, NJ>;
-    // This block's parity class (one class unless transposed) and its GEMM.
-    const int cls = blockIdx.z;
-    IgAxis ad, ah, aw;
-    ig_class_axes(g, cls, ad, ah, aw, true);
-    const long long cplane = (long long)ad.n * ah.n * aw.n, rows = (long long)g.B * cplane;
-    const long long m0 = (long long)blockIdx.x * Tile::BM;
-    if (m0 >= rows) return;
-    const int taps = ad.taps * ah.taps * aw.taps, depth = taps * g.C_in;
-    const int n0 = blockIdx.y * Tile::BN;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    const int wm = warp / 2 * 16 * MI, wn = warp % 2 * 8 * NJ;
-    const long long in_plane = (long long)g.D * g.H * g.W;
-    // A: this thread stages row a_row at depths a_k, a_k + A_STEP, ... of each stage.
-    const int a_row = threadIdx.x % Tile::BM, a_k = threadIdx.x / Tile::BM;
-    const long long m = m0 + a_row;
-    const bool row_ok = m < rows;
-    const long long rest = row_ok ? m : 0;
-    const int jw = (int)(rest % aw.n), jh = (int)(rest / aw.n % ah.n), jd = (int)(rest / aw.n / ah.n % ad.n);
-    const T* xb = x + (size_t)(rest / cplane) * g.C_in * in_plane;
-    const int bd = jd * ad.mul + ad.off, bh = jh * ah.mul + ah.off, bw = jw * aw.mul + aw.off;
-    const long long a_step = (long long)Tile::A_STEP * in_plane;
-    // x at (row, tap (ud, uh, uw) of the class, channel ci); null: outside the input.
-    const auto a_point = [&](int ud, int uh, int uw, int ci) -> const T* {
-        const int id = bd + ad.dir * ud, ih = bh + ah.dir * uh, iw = bw + aw.dir * uw;
-        return row_ok && (unsigned)id < (unsigned)g.D && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W
-                   ? xb + (size_t)ci * in_plane + ((size_t)id * g.H + ih) * g.W + iw : nullptr;
-    };
-    // C_in a multiple of 16: a stage is channels a_ci - a_k .. + 15 of tap (ud, uh, uw), and a_src this thread's
-    // first element of it. Else the next element is at tap a_tap, channel a_ci (a_src; null: a zero).
-    const bool whole_taps = g.C_in % IG_BK == 0;
-    int a_tap = whole_taps ? 0 : a_k / g.C_in, a_ci = whole_taps ? a_k : a_k % g.C_in, ud = 0, uh = 0, uw = 0;
-    const T* a_src = nullptr;
-    const auto a_at_tap = [&]() {
-        a_src = a_tap < taps ? a_point(a_tap / (ah.taps * aw.taps), a_tap / aw.taps % ah.taps, a_tap % aw.taps, a_ci)
-                             : nullptr;
-    };
-    if (whole_taps) a_src = taps > 0 ? a_point(0, 0, 0, a_ci) : nullptr;
-    else a_at_tap();
-    const auto a_next = [&]() -> const T* {   // (not whole_taps) this element, moving on one
-        const T* src = a_src;
-        a_ci += Tile::A_STEP;
-        if (a_ci >= g.C_in) {
-            while (a_ci >= g.C_in) { a_ci -= g.C_in; ++a_tap; }
-            a_at_tap();
-        } else if (a_src != nullptr) {
-            a_src += a_step;
-        }
-        return src;
-    };
-    const auto a_next_stage = [&]() {         // (whole_taps) on to the next stage's 16 channels
-        a_ci += IG_BK;
-        if (a_ci >= g.C_in) {
-            a_ci -= g.C_in;
-            if (++uw == aw.taps) {
-                uw = 0;
-                if (++uh == ah.taps) { uh = 0; ++ud; }
-            }
-            a_src = ud < ad.taps ? a_point(ud, uh, uw, a_ci) : nullptr;
-        } else if (a_src != nullptr) {
-            a_src += (long long)IG_BK * in_plane;
-        }
-    };
-    // B: this thread stages column b_col at depths b_k, b_k + B_STEP, ...: the class's packed rows in order.
-    const int b_col = threadIdx.x % Tile::BN, b_k = threadIdx.x / Tile::BN, n = n0 + b_col;
-    const bool b_ok = n < g.C_out;
-    const long long b_step = (long long)Tile::B_STEP * g.C_out;
-    const T* b_src = packed + ((long long)ig_taps_before(g, cls) * g.C_in + b_k) * g.C_out + n;
-    int b_left = depth - b_k;   // the class's depths from this thread's first of the stage on
-    const int stages = (depth + IG_BK - 1) / IG_BK;
-    float acc[MI][NJ][4] = {};
-    if constexpr (std::is_same<T, float>::value) {
-        // IG_STAGES - 1 stages in flight (cp.async) while the tensor cores work on one.
-        __shared__ IgSmem<MI, NJ> s[IG_STAGES];
-        const unsigned s0 = (unsigned)__cvta_generic_to_shared(&s[0]);
-        const unsigned a_dst = (unsigned)__cvta_generic_to_shared(&s[0].a[a_k][a_row]) - s0;
-        const unsigned b_dst = (unsigned)__cvta_generic_to_shared(&s[0].b[b_k][b_col]) - s0;
-        const auto issue = [&](int buf) {
-            const unsigned base = s0 + buf * (unsigned)sizeof(IgSmem<MI, NJ>);
-            if (whole_taps) {
-                const bool ok = a_src != nullptr;
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j)
-                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), a_src + j * a_step,
-                                  ok, x);
-                a_next_stage();
-            } else {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) {
-                    const float* src = a_next();
-                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), src, src != nullptr,
-                                  x);
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j)
-                ig_copy_async(base + b_dst + j * Tile::B_STEP * (unsigned)sizeof(s[0].b[0]), b_src + j * b_step,
-                              b_ok && j * Tile::B_STEP < b_left, x);
-            b_src += (long long)IG_BK * g.C_out;
-            b_left -= IG_BK;
-        };
-#pragma unroll
-        for (int i = 0; i < IG_STAGES - 1; ++i) {
-            if (i < stages) issue(i);
-            ig_copy_commit();
-        }
-        for (int k = 0; k < stages; ++k) {
-            ig_copy_wait<IG_STAGES - 2>();
-            __syncthreads();   // stage k is in; every warp is done with stage k - 1's buffer
-            if (k + IG_STAGES - 1 < stages) issue((k + IG_STAGES - 1) % IG_STAGES);
-            ig_copy_commit();
-            ig_stage<P>(s[k % IG_STAGES], acc, wm, wn, gq, tq);
-        }
-    } else {
-        // 16-bit operands (no 2-byte cp.async): the next stage in registers while the tensor cores work.
-        __shared__ IgSmem<MI, NJ> s;
-        float av[Tile::A_LOADS], bv[Tile::B_LOADS];
-        const auto load = [&]() {
-            if (whole_taps) {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) av[j] = a_src != nullptr ? to_float(a_src[j * a_step]) : 0.f;
-                a_next_stage();
-            } else {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) {
-                    const T* src = a_next();
-                    av[j] = src != nullptr ? to_float(*src) : 0.f;
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j)
-                bv[j] = b_ok && j * Tile::B_STEP < b_left ? to_float(b_src[j * b_step]) : 0.f;
-            b_src += (long long)IG_BK * g.C_out;
-            b_left -= IG_BK;
-        };
-        load();
-        for (int k = 0; k < stages; ++k) {
-#pragma unroll
-            for (int j = 0; j < Tile::A_LOADS; ++j) s.a[a_k + Tile::A_STEP * j][a_row] = av[j];
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j) s.b[b_k + Tile::B_STEP * j][b_col] = bv[j];
-            __syncthreads();
-            if (k + 1 < stages) load();   // in flight during this stage's products
-            ig_stage<P>(s, acc, wm, wn, gq, tq);
-            __syncthreads();
-        }
-    }
-    const long long plane = (long long)g.Do * g.Ho * g.Wo;
-    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
-        const long long row = m0 + r;
-        const int co = n0 + c;
-        if (row < rows && co < g.C_out) {
-            const long long q = row % cplane;
-            const int od = ad.c + ad.ostep * (int)(q / aw.n / ah.n), oh = ah.c + ah.ostep * (int)(q / aw.n % ah.n),
-                      ow = aw.c + aw.ostep * (int)(q % aw.n);
-            epilogue(row / cplane, co, ((long long)od * g.Ho + oh) * g.Wo + ow, plane, g.C_out, v);
-        }
-    });
-}
-
-// Tile shapes: 1: 64 x 32 (at most 32 output channels), 2: 64 x 64. (Measured on an H200 across the channel sweep's
-// convs, batch 32: 128 x 32, 128 x 64 and 64 x 128 tiles won nowhere by more than 10% and lost up to 2x: fewer
-// blocks, fewer warps a stage's latency hides behind.)
-inline int conv_igemm_tile(const ConvGeom& g) { return g.C_out <= 32 ? 1 : 2; }
-
-// The packed weights' elements (the workspace conv_igemm_launch needs).
-inline long long conv_igemm_packed_size(const ConvGeom& g) {
-    return (long long)g.k[0] * g.k[1] * g.k[2] * g.C_in * g.C_out;
-}
-
-template <typename T, int P, int MI, int NJ, typename Epilogue>
-cudaError_t conv_igemm_launch_tile(const T* x, const T* packed, const ConvGeom& g, Epilogue epilogue,
-                                   cudaStream_t stream) {
-    using Tile = IgTile<MI, NJ>;
-    const int classes = g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1;
-    const auto per_class = [&](int out, int s) { return g.transposed ? (out + s - 1) / s : out; };
-    const long long rows = (long long)g.B * per_class(g.Do, g.s[0]) * per_class(g.Ho, g.s[1]) * per_class(g.Wo, g.s[2]);
-    const dim3 grid((unsigned)((rows + Tile::BM - 1) / Tile::BM), (g.C_out + Tile::BN - 1) / Tile::BN, classes);
-    conv_igemm_kernel<T, P, MI, NJ><<<grid, IG_THREADS, 0, stream>>>(x, packed, g, epilogue);
-    return cudaGetLastError();
-}
-
-// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code (0: conv_igemm_tile(g)).
-template <typename T, int P, typename Epilogue>
-cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, Epilogue epilogue,
-                              cudaStream_t stream, int tile = 0) {
-    if (tile == 0) tile = conv_igemm_tile(g);
-    const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo, n_packed = conv_igemm_packed_size(g);
-    if (rows == 0 || g.C_out == 0) return cudaSuccess;
-    if (n_packed > 0) {
-        const int blocks = (int)std::min<long long>((n_packed + 255) / 256, 4096);
-        conv_igemm_pack_kernel<T, P><<<blocks, 256, 0, stream>>>(w, packed, g);
-        const cudaError_t err = cudaGetLastError();
-        if (err != cudaSuccess) return err;
-    }
-    return tile == 1 ? conv_igemm_launch_tile<T, P, 2, 2>(x, packed, g, epilogue, stream)
-                     : conv_igemm_launch_tile<T, P, 2, 4>(x, packed, g, epilogue, stream);
-}
-// shared: conv_igemm end
 
 // The conv as a GEMM: rows = output pixels, columns = output channels, depth = (kh, kw, ci), the
 // input channels padded to a multiple of 8, so that an 8-deep step is one tap and 8 channels. Each
@@ -2214,11 +1807,12 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
     }
     return cudaSuccess;
 }
-// ---- The general path: any kernel size (tuples too) and any number of input and output channels, where the
-// tuned kernels do not apply. Tiles of 8 x 32 output positions, 16 channels a thread (64-bit indices), the
-// products in fp32 (half values exact), every sum in a fixed order; formats of its own: norm
-// (B, C, 2) holds y's plain scale and shift (fp32; half precision: half_norm_kernel's a and b), group_stats
-// (B, G, 2) the groups' mean and 1/std. ----
+// ---- PyTorch's conv path: any kernel size (tuples too) and any number of input and output channels, where the
+// tuned kernels do not apply. PyTorch's convolution computes the conv (without its bias, in the input's dtype:
+// eager's bits; half precision read here as floats, exact), and these kernels run the chain over it: tiles of
+// 16 x 32 output positions, 16 channels a thread (64-bit indices), every sum in a fixed order; formats of their
+// own: norm (B, C, 2) holds y's plain scale and shift (fp32; half precision: half_norm_kernel's a and b),
+// group_stats (B, G, 2) the groups' mean and 1/std. ----
 struct Kernel2 { int h, w; };
 constexpr int GEN_THREADS = 256;
 
@@ -2228,12 +1822,8 @@ __device__ __forceinline__ float conv_output_general(float conv, float bias) {
     return is_half<T>() ? round_to<T>(round_to<T>(conv) + bias) : conv + bias;
 }
 
-// The general forward's conv, tiled: a block takes TILE_H x TILE_W output pixels of one sample (PIX a thread: rows
-// ty, ty + 8, ...) and CO_T output channels at a time (PIX x CO_T accumulators a thread). Per chunk of ci_t input
-// channels it stages the input rows the tile reads and the chunk's weights (transposed to [ci][kh][kw][co], so a
-// tap's CO_T weights are four broadcast float4 loads) in shared memory; a tap is then PIX input loads, four weight
-// loads and PIX x CO_T multiply-adds. Sums over (ci, kh, kw) in that order, in fp32 (half values exact). Dynamic
-// shared memory: ci_t (rows + weights).
+// The tiles: a block takes TILE_H x TILE_W output pixels of one sample (PIX a thread: rows ty, ty + ROW_STEP) and
+// CO_T output channels at a time (PIX x CO_T values a thread).
 constexpr int TILE_W = 32, CO_T = 16, PIX = 2, TILE_H = PIX * GEN_THREADS / TILE_W, ROW_STEP = GEN_THREADS / TILE_W;
 static_assert(TILE_H * TILE_W == PIX * GEN_THREADS, "PIX pixels a thread");
 static_assert(2 * CO_T == 32, "a channel's two sums a lane");
@@ -2269,92 +1859,15 @@ __device__ __forceinline__ void store_tile_sums(double (&v)[32], double (&warp_s
 }
 
 struct TileConv {
-    int C_in, C_out, H, W, ci_t;
+    int C_out, H, W;     // the conv's output channels, its input's height and width
     Kernel2 k;
-    int co_t = CO_T;     // output channels at a time (tile_conv's COT)
-    int th = TILE_H;     // the tile's rows (tile_conv's PIXT ROW_STEP)
-    __host__ __device__ int in_cols() const { return TILE_W + k.w - 1; }
-    __host__ __device__ int in_floats() const { return ((th + k.h - 1) * in_cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
-    __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }                    // per input channel
     __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
-    __host__ __device__ int tiles() const { return (H - k.h + 1 + th - 1) / th * tiles_w(); }
-    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
+    __host__ __device__ int tiles() const { return (H - k.h + 1 + TILE_H - 1) / TILE_H * tiles_w(); }
 };
 
-// acc[p][j] = conv of output channel co0 + j at this thread's pixel p, (oh0 + ty + p ROW_STEP, ow0 + tx), of sample b.
-// first: the block's first call for this tile (where all input channels fit one stage, later calls keep its rows).
-// FLIP (dL/dx from dL/dy): the conv's transpose, a conv of `x` (here dL/dy, t.C_in = the model's C_out channels)
-// padded by k - 1 with the weights flipped and their channels swapped (t.C_out = the model's C_in).
-// COT (= t.co_t): CO_T, or 8 where there are at most 8 output channels (dL/dx of a conv with few input channels),
-// then with PIXT = 2 PIX pixels a thread (t.th = PIXT ROW_STEP), so that a tap keeps its 32 multiply-adds.
-template <bool FLIP = false, int COT = CO_T, int PIXT = PIX>
-__device__ __forceinline__ void tile_conv(const TileConv& t, const float* __restrict__ x, const float* __restrict__ weight,
-                                          long long b, int oh0, int ow0, int co0, bool first, float* smem,
-                                          float (&acc)[PIXT][COT])
-{
-    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    float* in_s = smem;
-    float* w_s = smem + (size_t)t.ci_t * t.in_floats();
-    const int taps = t.k.h * t.k.w, rows = t.th + t.k.h - 1, cols = t.in_cols();
-    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
-#pragma unroll
-    for (int p = 0; p < PIXT; ++p)
-#pragma unroll
-        for (int i = 0; i < COT; ++i) acc[p][i] = 0.f;
-    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
-        const int nci = min(t.ci_t, t.C_in - ci0);
-        __syncthreads();
-        for (int ci = 0; ci < (first || nci < t.C_in ? nci : 0); ++ci) {   // a warp per input row, lanes along it
-            const float* xc = x + ((size_t)b * t.C_in + ci0 + ci) * t.H * t.W;
-            for (int r = warp; r < rows; r += GEN_THREADS / 32) {
-                const int ih = oh0 + r - (FLIP ? t.k.h - 1 : 0);
-                for (int col = lane; col < cols; col += 32) {
-                    const int iw = ow0 + col - (FLIP ? t.k.w - 1 : 0);
-                    const bool in = (!FLIP || (ih >= 0 && iw >= 0)) && ih < t.H && iw < t.W;
-                    in_s[(ci * rows + r) * cols + col] = in ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
-                }
-            }
-        }
-        if (FLIP) {   // w_s[(ci taps + tap) CO_T + j] = weight[ci0 + ci][co][taps - 1 - tap]
-            for (int ct = threadIdx.x / COT; ct < nci * taps; ct += GEN_THREADS / COT)
-                w_s[ct * COT + j] = co < t.C_out ? __ldg(weight + ((size_t)(ci0 + ct / taps) * t.C_out + co) * taps
-                                                          + taps - 1 - ct % taps) : 0.f;
-        } else {   // w_s[(ci taps + tap) CO_T + j] = weight[co][ci0 + ci][tap]: (ci, tap) contiguous in the weight
-            const float* wc = weight + ((size_t)co * t.C_in + ci0) * taps;
-            for (int ct = threadIdx.x / COT; ct < nci * taps; ct += GEN_THREADS / COT)
-                w_s[ct * COT + j] = co < t.C_out ? __ldg(wc + ct) : 0.f;
-        }
-        __syncthreads();
-        for (int ci = 0; ci < nci; ++ci) {
-            const float* in_r = in_s + (ci * rows + ty) * cols + tx;
-            const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps * COT);
-            for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
-#pragma unroll 4
-                for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
-                    float v[PIXT];
-#pragma unroll
-                    for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
-#pragma unroll
-                    for (int q = 0; q < COT / 4; ++q) {
-                        const float4 w = w4[q];
-#pragma unroll
-                        for (int p = 0; p < PIXT; ++p) {
-                            acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
-                            acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
-                            acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
-                            acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-// The conv kept by an earlier sweep (conv (B, C_out, Ho, Wo), before the bias): acc as tile_conv gives it, read back
-// (0 outside the output), or written there (STORE) from acc.
-template <bool STORE>
-__device__ __forceinline__ void kept_conv(const TileConv& t, float* conv, long long b, int oh0, int ow0, int co0,
+// acc[p][j]: the conv (B, C_out, Ho, Wo), before the bias, of output channel co0 + j at this thread's pixel p,
+// (oh0 + ty + p ROW_STEP, ow0 + tx), of sample b; 0 outside the output.
+__device__ __forceinline__ void kept_conv(const TileConv& t, const float* conv, long long b, int oh0, int ow0, int co0,
                                           float (&acc)[PIX][CO_T]) {
     const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
@@ -2363,21 +1876,19 @@ __device__ __forceinline__ void kept_conv(const TileConv& t, float* conv, long l
 #pragma unroll
         for (int j = 0; j < CO_T; ++j) {
             const bool inside = oh + p * ROW_STEP < Ho && ow < Wo && co0 + j < t.C_out;
-            float* at = conv + (((size_t)b * t.C_out + co0 + j) * Ho + oh + p * ROW_STEP) * Wo + ow;
-            if (STORE) { if (inside) *at = acc[p][j]; }
-            else acc[p][j] = inside ? *at : 0.f;
+            acc[p][j] = inside ? conv[(((size_t)b * t.C_out + co0 + j) * Ho + oh + p * ROW_STEP) * Wo + ow] : 0.f;
         }
 }
 
 // Block (b tiles + tile, chunk): per output channel of chunks chunk, chunk + gridDim.y, ... the tile's sum and sum
-// of squares of y (double, fixed order) into partials (B, C_out, tiles, 2); the conv kept in conv (KEPT: the conv
-// engine kept it there already, and it is read).
-template <typename T, bool KEPT = false>
+// of squares of y = conv + bias (double, fixed order) into partials (B, C_out, tiles, 2).
+template <typename T>
 __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    double* __restrict__ partials, float* __restrict__ conv, TileConv t)
+    const float* __restrict__ bias,       // (C_out)
+    double* __restrict__ partials,        // (B, C_out, tiles, 2)
+    const float* __restrict__ conv,       // (B, C_out, Ho, Wo), before the bias
+    TileConv t)
 {
-    extern __shared__ float4 smem4[];
     __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
     const int tile = (int)(blockIdx.x % t.tiles());
     const long long b = blockIdx.x / t.tiles();
@@ -2385,13 +1896,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
     for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
         float acc[PIX][CO_T];
-        if (KEPT) {
-            kept_conv<false>(t, conv, b, oh0, ow0, co0, acc);
-        } else {
-            tile_conv(t, x, weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4),
-                      acc);
-            kept_conv<true>(t, conv, b, oh0, ow0, co0, acc);
-        }
+        kept_conv(t, conv, b, oh0, ow0, co0, acc);
         double v[2 * CO_T] = {};   // (sum, square) of each channel, the thread's pixels in order
 #pragma unroll
         for (int p = 0; p < PIX; ++p) {
@@ -2454,17 +1959,18 @@ __device__ __forceinline__ float residual_general(float conv, float bias, float 
     return round_to<TO>(y + hs);
 }
 
-// The output, blocks as gn_sums_tiled_kernel's: x_res of CO_T channels at a time from the tiled conv (KEPT: from
-// the conv the statistics' sweep kept in conv), and
-// per pixel their logsumexp. fp32 (and autocast, GroupNorm on in float32): one sweep, max and sum kept together
+// The output, blocks as gn_sums_tiled_kernel's: x_res of CO_T channels at a time from the conv, and per pixel their
+// logsumexp. fp32 (and autocast, GroupNorm on in float32): one sweep, max and sum kept together
 // (s rescaled when the max grows). Half precision (TO): two passes, the max first, then x - max, exp, the sum,
 // log and + max each rounded, as PyTorch composes logsumexp.
-template <typename T, typename TO, bool KEPT>
+template <typename T, typename TO>
 __global__ void __launch_bounds__(GEN_THREADS, 2) lse_tiled_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    const float* __restrict__ norm, float* __restrict__ conv, TO* __restrict__ out, TileConv t)
+    const float* __restrict__ bias,       // (C_out)
+    const float* __restrict__ norm,       // (B, C_out, 2)
+    const float* __restrict__ conv,       // (B, C_out, Ho, Wo), before the bias
+    TO* __restrict__ out,                 // (B, 1, Ho, Wo)
+    TileConv t)
 {
-    extern __shared__ float4 smem4[];
     constexpr int SWEEPS = is_half<TO>() ? 2 : 1;
     const int tile = (int)(blockIdx.x % t.tiles());
     const long long b = blockIdx.x / t.tiles();
@@ -2478,8 +1984,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) lse_tiled_kernel(
     for (int sweep = 0; sweep < SWEEPS; ++sweep)
         for (int co0 = 0; co0 < t.C_out; co0 += CO_T) {
             float acc[PIX][CO_T];
-            if (KEPT) kept_conv<false>(t, conv, b, oh0, ow0, co0, acc);
-            else tile_conv(t, x, weight, b, oh0, ow0, co0, sweep == 0 && co0 == 0, reinterpret_cast<float*>(smem4), acc);
+            kept_conv(t, conv, b, oh0, ow0, co0, acc);
 #pragma unroll
             for (int j = 0; j < CO_T; ++j) {
                 const int c = co0 + j;
@@ -2509,25 +2014,24 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) lse_tiled_kernel(
 // xhat = (y - mean) rstd and vn = u hardswish'(t) (1 - t^2):
 //   dL/dy = u + rstd (gamma vn - P_g - xhat Q_g),  P_g = sum_{c in g} gamma sum vn / N_g,  Q_g likewise of vn xhat,
 //   dL/dgamma = sum vn xhat, dL/dbeta = sum vn, dL/dbias = sum dL/dy.
-// WRITE = false: the sums of vn and vn xhat per (sample, channel, tile), the conv kept in grad_conv (when there);
-// WRITE: the conv read back from grad_conv, dL/dy written over it, and its sum.
+// WRITE = false: the sums of vn and vn xhat per (sample, channel, tile); WRITE: dL/dy written over the conv in
+// grad_conv, and its sum.
 struct GeneralBackward {
-    const float *x, *weight, *bias, *gn_weight, *norm, *group_stats, *out, *grad_out;
+    const float *bias, *gn_weight, *norm, *group_stats, *out, *grad_out;
     const double* coef;   // (B, G, 2): P_g, Q_g (WRITE)
-    float* grad_conv;     // (B, C_out, Ho, Wo) (WRITE)
+    float* grad_conv;     // (B, C_out, Ho, Wo): the conv before the bias; WRITE: dL/dy written over it
     double* partials;     // (B, C_out, tiles, 2): sum vn, sum vn xhat; WRITE: [0] the sum of dL/dy
-    int C_in, C_out, groups, H, W;
+    int C_out, groups, H, W;
     Kernel2 k;
 };
 
 // The two sweeps tiled as gn_sums_tiled_kernel (block b tiles + tile, channel chunks split over blockIdx.y): y of
-// CO_T channels at a time from tile_conv (KEPT: read from grad_conv, where the conv engine wrote it), then per channel
+// CO_T channels at a time from grad_conv, then per channel
 // y, t, x_res, u, vn and xhat (WRITE: dL/dy, written); per channel and tile the two sums (WRITE: the sum of dL/dy,
 // and 0) into partials (B, C_out, tiles, 2), in a fixed order.
-template <bool WRITE, bool KEPT = false>
+template <bool WRITE>
 __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const GeneralBackward a, TileConv t)
 {
-    extern __shared__ float4 smem4[];
     __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
     const int tile = (int)(blockIdx.x % t.tiles());
     const long long b = blockIdx.x / t.tiles();
@@ -2547,13 +2051,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const Ge
     }
     for (int co0 = blockIdx.y * CO_T; co0 < a.C_out; co0 += gridDim.y * CO_T) {
         float acc[PIX][CO_T];
-        if (WRITE || KEPT) {
-            kept_conv<false>(t, a.grad_conv, b, oh0, ow0, co0, acc);
-        } else {
-            tile_conv(t, a.x, a.weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4),
-                      acc);
-            if (a.grad_conv != nullptr) kept_conv<true>(t, a.grad_conv, b, oh0, ow0, co0, acc);
-        }
+        kept_conv(t, a.grad_conv, b, oh0, ow0, co0, acc);
         double v[2 * CO_T] = {};   // per channel the two sums, the thread's pixels in order
 #pragma unroll
         for (int j = 0; j < CO_T; ++j)
@@ -2587,30 +2085,6 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const Ge
         }
         store_tile_sums(v, warp_sums, a.partials, b, a.C_out, co0, t.tiles(), tile);
     }
-}
-
-// dL/dx tiled: block (b tiles + tile, chunk of CO_T input channels), tile_conv<FLIP> over dL/dy (t: the conv's
-// transpose, t.H x t.W = Ho x Wo, the output H x W). Sums over (output channel, kh, kw) in fp32, a fixed order.
-template <int COT, int PIXT>
-__global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
-    const float* __restrict__ grad_conv, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv t)
-{
-    extern __shared__ float4 smem4[];
-    constexpr int TH = PIXT * ROW_STEP;
-    const int H = t.H + t.k.h - 1, W = t.W + t.k.w - 1, tiles_w = (W + TILE_W - 1) / TILE_W;
-    const int tiles = (H + TH - 1) / TH * tiles_w;
-    const int tile = (int)(blockIdx.x % tiles), co0 = blockIdx.y * COT;
-    const long long b = blockIdx.x / tiles;
-    const int oh0 = tile / tiles_w * TH, ow0 = tile % tiles_w * TILE_W;
-    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    float acc[PIXT][COT];
-    tile_conv<true, COT, PIXT>(t, grad_conv, weight, b, oh0, ow0, co0, true, reinterpret_cast<float*>(smem4), acc);
-#pragma unroll
-    for (int p = 0; p < PIXT; ++p)
-        if (oh + p * ROW_STEP < H && ow < W)
-#pragma unroll
-            for (int j = 0; j < COT; ++j)
-                if (co0 + j < t.C_out) grad_x[(((size_t)b * t.C_out + co0 + j) * H + oh + p * ROW_STEP) * W + ow] = acc[p][j];
 }
 
 // Per sample (a block each): per channel the chunks of sum vn and sum vn xhat in order (kept in sums (B, 2C) for
@@ -2657,366 +2131,48 @@ __global__ void __launch_bounds__(32) channel_grads_general_kernel(
     if (threadIdx.x == 0) (kind == 0 ? grad_bias : kind == 1 ? grad_gn_weight : grad_gn_bias)[c] = (float)v;
 }
 
-// dL/dW tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the (sample, tile)
-// items split, split + splits, ... it stages the tile's dL/dy of the chunk's channels (gy_s[pixel][channel], each
-// quad of channels a float4, the quads swizzled by pixel so that neither the staging stores nor the loads conflict)
-// and the input rows the tile reads of each of its input channels. A thread owns a quad of output channels, an
-// input channel, WG_TAPS taps (tap group) and a part of the tile's rows (row part): per pixel one float4 of dL/dy
-// and WG_TAPS input loads feed 4 WG_TAPS multiply-adds. Each item's products are summed in fp32, the items in
-// double; the row parts' totals are added in order through shared memory into partials (splits, C_out, C_in,
-// taps), added by finish_weight_grad_tiled_kernel in split order.
-constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
-struct WgradPlan {
-    int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
-                                      // quads x groups x ci_c (up to GEN_THREADS a round); row parts
-    __host__ __device__ WgradPlan(const TileConv& t) {
-        const int rows_floats = (TILE_H + t.k.h - 1) * t.in_cols();
-        groups = (t.k.h * t.k.w + WG_TAPS - 1) / WG_TAPS;
-        ci_c = max(1, min(min(t.C_in, GEN_THREADS / (WG_QUADS * groups)), (16 << 10) / rows_floats));
-        units = min(WG_QUADS * groups * ci_c, GEN_THREADS);
-        parts = 1;
-        while (parts < TILE_H && 2 * parts * units <= GEN_THREADS) parts *= 2;   // a power of 2 dividing TILE_H
-    }
-};
-__host__ __device__ inline size_t wgrad_smem_floats(const TileConv& t) {
-    const WgradPlan plan(t);
-    const size_t stage = (size_t)TILE_H * TILE_W * CO_T + (size_t)plan.ci_c * (TILE_H + t.k.h - 1) * t.in_cols();
-    const size_t totals = (size_t)GEN_THREADS * WG_TAPS * 4 * 2;   // doubles, as floats
-    return stage > totals ? stage : totals;
-}
-__device__ __forceinline__ int wg_swizzle(int pixel, int quad) { return pixel * CO_T + 4 * (quad ^ ((pixel >> 1) & 3)); }
-__global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
-    const float* __restrict__ grad_conv, const float* __restrict__ x, double* __restrict__ partials, TileConv t,
-    int B, int splits)
-{
-    static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
-    extern __shared__ float4 smem4[];
-    float* gy_s = reinterpret_cast<float*>(smem4);                 // [TILE_H TILE_W][CO_T], swizzled quads
-    float* x_s = gy_s + TILE_H * TILE_W * CO_T;                    // [ci_c][rows][cols]
-    double* totals_s = reinterpret_cast<double*>(smem4);           // after the items: [thread][WG_TAPS 4]
-    const int taps = t.k.h * t.k.w;
-    const WgradPlan plan(t);
-    const int co0 = blockIdx.x * CO_T, ci0 = blockIdx.y * plan.ci_c, split = blockIdx.z;
-    const int nci = min(plan.ci_c, t.C_in - ci0), n_units = WG_QUADS * plan.groups * nci;
-    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1, rows = TILE_H + t.k.h - 1;
-    const int cols = t.in_cols();
-    const int rows_a_part = TILE_H / plan.parts;
-    const long long S = (long long)Ho * Wo, items = (long long)B * t.tiles();
-    for (int u0 = 0; u0 < n_units; u0 += plan.units) {   // rounds of units (more than GEN_THREADS: huge kernels)
-        const int unit = u0 + (int)threadIdx.x % plan.units, part = (int)threadIdx.x / plan.units;
-        const bool active = part < plan.parts && unit < n_units;
-        const int quad = unit % WG_QUADS, group = unit / WG_QUADS % plan.groups, ci = unit / (WG_QUADS * plan.groups);
-        int offset[WG_TAPS];   // each tap's input offset (kh cols + kw); taps past the last read tap 0's
-#pragma unroll
-        for (int i = 0; i < WG_TAPS; ++i) {
-            const int tap = min(group * WG_TAPS + i, taps - 1);
-            offset[i] = tap / t.k.w * cols + tap % t.k.w;
-        }
-        double total[WG_TAPS][4] = {};
-        for (long long item = split; item < items; item += splits) {
-            const long long b = item / t.tiles();
-            const int tile = (int)(item % t.tiles());
-            const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
-            __syncthreads();
-            for (int i = threadIdx.x; i < WG_QUADS * TILE_H * TILE_W; i += GEN_THREADS) {   // lanes along pixels
-                const int q = i / (TILE_H * TILE_W), pixel = i % (TILE_H * TILE_W);
-                const int oh = oh0 + pixel / TILE_W, ow = ow0 + pixel % TILE_W;
-                float v[4];
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int co = co0 + 4 * q + c;
-                    v[c] = co < t.C_out && oh < Ho && ow < Wo
-                        ? __ldg(grad_conv + ((size_t)b * t.C_out + co) * S + (size_t)oh * Wo + ow) : 0.f;
-                }
-                *reinterpret_cast<float4*>(gy_s + wg_swizzle(pixel, q)) = make_float4(v[0], v[1], v[2], v[3]);
-            }
-            for (int i = threadIdx.x; i < nci * rows * cols; i += GEN_THREADS) {
-                const int c = i / (rows * cols), ih = oh0 + i / cols % rows, iw = ow0 + i % cols;
-                x_s[i] = ih < t.H && iw < t.W
-                    ? __ldg(x + ((size_t)b * t.C_in + ci0 + c) * t.H * t.W + (size_t)ih * t.W + iw) : 0.f;
-            }
-            __syncthreads();
-            if (!active) continue;
-            float sum[WG_TAPS][4] = {};
-            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py)
-            for (int px0 = 0; px0 < TILE_W; px0 += 8) {   // the swizzle repeats every 8 pixels: constant offsets
-                const float* xr = x_s + (ci * rows + py) * cols + px0;
-                const float* gr = gy_s + (py * TILE_W + px0) * CO_T;
-#pragma unroll
-                for (int r = 0; r < 8; ++r) {
-                    const float4 g = *reinterpret_cast<const float4*>(gr + wg_swizzle(r, quad));
-#pragma unroll
-                    for (int i = 0; i < WG_TAPS; ++i) {
-                        const float v = xr[offset[i] + r];
-                        sum[i][0] = fmaf(g.x, v, sum[i][0]);
-                        sum[i][1] = fmaf(g.y, v, sum[i][1]);
-                        sum[i][2] = fmaf(g.z, v, sum[i][2]);
-                        sum[i][3] = fmaf(g.w, v, sum[i][3]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) total[i][c] += sum[i][c];
-        }
-        __syncthreads();   // the stage's last reads done: its memory now holds the totals
-#pragma unroll
-        for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) totals_s[(size_t)threadIdx.x * WG_TAPS * 4 + i * 4 + c] = total[i][c];
-        __syncthreads();
-        if (active && part == 0) {   // the row parts in order
-            for (int p = 1; p < plan.parts; ++p)
-#pragma unroll
-                for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        total[i][c] += totals_s[((size_t)p * plan.units + threadIdx.x) * WG_TAPS * 4 + i * 4 + c];
-#pragma unroll
-            for (int i = 0; i < WG_TAPS; ++i) {
-                const int tap = group * WG_TAPS + i;
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int co = co0 + 4 * quad + c;
-                    if (tap < taps && co < t.C_out)
-                        partials[(((size_t)split * t.C_out + co) * t.C_in + ci0 + ci) * taps + tap] = total[i][c];
-                }
-            }
-        }
-    }
-}
 
-// shared: finish_weight_grad_tiled begin
-// dL/dW: each weight's split totals added in order.
-__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
-                                                long long n, int splits)
-{
-    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    double v = 0.0;
-    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
-    grad_weight[i] = (float)v;
-}
-// shared: finish_weight_grad_tiled end
-// shared: conv_igemm_wgrad begin
-// The conv engine's weight gradient. Needs the conv_igemm and finish_weight_grad_tiled blocks before it.
-// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
-// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
-// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
-// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
-// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
-// A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
-// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
-// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
-__device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
-struct WgradGeom {
-    int B, R, C;              // samples, Dir's channels, Gat's channels
-    int Dd, Dh, Dw;           // Dir's positions
-    int Gd, Gh, Gw;           // Gat's
-    int k[3], s[3], p[3];
-};
-
-template <int P>
-__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
-                                                                      const float* __restrict__ gat,
-                                                                      double* __restrict__ partials, WgradGeom g)
-{
-    constexpr int MI = 2, NJ = 4, BM = 64, BN = 64;
-    __shared__ IgSmem<MI, NJ> s;     // a: [depth][row] Dir, b: [depth][column] Gat gathered
-    __shared__ int col_c[BN], col_t[BN];   // a column's Gat channel (-1: none) and tap (tz << 20 | ty << 10 | tx)
-    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
-    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
-    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
-    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
-    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
-    if (threadIdx.x < BN) {   // each column's Gat channel and tap (-1: no such column)
-        const int n = n0 + threadIdx.x;
-        const int t = n % taps;
-        col_c[threadIdx.x] = n < cols ? n / taps : -1;
-        col_t[threadIdx.x] = t / (g.k[1] * g.k[2]) << 20 | t / g.k[2] % g.k[1] << 10 | t % g.k[2];
-    }
-    __syncthreads();
-    const int k_off = threadIdx.x % IG_BK, lead = threadIdx.x / IG_BK;   // rows / columns lead + 8 j
-    // This thread's depth q = (b, pos), pos = (od, oh, ow), moved on by IG_BK a stage.
-    long long q = q0 + k_off;
-    long long b = q / plane;
-    long long pos = q % plane;
-    int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
-    float av[8], bv[8];
-    const auto load = [&]() {
-        const bool ok = q < q1;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int r = m0 + lead + 8 * j;
-            av[j] = ok && r < g.R ? dir[((size_t)b * g.R + r) * plane + pos] : 0.f;
-            const int c = col_c[lead + 8 * j], t = col_t[lead + 8 * j];
-            float u = 0.f;
-            if (ok && c >= 0) {
-                const int id = ig_in(od * g.s[0] - g.p[0] + (t >> 20), g.Gd);
-                const int ih = ig_in(oh * g.s[1] - g.p[1] + (t >> 10 & 1023), g.Gh);
-                const int iw = ig_in(ow * g.s[2] - g.p[2] + (t & 1023), g.Gw);
-                if ((id | ih | iw) >= 0) u = gat[((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw];
-            }
-            bv[j] = u;
-        }
-        q += IG_BK;
-        for (ow += IG_BK; ow >= g.Dw; ow -= g.Dw)
-            if (++oh == g.Dh) { oh = 0; if (++od == g.Dd) od = 0; }
-        for (pos += IG_BK; pos >= plane; pos -= plane) ++b;
-    };
-    float acc[MI][NJ][4] = {};
-    load();
-    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            s.a[k_off][lead + 8 * j] = av[j];
-            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
-        }
-        __syncthreads();
-        if (k0 + IG_BK < q1) load();
-        ig_stage<P>(s, acc, wm, wn, gq, tq);
-        __syncthreads();
-    }
-    const long long n_w = (long long)g.R * cols;
-    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
-        const int row = m0 + r, col = n0 + c;
-        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
-    });
-}
-
-// A stride-1, unpadded Conv3d's dL/dW as this GEMM: Dir = dL/dy (C_out channels, the output's positions), Gat = x.
-inline WgradGeom conv3d_wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    return WgradGeom{B, C_out, C_in, D - kd + 1, H - kh + 1, W - kw + 1, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}};
-}
-
-// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
-inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
-    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
-    const long long tiles = (long long)((g.R + 63) / 64) * ((cols + 63) / 64);
-    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
-    const long long want = (2LL * sms + tiles - 1) / tiles;
-    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
-}
-
-// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
-template <int P = IG_SPLIT>
-inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
-                                           double* partials, float* grad_weight, cudaStream_t stream) {
-    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
-    if (n_w == 0) return cudaSuccess;
-    const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
-    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
-                                                                                       splits);
-    return cudaGetLastError();
-}
-// shared: conv_igemm_wgrad end
-
-// The tuned kernels' envelope (conv_kernel, gram_kernel): kernel 3, C_in <= 16, C_out <= 64; and output rows wider
-// than 32 (a unit is 128 columns of a row: at KernelBench's previous 30-column rows the tiled path is 2.9x faster).
+// ---- The plan: which path an input takes, decided here once for the forward, the backward, the workspace and
+// plan() (the C++ operator and ModelNew.plan read these functions, nothing else).
+// TUNED (conv_kernel, gram_kernel: the conv never written): kernel 3, C_in <= TUNED_MAX_C_IN, C_out <= C_PAD, and
+// output rows wider than 32 (a unit is 128 columns of a row; at KernelBench's previous 30-column rows the tuned
+// kernels lost to the tiled ones 2.9x, and those to eager).
+// TORCH_CONV: everywhere else, PyTorch's conv (cuDNN, the user's flags and dtype), then the chain's tiled kernels
+// over its output; the backward's dL/dx and dL/dW from PyTorch's convolution backward. The implicit-GEMM engine and
+// the CUDA-core tiled convs that served here before lost to cuDNN (docs/conv2d_groupnorm_tanh_hardswish_
+// residualadd_logsumexp.md).
+constexpr int TUNED_MAX_C_IN = 16;
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W) {
-    return kh == K && kw == K && C_in <= 16 && C_out <= C_PAD && W - K + 1 > 32;
+    return kh == K && kw == K && C_in <= TUNED_MAX_C_IN && C_out <= C_PAD && W - K + 1 > 32;
 }
 
-static int wgrad_ci_chunks(int C_in, int H, int W, Kernel2 k) {
-    const int ci_c = WgradPlan(TileConv{C_in, 0, H, W, 1, k}).ci_c;
-    return (C_in + ci_c - 1) / ci_c;
-}
-// dL/dW's splits of the (sample, tile) items: about two blocks an SM over (output channel chunk, input channel).
-static int wgrad_splits(int B, int C_in, int C_out, int H, int W, Kernel2 k) {
-    const long long blocks = (long long)((C_out + CO_T - 1) / CO_T) * wgrad_ci_chunks(C_in, H, W, k);
-    const long long items = (long long)B * TileConv{C_in, C_out, H, W, 1, k}.tiles();
-    return (int)std::max<long long>(1, std::min<long long>(items, 2LL * device_info().sms / std::max(1LL, blocks)));
-}
-// The general path's convs: the tensor-core conv engine (split TF32; one exact product of the half values of a
-// half-precision input) from 16 input channels on, forward and backward; below, the tiled kernels. Measured (H200,
-// interleaved with the tiled-only file, fp32): forward 16 -> 32 k3 32x16x32x32 0.95x, 64 -> 128 k3 32x64x32x32 0.72x,
-// but 8 -> 16 k3 32x8x32x32 1.18x and 8 -> 64 k5 16x8x128x128 1.58x (the engine steps each element through (tap,
-// channel) when C_in is not a multiple of 16); forward + backward (32x32 inputs) 16 -> 32 0.95x to 0.99x (k3 and
-// k5, batch 8 and 32), 32 -> 64 k3 0.83x to 0.92x, 64 -> 128 k3 and k5 0.78x (bf16 k3: 0.55x).
-bool general_by_engine(int C_in) { return C_in >= 16; }
-// dL/dW's splits on the general path: the engine's weight-gradient GEMM's, or the tiled kernel's.
-static int general_wgrad_splits(int B, int C_in, int C_out, int H, int W, Kernel2 k) {
-    return general_by_engine(C_in)
-               ? conv_igemm_wgrad_splits(conv3d_wgrad_geom(B, C_in, C_out, 1, H, W, 1, k.h, k.w), device_info().sms)
-               : wgrad_splits(B, C_in, C_out, H, W, k);
-}
-// The general path's workspace (doubles): partials (B, C, tiles, 2), then sums (B, 2C) and coef (B, G, 2) for the
-// backward, then dL/dW's split totals (splits, C_out, C_in, taps), then the engine's packed weights (floats).
-long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw) {
-    const int parts = TileConv{0, 0, H, W, 0, {kh, kw}}.tiles();
-    return (long long)B * C_out * parts * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2 +
-           (long long)general_wgrad_splits(B, C_in, C_out, H, W, {kh, kw}) * C_out * C_in * kh * kw +
-           ((long long)C_in * C_out * kh * kw + 1) / 2;
+// PyTorch's conv path's workspace (doubles): partials (B, C, tiles, 2), then sums (B, 2C) and coef (B, G, 2) for
+// the backward.
+long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw) {
+    const int parts = TileConv{0, H, W, {kh, kw}}.tiles();
+    return (long long)B * C_out * parts * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2;
 }
 
-// The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; above
-// 48 KB with the static arrays, for kernels over about 40 wide, the kernels are allowed what they need).
-static TileConv tile_plan(int C_in, int C_out, int H, int W, Kernel2 k, int co_t = CO_T, int th = TILE_H) {
-    TileConv t{C_in, C_out, H, W, 1, k, co_t, th};
-    const size_t per_ci = t.smem_bytes();
-    t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / per_ci));
-    return t;
-}
 // Chunks of CO_T output channels the statistics kernel's blocks split between them: enough blocks for two waves.
 static int sums_splits(int B, const TileConv& t) {
     const long long blocks = (long long)B * t.tiles(), chunks = (t.C_out + CO_T - 1) / CO_T;
     return (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * device_info().sms / std::max<long long>(1, blocks)));
 }
-template <typename K>
-static cudaError_t allow_smem(K kernel, size_t bytes) {
-    return bytes > (40u << 10) ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)
-                               : cudaSuccess;
-}
-template <typename T, typename TO>
-static cudaError_t launch_lse_tiled(const float* x, const float* weight, const float* bias, const float* norm,
-                                    float* conv, TO* out, int B, const TileConv& t, cudaStream_t stream) {
-    const unsigned blocks = (unsigned)((long long)t.tiles() * B);
-    if (conv != nullptr) {
-        lse_tiled_kernel<T, TO, true><<<blocks, GEN_THREADS, 0, stream>>>(x, weight, bias, norm, conv, out, t);
-        return cudaGetLastError();
-    }
-    cudaError_t err = allow_smem(lse_tiled_kernel<T, TO, false>, t.smem_bytes());
-    if (err != cudaSuccess) return err;
-    lse_tiled_kernel<T, TO, false><<<blocks, GEN_THREADS, t.smem_bytes(), stream>>>(x, weight, bias, norm, conv, out, t);
-    return cudaGetLastError();
-}
 
-// The general forward (inputs as floats; dtype codes as forward_launch): statistics (the conv kept in conv, B x
-// C_out x Ho x Wo floats: a write and a read cost less than computing it again), norm (half: then half_norm_kernel
-// into half_norm), the output.
-cudaError_t general_forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                   const float* gn_bias, double* workspace, float* conv, float* norm, float* group_stats,
-                                   float* half_norm, void* out, int conv_type, int norm_type, int B, int C_in,
-                                   int C_out, int groups, int H, int W, int kh, int kw, double eps,
-                                   cudaStream_t stream) {
-    const TileConv t = tile_plan(C_in, C_out, H, W, {kh, kw});
+// PyTorch's conv path's forward over conv (B, C_out, Ho, Wo: PyTorch's conv before its bias, as floats): the
+// statistics, norm (half: then half_norm_kernel into half_norm), the output. Dtype codes as forward_launch's.
+cudaError_t general_forward_launch(const float* conv, const float* bias, const float* gn_weight, const float* gn_bias,
+                                   double* workspace, float* norm, float* group_stats, float* half_norm, void* out,
+                                   int conv_type, int norm_type, int B, int C_out, int groups, int H, int W, int kh,
+                                   int kw, double eps, cudaStream_t stream) {
+    const TileConv t{C_out, H, W, {kh, kw}};
     const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
     return with_types(conv_type, norm_type, [&](auto type, auto to) {
         using T = decltype(type);
         using TO = decltype(to);
         cudaError_t err;
         const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
-        if (general_by_engine(C_in)) {
-            const int Ho = H - kh + 1, Wo = W - kw + 1;
-            const ConvGeom g{B, C_in, C_out, 1, H, W, 1, Ho, Wo, {1, kh, kw}, {1, 1, 1}, {0, 0, 0}, false};
-            float* packed = reinterpret_cast<float*>(
-                workspace + general_workspace_doubles(B, C_in, C_out, groups, H, W, kh, kw)) -
-                (size_t)C_in * C_out * kh * kw;
-            const StoreSum store{conv};
-            err = is_half<T>() ? conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, store, stream)
-                               : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, store, stream);
-            if (err != cudaSuccess) return err;
-            gn_sums_tiled_kernel<T, true><<<grid, GEN_THREADS, 0, stream>>>(x, weight, bias, workspace, conv, t);
-        } else {
-            if ((err = allow_smem(gn_sums_tiled_kernel<T>, t.smem_bytes())) != cudaSuccess) return err;
-            gn_sums_tiled_kernel<T><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(x, weight, bias, workspace, conv, t);
-        }
+        gn_sums_tiled_kernel<T><<<grid, GEN_THREADS, 0, stream>>>(bias, workspace, conv, t);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         gn_stats_general_kernel<<<B, GEN_THREADS, 2 * C_out * sizeof(double), stream>>>(
             workspace, gn_weight, gn_bias, norm, group_stats, C_out, groups, t.tiles(), n_channel, eps);
@@ -3027,100 +2183,49 @@ cudaError_t general_forward_launch(const float* x, const float* weight, const fl
                                                                                  half_norm, C_out, groups, n);
             if ((err = cudaGetLastError()) != cudaSuccess) return err;
         }
-        return launch_lse_tiled<T, TO>(x, weight, bias, is_half<T>() ? half_norm : norm, conv, static_cast<TO*>(out), B,
-                                       t, stream);
+        lse_tiled_kernel<T, TO><<<(unsigned)((long long)t.tiles() * B), GEN_THREADS, 0, stream>>>(
+            bias, is_half<T>() ? half_norm : norm, conv, static_cast<TO*>(out), t);
+        return cudaGetLastError();
     });
 }
 
-// The general backward (inputs as floats). grad_conv (B, C_out, Ho, Wo) holds the conv, then dL/dy (written where
-// conv_grads: some conv gradient is wanted). From 16 input channels (general_by_engine) the conv engine
-// computes the conv once into grad_conv, for the sweeps to read, dL/dx as the transposed conv of dL/dy (the conv's
-// weight as its weight) and dL/dW as its weight-gradient GEMM: split TF32, exact as the tiled kernels (the conv in
-// one exact product where half: x and the weight hold half values); below 16 the sums sweep recomputes the conv tiled
-// and the gradients are tiled too. out_float (half precision): the output recomputed here in float32, unrounded, as the
-// sweeps read it (the same buffer as out).
-cudaError_t general_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                    const float* norm, const float* group_stats, const float* out, float* out_float,
+// PyTorch's conv path's backward, up to dL/dy: grad_conv (B, C_out, Ho, Wo) holds the conv before its bias (a float
+// copy of the forward's), then dL/dy, written over it where conv_grads (some conv gradient is wanted); the caller
+// then gives dL/dy to PyTorch's convolution backward. out_float (half precision): the output recomputed here in
+// float32, unrounded, as the sweeps read it (the same buffer as out).
+cudaError_t general_backward_launch(const float* bias, const float* gn_weight, const float* norm,
+                                    const float* group_stats, const float* out, float* out_float,
                                     const float* grad_out, double* workspace, float* grad_conv, bool conv_grads,
-                                    float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                                    float* grad_gn_bias, bool half, int B, int C_in, int C_out, int groups, int H,
-                                    int W, int kh, int kw, cudaStream_t stream) {
+                                    float* grad_bias, float* grad_gn_weight, float* grad_gn_bias, int B, int C_out,
+                                    int groups, int H, int W, int kh, int kw, cudaStream_t stream) {
     const Kernel2 k{kh, kw};
-    const TileConv t = tile_plan(C_in, C_out, H, W, k);
-    const int chunks = t.tiles(), Ho = H - kh + 1, Wo = W - kw + 1;   // partials a (sample, channel): one per tile
-    const double n_channel = (double)Ho * Wo;
-    const bool engine = general_by_engine(C_in);
+    const TileConv t{C_out, H, W, k};
+    const int chunks = t.tiles();   // partials a (sample, channel): one per tile
+    const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
     double* partials = workspace;
     double* sums = partials + (size_t)B * C_out * chunks * 2;
     double* coef = sums + (size_t)B * 2 * C_out;
-    double* w_partials = coef + (size_t)B * groups * 2;
-    float* packed = reinterpret_cast<float*>(workspace + general_workspace_doubles(B, C_in, C_out, groups, H, W, kh,
-                                                                                   kw)) -
-                    (size_t)C_in * C_out * kh * kw;   // the engine's packed weights, last
-    GeneralBackward a{x, weight, bias, gn_weight, norm, group_stats, out, grad_out, coef, grad_conv, partials,
-                      C_in, C_out, groups, H, W, k};
+    GeneralBackward a{bias, gn_weight, norm, group_stats, out, grad_out, coef, grad_conv, partials,
+                      C_out, groups, H, W, k};
     const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
     cudaError_t err;
-    if (engine) {
-        const ConvGeom g{B, C_in, C_out, 1, H, W, 1, Ho, Wo, {1, kh, kw}, {1, 1, 1}, {0, 0, 0}, false};
-        err = half ? conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, StoreSum{grad_conv}, stream)
-                   : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, StoreSum{grad_conv}, stream);
-        if (err != cudaSuccess) return err;
+    if (out_float != nullptr) {
+        lse_tiled_kernel<float, float><<<(unsigned)((long long)t.tiles() * B), GEN_THREADS, 0, stream>>>(
+            bias, norm, grad_conv, out_float, t);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
-    if (out_float != nullptr &&
-        (err = launch_lse_tiled<float, float>(x, weight, bias, norm, engine ? grad_conv : nullptr, out_float, B, t,
-                                              stream)) != cudaSuccess)
-        return err;
-    if (engine) {
-        backward_tiled_kernel<false, true><<<grid, GEN_THREADS, 0, stream>>>(a, t);
-    } else {
-        if ((err = allow_smem(backward_tiled_kernel<false>, t.smem_bytes())) != cudaSuccess) return err;
-        backward_tiled_kernel<false><<<grid, GEN_THREADS, t.smem_bytes(), stream>>>(a, t);
-    }
+    backward_tiled_kernel<false><<<grid, GEN_THREADS, 0, stream>>>(a, t);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     backward_coef_general_kernel<<<B, GEN_THREADS, 0, stream>>>(partials, gn_weight, sums, coef, C_out, groups, chunks,
                                                                 n_channel);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (conv_grads) {   // dL/dy over the conv, its sums (the bias gradient) into partials
-        backward_tiled_kernel<true><<<grid, GEN_THREADS, 0, stream>>>(a, t);   // no conv: no stage
+        backward_tiled_kernel<true><<<grid, GEN_THREADS, 0, stream>>>(a, t);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     channel_grads_general_kernel<<<dim3(C_out, 3), 32, 0, stream>>>(partials, sums, conv_grads ? grad_bias : nullptr,
                                                                   grad_gn_weight, grad_gn_bias, B, C_out, chunks);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (grad_weight != nullptr && engine) {
-        const WgradGeom g = conv3d_wgrad_geom(B, C_in, C_out, 1, H, W, 1, kh, kw);
-        if ((err = conv_igemm_wgrad_launch<IG_SPLIT>(grad_conv, x, g, general_wgrad_splits(B, C_in, C_out, H, W, k),
-                                                     w_partials, grad_weight, stream)) != cudaSuccess)
-            return err;
-    } else if (grad_weight != nullptr) {
-        const int splits = wgrad_splits(B, C_in, C_out, H, W, k);
-        const size_t smem = wgrad_smem_floats(t) * sizeof(float);
-        if ((err = allow_smem(grad_weight_tiled_kernel, smem)) != cudaSuccess) return err;
-        grad_weight_tiled_kernel<<<dim3((C_out + CO_T - 1) / CO_T, wgrad_ci_chunks(C_in, H, W, k), splits), GEN_THREADS, smem,
-                                   stream>>>(
-            grad_conv, x, w_partials, t, B, splits);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        const long long n = (long long)C_out * C_in * kh * kw;
-        finish_weight_grad_tiled_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight, n,
-                                                                                          splits);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    }
-    if (grad_x != nullptr && engine) {   // the transposed conv of dL/dy, the conv's weight as its weight
-        const ConvGeom g{B, C_out, C_in, 1, Ho, Wo, 1, H, W, {1, kh, kw}, {1, 1, 1}, {0, 0, 0}, true};
-        return conv_igemm_launch<float, IG_SPLIT>(grad_conv, weight, packed, g, StoreSum{grad_x}, stream);
-    }
-    if (grad_x != nullptr) {   // the conv's transpose: dL/dy (C_out channels, Ho x Wo) in, C_in channels out
-        const int cot = C_in <= 8 ? 8 : CO_T, th = C_in <= 8 ? 2 * TILE_H : TILE_H;
-        const TileConv tx = tile_plan(C_out, C_in, Ho, Wo, k, cot, th);
-        const long long tiles = (long long)((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
-        const auto kernel = cot == 8 ? grad_input_tiled_kernel<8, 2 * PIX> : grad_input_tiled_kernel<CO_T, PIX>;
-        if ((err = allow_smem(kernel, tx.smem_bytes())) != cudaSuccess) return err;
-        kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, tx.smem_bytes(), stream>>>(
-            grad_conv, weight, grad_x, tx);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    }
-    return cudaSuccess;
+    return cudaGetLastError();
 }
 
 // The launch plan for a configuration: each stage's kernel and the rule that picked it, from the decisions the
@@ -3141,34 +2246,17 @@ std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw
         s += "backward dL/dW: grad_weight_kernel<128> (output rows wider than 32 and 128 columns' shared memory on "
              "this GPU) or <32> + grad_weight_reduce_kernel; tuned (backward_plan)\n";
         s += "backward dL/dx: grad_input_kernel; tuned, bands of rows sized to fill the GPU (backward_plan)\n";
-    } else {
-        if (general_by_engine(C_in))
-            s += "forward conv: conv_igemm_kernel; general path, C_in >= 16: the tensor-core conv engine writes the "
-                 "conv the statistics and output sweeps read\n";
-        s += std::string("forward statistics: gn_sums_tiled_kernel") + (general_by_engine(C_in) ? "<KEPT>" : "") +
-             " + gn_stats_general_kernel" + half_norm + "; general path (the tuned one takes kernel 3, C_in <= 16, "
-             "C_out <= 64, output rows wider than 32)\n";
-        s += "forward output: lse_tiled_kernel (reading the conv output the statistics kernel kept); general path\n";
-        if (general_by_engine(C_in)) {
-            s += std::string("backward sums: conv_igemm_kernel (the conv once, kept for both sweeps) + ") +
-                 (half ? "lse_tiled_kernel<KEPT> (the output recomputed unrounded) + " : "") +
-                 "backward_tiled_kernel<false, KEPT> + backward_coef_general_kernel; general path, C_in >= 16\n";
-            s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; general path\n";
-            s += "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; general path, C_in >= 16: "
-                 "the engine's weight-gradient GEMM\n";
-            s += "backward dL/dx: conv_igemm_kernel (transposed); general path, C_in >= 16: the engine's transposed "
-                 "conv of dL/dy\n";
-        } else {
-            s += std::string("backward sums: ") +
-                 (half ? "lse_tiled_kernel (the output recomputed unrounded) + " : "") +
-                 "backward_tiled_kernel<false> + backward_coef_general_kernel; general path\n";
-            s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; general path\n";
-            s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; general path\n";
-            s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 8 ? "8" : "16") +
-                 ">; general path, " +
-                 (C_in <= 8 ? "C_in <= 8: 8 input channels a block" : "16 input channels a block") + "\n";
-        }
+        return s;
     }
+    s += "forward conv: PyTorch's convolution (at::_convolution); PyTorch's conv path: outside the tuned envelope "
+         "(kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32)\n";
+    s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel" + half_norm + "; over PyTorch's conv "
+         "output\n";
+    s += "forward output: lse_tiled_kernel; over PyTorch's conv output\n";
+    s += std::string("backward sums: ") + (half ? "lse_tiled_kernel (the output recomputed unrounded) + " : "") +
+         "backward_tiled_kernel<false> + backward_coef_general_kernel; over the forward's saved conv output\n";
+    s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; PyTorch's conv path\n";
+    s += "backward dL/dx, dL/dW: PyTorch's convolution backward (at::convolution_backward); PyTorch's conv path\n";
     return s;
 }
 """
@@ -3266,6 +2354,33 @@ static void refuse_double_backward(const char* file, std::vector<Tensor> inputs,
         if (t->defined()) *t = wrapped[i++];
 }
 // shared: host end
+// shared: torch_conv begin
+// PyTorch's own convolution, as the module the file replaces runs it (nn.Conv2d, nn.Conv3d, nn.ConvTranspose3d):
+// at::_convolution under the user's cuDNN settings (benchmark, deterministic, enabled, allow_tf32 for convs), in the
+// input's dtype, on contiguous input (cuDNN's channels-last path takes TF32 where the contiguous one stays fp32), so
+// the conv's output is eager's bit for bit. The plan calls it where cuDNN beats the file's fused kernels; it is
+// never a fallback for an error.
+static Tensor torch_conv(const Tensor& x, const Tensor& weight, const OptTensor& bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, bool transposed, at::IntArrayRef output_padding) {
+    const auto& ctx = at::globalContext();
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    return at::_convolution(x.contiguous(), weight, bias, stride, padding, dilation, transposed, output_padding, 1,
+                            ctx.benchmarkCuDNN(), ctx.deterministicCuDNN(), ctx.userEnabledCuDNN(), allow_tf32_conv())
+        .contiguous();
+}
+// Its gradients (dL/dx, dL/dW, dL/dbias where mask asks) from dL/dy, as autograd computes them for that conv:
+// at::convolution_backward under the same settings (deterministic only with torch.backends.cudnn.deterministic or
+// torch.use_deterministic_algorithms, as eager's).
+static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad_y, const Tensor& x,
+                                                             const Tensor& weight, at::IntArrayRef stride,
+                                                             at::IntArrayRef padding, bool transposed,
+                                                             at::IntArrayRef output_padding, std::array<bool, 3> mask) {
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    const int64_t bias_size = weight.size(transposed ? 1 : 0);
+    return at::convolution_backward(grad_y.contiguous(), x.contiguous(), weight, at::IntArrayRef(&bias_size, 1),
+                                    stride, padding, dilation, transposed, output_padding, 1, mask);
+}
+// shared: torch_conv end
 
 long long forward_workspace_doubles(int B, int C_in, int H, int W);
 int conv_smem_bytes(int C_in);
@@ -3281,18 +2396,16 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
 std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw, int conv_type);
-long long general_workspace_doubles(int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw);
-cudaError_t general_forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                   const float* gn_bias, double* workspace, float* conv, float* norm, float* group_stats,
-                                   float* half_norm, void* out, int conv_type, int norm_type, int B, int C_in,
-                                   int C_out, int groups, int H, int W, int kh, int kw, double eps,
-                                   cudaStream_t stream);
-cudaError_t general_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                    const float* norm, const float* group_stats, const float* out, float* out_float,
+long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw);
+cudaError_t general_forward_launch(const float* conv, const float* bias, const float* gn_weight, const float* gn_bias,
+                                   double* workspace, float* norm, float* group_stats, float* half_norm, void* out,
+                                   int conv_type, int norm_type, int B, int C_out, int groups, int H, int W, int kh,
+                                   int kw, double eps, cudaStream_t stream);
+cudaError_t general_backward_launch(const float* bias, const float* gn_weight, const float* norm,
+                                    const float* group_stats, const float* out, float* out_float,
                                     const float* grad_out, double* workspace, float* grad_conv, bool conv_grads,
-                                    float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                                    float* grad_gn_bias, bool half, int B, int C_in, int C_out, int groups, int H,
-                                    int W, int kh, int kw, cudaStream_t stream);
+                                    float* grad_bias, float* grad_gn_weight, float* grad_gn_bias, int B, int C_out,
+                                    int groups, int H, int W, int kh, int kw, cudaStream_t stream);
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
                             void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
@@ -3350,15 +2463,24 @@ static void check_smem(int64_t C_in) {
                 " KB (in_channels <= 8 fits every GPU since sm_80)");
 }
 
+// Whether an input takes the tuned path (else PyTorch's conv path): the plan's rule (tuned_config), from the conv's
+// channels and kernel and the input's width (a Meta kernel with symbolic sizes specialises only those).
+static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
+static bool tuned_path(const Tensor& x, const Tensor& weight) {
+    return tuned_config((int)static_size(weight, 1), (int)static_size(weight, 0), (int)static_size(weight, 2),
+                        (int)static_size(weight, 3), (int)static_size(x, 3));
+}
+
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, 1, Ho, Wo), norm (B, C, 2),
-//     group_stats (B, G, 2));
-//   backward(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv_mask) -> the gradients of x,
+//     group_stats (B, G, 2), conv: PyTorch's conv output before its bias (B, C, Ho, Wo) on its path, kept for the
+//     backward as eager keeps it; empty on the tuned path);
+//   backward(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv, conv_mask) -> the gradients of x,
 //     weight, bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
-std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias,
-                                                const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
-                                                double eps) {
+std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor& weight_in,
+                                                        const Tensor& bias, const Tensor& gn_weight,
+                                                        const Tensor& gn_bias, int64_t groups, double eps) {
     auto x = x_in.contiguous(), weight = weight_in.contiguous();
     check_input(x, weight, bias, gn_weight);
     TORCH_CHECK_VALUE(gn_bias.scalar_type() == gn_weight.scalar_type(), "conv2d_gn_lse: the GroupNorm's weight and "
@@ -3366,33 +2488,37 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     const int kh = (int)weight.size(2), kw = (int)weight.size(3);
-    const bool tuned = tuned_config((int)C_in, (int)C_out, kh, kw, (int)W);
+    const bool tuned = tuned_path(x, weight);
     if (tuned) check_smem(C_in);
     // The output in the GroupNorm's dtype; the statistics in float32 (the backward's, in either precision).
     const auto f32 = x.options().dtype(at::kFloat);
     const int64_t Ho = H - kh + 1, Wo = W - kw + 1;
+    auto conv = tuned ? at::empty({0}, x.options()) : at::empty({B, C_out, Ho, Wo}, x.options());
     const auto empty_outputs = [&] {
         return std::make_tuple(at::empty({B, 1, Ho, Wo}, gn_weight.options()), at::empty({B, C_out, 2}, f32),
                                at::empty({B, groups, 2}, f32));
     };
-    if (B * Ho * Wo == 0) return empty_outputs();
+    if (B * Ho * Wo == 0) {
+        auto [out, norm, group_stats] = empty_outputs();
+        return {out, norm, group_stats, conv};
+    }
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
-    if (!tuned) {   // the general path
+    if (!tuned) {   // PyTorch's conv path: its conv (before the bias, which the chain adds as eager's conv does)
         const auto stream = c10::cuda::getCurrentCUDAStream();
-        auto workspace = at::empty({general_workspace_doubles(B, C_in, C_out, groups, H, W, kh, kw)},
+        conv = torch_conv(x, weight, OptTensor(), {1, 1}, {0, 0}, false, {0, 0});
+        auto workspace = at::empty({general_workspace_doubles(B, C_out, groups, H, W, kh, kw)},
                                    x.options().dtype(torch::kFloat64));
         auto [out, norm, group_stats] = empty_outputs();
-        const auto xf = converted(x, at::kFloat), wf = converted(weight, at::kFloat), bf = converted(bias, at::kFloat);
+        const auto cf = converted(conv, at::kFloat), bf = converted(bias, at::kFloat);
         const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
         auto half_norm = x.scalar_type() != at::kFloat ? at::empty({B, C_out, 2}, f32) : Tensor();
-        auto conv = at::empty({B, C_out, Ho, Wo}, f32);
-        check(general_forward_launch(xf.data_ptr<float>(), wf.data_ptr<float>(), bf.data_ptr<float>(),
-                                     gwf.data_ptr<float>(), gbf.data_ptr<float>(), workspace.data_ptr<double>(),
-                                     conv.data_ptr<float>(), norm.data_ptr<float>(), group_stats.data_ptr<float>(),
+        check(general_forward_launch(cf.data_ptr<float>(), bf.data_ptr<float>(), gwf.data_ptr<float>(),
+                                     gbf.data_ptr<float>(), workspace.data_ptr<double>(), norm.data_ptr<float>(),
+                                     group_stats.data_ptr<float>(),
                                      half_norm.defined() ? half_norm.data_ptr<float>() : nullptr, out.data_ptr(),
-                                     dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, kh, kw, eps,
+                                     dtype_code(x), dtype_code(gn_weight), B, C_out, groups, H, W, kh, kw, eps,
                                      stream), "forward");
-        return {out, norm, group_stats};
+        return {out, norm, group_stats, conv};
     }
     // The first kernel is launched before the outputs are allocated (on an idle GPU, every microsecond
     // of host time before it is a microsecond of the call's time).
@@ -3409,56 +2535,82 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor
                          group_stats.data_ptr<float>(), half_norm.defined() ? half_norm.data_ptr<float>() : nullptr,
                          out.data_ptr(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, eps,
                          stream), "forward");
-    return {out, norm, group_stats};
+    return {out, norm, group_stats, conv};
 }
 
-// In half precision the backward runs in float32 on float copies of its inputs (exact), from the forward's
-// statistics and its output recomputed unrounded, and each gradient is rounded to its tensor's dtype.
+// In half precision the chain's backward runs in float32 (on float copies of its inputs, exact), from the forward's
+// statistics and its output recomputed unrounded, and each gradient is rounded to its tensor's dtype. PyTorch's
+// conv path: the chain's backward over the forward's conv output, then PyTorch's convolution backward (on dL/dy
+// in the conv's dtype, as eager's) for dL/dx and dL/dW.
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
         const Tensor& gn_weight_in, const Tensor& norm, const Tensor& group_stats, const Tensor& out_in,
-        Mask conv_mask) {
+        const Tensor& conv, Mask conv_mask) {
     const bool half = x_in.scalar_type() != at::kFloat;
     auto x = x_in.contiguous();
     check_input(x, weight_in, bias_in, gn_weight_in);
     const c10::cuda::CUDAGuard guard(x.device());
+    const bool tuned = tuned_path(x, weight_in);
+    if (!tuned) {
+        const int64_t B = x.size(0), C_out = weight_in.size(0), H = x.size(2), W = x.size(3);
+        const int kh = (int)weight_in.size(2), kw = (int)weight_in.size(3);
+        const int64_t groups = group_stats.size(1), Ho = H - kh + 1, Wo = W - kw + 1;
+        const auto f32 = x.options().dtype(at::kFloat);
+        const bool any = B * Ho * Wo > 0, conv_grads = conv_mask[0] || conv_mask[1] || conv_mask[2];
+        auto grad_bias = conv_mask[2] ? (any ? at::empty({C_out}, f32) : at::zeros({C_out}, f32)) : Tensor();
+        auto grad_gn_weight = any ? at::empty({C_out}, f32) : at::zeros({C_out}, f32);
+        auto grad_gn_bias = any ? at::empty({C_out}, f32) : at::zeros({C_out}, f32);
+        Tensor grad_x, grad_weight;
+        if (!any) {
+            grad_x = conv_mask[0] ? at::zeros_like(x) : Tensor();
+            grad_weight = conv_mask[1] ? at::zeros_like(weight_in) : Tensor();
+        } else {
+            const auto stream = c10::cuda::getCurrentCUDAStream();
+            auto workspace = at::empty({general_workspace_doubles(B, C_out, groups, H, W, kh, kw)},
+                                       x.options().dtype(torch::kFloat64));
+            auto grad_conv = half ? converted(conv, at::kFloat) : conv.clone();   // the sweeps write over it
+            auto out = half ? at::empty({B, 1, Ho, Wo}, f32) : out_in.contiguous();   // half: recomputed, unrounded
+            const auto bf = converted(bias_in, at::kFloat), gwf = converted(gn_weight_in, at::kFloat);
+            const auto g = converted(grad_out, at::kFloat);
+            check(general_backward_launch(bf.data_ptr<float>(), gwf.data_ptr<float>(), norm.data_ptr<float>(),
+                                          group_stats.data_ptr<float>(), out.data_ptr<float>(),
+                                          half ? out.data_ptr<float>() : nullptr, g.data_ptr<float>(),
+                                          workspace.data_ptr<double>(), grad_conv.data_ptr<float>(), conv_grads,
+                                          grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr,
+                                          grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), B, C_out,
+                                          groups, H, W, kh, kw, stream), "backward");
+            if (conv_mask[0] || conv_mask[1]) {
+                auto r = torch_conv_backward(converted(grad_conv, x.scalar_type()), x, weight_in, {1, 1}, {0, 0}, false,
+                                             {0, 0}, {conv_mask[0], conv_mask[1], false});
+                grad_x = std::get<0>(r);
+                grad_weight = std::get<1>(r);
+            }
+        }
+        return {grad_x, grad_weight, converted(grad_bias, bias_in.scalar_type()),
+                converted(grad_gn_weight, gn_weight_in.scalar_type()), converted(grad_gn_bias, gn_weight_in.scalar_type())};
+    }
     x = converted(x, at::kFloat);
     auto weight = converted(weight_in, at::kFloat), bias = converted(bias_in, at::kFloat);
     auto gn_weight = converted(gn_weight_in, at::kFloat);
     auto out = half ? Tensor() : out_in.contiguous();   // half: recomputed below, unrounded
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     const int kh = (int)weight.size(2), kw = (int)weight.size(3);
-    const bool tuned = tuned_config((int)C_in, (int)C_out, kh, kw, (int)W);
-    if (tuned) check_smem(C_in);
+    check_smem(C_in);
     const int64_t groups = group_stats.size(1), Ho = H - kh + 1, Wo = W - kw + 1;
     auto g = converted(grad_out, at::kFloat);
     const bool any = B * Ho * Wo > 0;   // else every gradient is zero (or empty)
-    if (any && half) {   // the general path recomputes it in general_backward_launch
+    if (any && half) {
         out = at::empty({B, 1, Ho, Wo}, x.options());
-        if (tuned)
-            check(logsumexp_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
-                                   norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, H, W,
-                                   c10::cuda::getCurrentCUDAStream()), "backward");
+        check(logsumexp_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
+                               norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, H, W,
+                               c10::cuda::getCurrentCUDAStream()), "backward");
     }
     auto grad_x = conv_mask[0] ? at::empty_like(x) : Tensor();
     auto grad_weight = conv_mask[1] ? (any ? at::empty_like(weight) : at::zeros_like(weight)) : Tensor();
     auto grad_bias = conv_mask[2] ? (any ? at::empty_like(bias) : at::zeros_like(bias)) : Tensor();
     auto grad_gn_weight = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
     auto grad_gn_bias = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
-    if (any && !tuned) {   // the general path
-        auto workspace = at::empty({general_workspace_doubles(B, C_in, C_out, groups, H, W, kh, kw)},
-                                   x.options().dtype(torch::kFloat64));
-        auto grad_conv = at::empty({B, C_out, Ho, Wo}, x.options());
-        const auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
-        check(general_backward_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
-                                      gn_weight.data_ptr<float>(), norm.data_ptr<float>(), group_stats.data_ptr<float>(),
-                                      out.data_ptr<float>(), half ? out.data_ptr<float>() : nullptr,
-                                      g.contiguous().data_ptr<float>(), workspace.data_ptr<double>(),
-                                      grad_conv.data_ptr<float>(), conv_mask[0] || conv_mask[1] || conv_mask[2],
-                                      ptr(grad_x), ptr(grad_weight), ptr(grad_bias), grad_gn_weight.data_ptr<float>(),
-                                      grad_gn_bias.data_ptr<float>(), half, B, C_in, C_out, groups, H, W, kh, kw,
-                                      c10::cuda::getCurrentCUDAStream()), "backward");
-    } else if (any) {
+    if (any) {
         const bool need[3] = {conv_mask[0], conv_mask[1], conv_mask[2]};
         int plan[3];
         const long long ws = backward_plan(B, C_in, C_out, H, W, plan);
@@ -3481,19 +2633,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
-std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                                const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
-                                                double eps) {
+std::tuple<Tensor, Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                        const Tensor& gn_weight, const Tensor& gn_bias,
+                                                        int64_t groups, double eps) {
     const auto B = x.sym_size(0), C = weight.sym_size(0);
+    const auto Ho = x.sym_size(2) - weight.sym_size(2) + 1, Wo = x.sym_size(3) - weight.sym_size(3) + 1;
     const auto f32 = x.options().dtype(at::kFloat);
-    return {at::empty_symint({B, 1, x.sym_size(2) - weight.sym_size(2) + 1, x.sym_size(3) - weight.sym_size(3) + 1},
-                             gn_weight.options()),
-            at::empty_symint({B, C, 2}, f32), at::empty_symint({B, groups, 2}, f32)};
+    const std::vector<c10::SymInt> conv_shape = tuned_path(x, weight) ? std::vector<c10::SymInt>{0}
+                                                                      : std::vector<c10::SymInt>{B, C, Ho, Wo};
+    return {at::empty_symint({B, 1, Ho, Wo}, gn_weight.options()), at::empty_symint({B, C, 2}, f32),
+            at::empty_symint({B, groups, 2}, f32), at::empty_symint(conv_shape, x.options())};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
-        const Tensor& norm, const Tensor& group_stats, const Tensor& out, Mask conv_mask) {
+        const Tensor& norm, const Tensor& group_stats, const Tensor& out, const Tensor& conv, Mask conv_mask) {
     return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(weight) : Tensor(),
             conv_mask[2] ? at::empty_like(bias) : Tensor(), at::empty_like(gn_weight), at::empty_like(gn_weight)};
 }
@@ -3510,10 +2664,10 @@ static auto& backward_op() {
 // backward's Autograd kernel: the gradients, each refusing to be differentiated again (refuse_double_backward).
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
-        const Tensor& norm, const Tensor& group_stats, const Tensor& out, Mask conv_mask) {
+        const Tensor& norm, const Tensor& group_stats, const Tensor& out, const Tensor& conv, Mask conv_mask) {
     auto r = [&] {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        return backward_op().call(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv_mask);
+        return backward_op().call(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv, conv_mask);
     }();
     refuse_double_backward("conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp", {grad_out, x, weight, bias, gn_weight, out},
                            {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r), &std::get<3>(r), &std::get<4>(r)});
@@ -3530,14 +2684,16 @@ Tensor model_plain(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 // model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
 // an output of the forward operator, so that CUDA graph pools track them): x, weight, bias, gn_weight (the
 // inputs as given); norm (B, C, 2), each channel's affine GroupNorm coefficients; group_stats (B, G, 2), each
-// group's mean and 1/std; out (B, 1, Ho, Wo), the model's output (the logsumexp the backward differentiates).
+// group's mean and 1/std; out (B, 1, Ho, Wo), the model's output (the logsumexp the backward differentiates);
+// conv, PyTorch's conv output on its path (empty on the tuned path, whose backward recomputes the conv).
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const Tensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                           double eps) {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
         auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps);
-        ctx->save_for_backward({x, weight, bias, gn_weight, std::get<1>(r), std::get<2>(r), std::get<0>(r)});
+        ctx->save_for_backward({x, weight, bias, gn_weight, std::get<1>(r), std::get<2>(r), std::get<0>(r),
+                                std::get<3>(r)});
         ctx->saved_data["mask"] = c10::List<bool>({x.requires_grad(), weight.requires_grad(), bias.requires_grad()});
         return std::get<0>(r);
     }
@@ -3546,7 +2702,7 @@ struct Model : torch::autograd::Function<Model> {
                                                    torch::autograd::variable_list grads) {
         const auto s = ctx->get_saved_variables();
         const auto m = ctx->saved_data["mask"].toBoolList();
-        auto r = backward_op().call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], Mask{m[0], m[1], m[2]});
+        auto r = backward_op().call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], Mask{m[0], m[1], m[2]});
         return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r), std::get<4>(r), Tensor(), Tensor()};
     }
 };
@@ -3585,9 +2741,9 @@ std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type) {
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("plan(int[] x_shape, int[] weight_shape, int dtype) -> str", plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
-          "-> (Tensor, Tensor, Tensor)");
+          "-> (Tensor, Tensor, Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor norm, "
-          "Tensor group_stats, Tensor out, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+          "Tensor group_stats, Tensor out, Tensor conv, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     m.def("model(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> Tensor");
 }

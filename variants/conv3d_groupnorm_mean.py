@@ -187,413 +187,6 @@ __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b
 }
 // shared: split_tf32 end
 
-// shared: conv_igemm begin
-// The tensor-core conv engine: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, TF32 operands, fp32
-// sums), for the files' general paths (tests/test_conv_engine.py checks it alone against float64). Needs the
-// element_types and split_tf32 blocks before it (and C++17: if constexpr).
-//
-// The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (tap, ci), channels
-// innermost, so a thread's row finds its input position once a tap and then steps through channels. Conv3d gathers
-// x[b, ci, od s - p + kd, ...]. ConvTranspose3d (also a Conv3d's data gradient) is split by output parity: outputs
-// od = c + s j (c < s) take only the taps kd = r + s u, r = (c + p) mod s, from x[.., j + (c + p) / s - u, ..], so
-// each class (grid z) is a dense stride-1 GEMM over its own taps and no product is a zero of the stride. Any kernel,
-// stride and padding per axis; 64-bit indices. The weights are first packed as [class][tap of the class][ci][co]
-// (conv_igemm_pack_kernel, a workspace of the weight's size): a class's GEMM depth d is its packed row d, so a stage's
-// weight loads are one pointer step and coalesce. A block of 4 warps computes IgTile's BM x BN outputs, a warp
-// (BM / 2) x (BN / 2); a stage stages 16 depths of the gathered input and of the weights in shared memory: float
-// operands by cp.async, IG_STAGES - 1 stages in flight while the tensor cores work on one; 16-bit ones through
-// registers, one stage ahead. Where C_in is a multiple of 16 a stage is 16 channels of one tap: a thread's input
-// elements of a stage share one bounds test and one base pointer (the gather's cost per element is a pointer add);
-// other channel counts step each element through (tap, channel).
-// Products (IgProducts): IG_SPLIT, three TF32 products a step (fp32-level accuracy, the split_tf32 block);
-// IG_TF32, the operands rounded to TF32 to nearest even and one product (PyTorch's conv under allow_tf32);
-// IG_EXACT, one product of operands already exact in TF32 (float16 and bfloat16 values). The tensor cores add a
-// step's products without rounding to nearest (their sum truncates), so each stage sums into a fresh accumulator
-// that is then added (rounded to nearest) to the running one: the error stays that of fp32 sums at any depth.
-// The epilogue gets each output value with its (sample, channel, position) and stores it (a file's epilogue fuses
-// what follows the conv). Depths are added in a fixed order: the same input gives the same bits. The weight
-// gradient is a second GEMM (the _conv_igemm_wgrad block).
-struct ConvGeom {
-    int B, C_in, C_out, D, H, W, Do, Ho, Wo;
-    int k[3], s[3], p[3];
-    bool transposed;
-};
-enum IgProducts { IG_SPLIT = 0, IG_TF32 = 1, IG_EXACT = 2 };
-constexpr int IG_BK = 16, IG_THREADS = 128;
-
-// A block's tile: 2 x 2 warps of MI 16-row by NJ 8-column MMA tiles. A thread stages A_LOADS input values (one row,
-// depths A_STEP apart) and B_LOADS weights (one column, depths B_STEP apart) a stage.
-template <int MI, int NJ> struct IgTile {
-    static constexpr int BM = 32 * MI, BN = 16 * NJ;
-    static constexpr int A_STEP = IG_THREADS / BM, A_LOADS = IG_BK / A_STEP;
-    static constexpr int B_STEP = IG_THREADS / BN, B_LOADS = IG_BK / B_STEP;
-    static_assert(IG_THREADS % BM == 0 && IG_THREADS % BN == 0, "tile");
-};
-// Shared memory of one stage: a [depth][row], b [depth][column]; the pad of 8 makes a warp's fragment reads (rows or
-// columns g at depths t, lanes (g, t)) hit 32 different banks.
-template <int MI, int NJ> struct IgSmem {
-    float a[IG_BK][32 * MI + 8];
-    float b[IG_BK][16 * NJ + 8];
-};
-
-// One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
-// lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
-template <int P, int MI, int NJ>
-__device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn,
-                                             int gq, int tq) {
-#pragma unroll
-    for (int ks = 0; ks < IG_BK; ks += 8) {
-        uint32_t a_big[MI][4], a_small[MI][4];
-#pragma unroll
-        for (int i = 0; i < MI; ++i) {
-            const int r = wm + 16 * i + gq;
-            const float v[4] = {s.a[ks + tq][r], s.a[ks + tq][r + 8], s.a[ks + tq + 4][r], s.a[ks + tq + 4][r + 8]};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (P == IG_SPLIT) {
-                    const Split sp = split(v[e]);
-                    a_big[i][e] = sp.big;
-                    a_small[i][e] = sp.small;
-                } else {
-                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? round_tf32(v[e]) : v[e]);
-                }
-            }
-        }
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn) {
-            const int c = wn + 8 * jn + gq;
-            const float u0 = s.b[ks + tq][c], u1 = s.b[ks + tq + 4][c];
-            if (P == IG_SPLIT) {
-                const Split b0 = split(u0), b1 = split(u1);
-#pragma unroll
-                for (int i = 0; i < MI; ++i) {
-                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
-                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
-                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < MI; ++i) mma(acc[i][jn], a_big[i], __float_as_uint(u0), __float_as_uint(u1));
-            }
-        }
-    }
-}
-
-// A stage's products summed apart and added to acc (rounded to nearest): see the header on truncated sums.
-template <int P, int MI, int NJ>
-__device__ __forceinline__ void ig_stage(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn, int gq,
-                                         int tq) {
-    float part[MI][NJ][4] = {};
-    ig_stage_mma<P>(s, part, wm, wn, gq, tq);
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][jn][e] += part[i][jn][e];
-}
-
-// f(row, column, value) for each of a warp's accumulators, row and column within the block's tile (the m16n8k8
-// result layout: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 tile).
-template <int MI, int NJ, typename F>
-__device__ __forceinline__ void ig_for_each_result(const float (&acc)[MI][NJ][4], int wm, int wn, int gq, int tq,
-                                                   F&& f) {
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                f(wm + 16 * i + gq + (e >= 2 ? 8 : 0), wn + 8 * jn + 2 * tq + (e & 1), acc[i][jn][e]);
-}
-
-// One axis of a parity class: its n outputs o = c + ostep j, its taps t = r + tstep u (u < taps), the input index
-// j mul + off + dir u of output j through tap u.
-struct IgAxis { int n, ostep, c, taps, r, tstep, mul, off, dir; };
-__device__ __forceinline__ IgAxis ig_class_axis(int out, int k, int s, int p, bool transposed, int c) {
-    if (!transposed) return {out, 1, 0, k, 0, 1, s, -p, 1};
-    const int r = (c + p) % s;
-    return {c < out ? (out - c + s - 1) / s : 0, s, c, r < k ? (k - r + s - 1) / s : 0, r, s, 1, (c + p) / s, -1};
-}
-
-// Epilogue: y[b, co, position] = v + bias[co] (bias may be null), rounded to T.
-template <typename T> struct StoreWithBias {
-    T* y;
-    const T* bias;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        y[((size_t)b * C_out + co) * plane + pos] = from_float<T>(bias != nullptr ? v + to_float(bias[co]) : v);
-    }
-};
-
-// Epilogue: y[b, co, position] = v as summed, in float32 (the bias and any rounding left to the kernel reading y).
-struct StoreSum {
-    float* y;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        y[((size_t)b * C_out + co) * plane + pos] = v;
-    }
-};
-
-// 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where !ok
-// (then nothing is read at `any`, a valid global address).
-__device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, bool ok, const float* any) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(dst), "l"(ok ? src : any), "r"(ok ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void ig_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void ig_copy_wait() {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-}
-constexpr int IG_STAGES = 3;   // float operands: stages in flight in shared memory
-
-// The parity classes (one unless transposed), and the class of index cls's three axes (output sizes unused: 0).
-__device__ __forceinline__ int ig_classes(const ConvGeom& g) { return g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1; }
-__device__ __forceinline__ void ig_class_axes(const ConvGeom& g, int cls, IgAxis& ad, IgAxis& ah, IgAxis& aw,
-                                              bool sized) {
-    const int sh = g.transposed ? g.s[1] : 1, sw = g.transposed ? g.s[2] : 1;
-    ad = ig_class_axis(sized ? g.Do : 0, g.k[0], g.s[0], g.p[0], g.transposed, cls / (sh * sw));
-    ah = ig_class_axis(sized ? g.Ho : 0, g.k[1], g.s[1], g.p[1], g.transposed, cls / sw % sh);
-    aw = ig_class_axis(sized ? g.Wo : 0, g.k[2], g.s[2], g.p[2], g.transposed, cls % sw);
-}
-// The taps of the classes before cls (the classes partition the kernel's taps): where cls's packed rows begin, / C_in.
-__device__ __forceinline__ int ig_taps_before(const ConvGeom& g, int cls) {
-    int before = 0;
-    for (int c = 0; c < cls; ++c) {
-        IgAxis ad, ah, aw;
-        ig_class_axes(g, c, ad, ah, aw, false);
-        before += ad.taps * ah.taps * aw.taps;
-    }
-    return before;
-}
-
-// The weights as [class][tap of the class (ud, uh, uw)][ci][co] (IG_TF32: rounded to TF32), from (C_out, C_in,
-// taps), or (C_in, C_out, taps) when transposed.
-template <typename T, int P>
-__global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ packed, ConvGeom g) {
-    const int C_in = g.C_in, C_out = g.C_out, taps = g.k[0] * g.k[1] * g.k[2], classes = ig_classes(g);
-    const long long n = (long long)taps * C_in * C_out;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in);
-        int q = (int)(i / C_out / C_in);   // the packed tap: its class's, then its index in the class
-        IgAxis ad, ah, aw;
-        for (int cls = 0; cls < classes; ++cls) {
-            ig_class_axes(g, cls, ad, ah, aw, false);
-            const int in_class = ad.taps * ah.taps * aw.taps;
-            if (q < in_class) break;
-            q -= in_class;
-        }
-        const int ud = q / (ah.taps * aw.taps), uh = q / aw.taps % ah.taps, uw = q % aw.taps;
-        const int t = ((ad.r + ad.tstep * ud) * g.k[1] + ah.r + ah.tstep * uh) * g.k[2] + aw.r + aw.tstep * uw;
-        const T v = w[g.transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
-        packed[i] = P == IG_TF32 ? from_float<T>(round_tf32(to_float(v))) : v;   // (A: as its fragments load)
-    }
-}
-
-template <typename T, int P, int MI, int NJ, typename Epilogue>
-__global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restrict__ x,
-                                                                const T* __restrict__ packed, ConvGeom g,
-                                                                Epilogue epilogue)
-{
-    using Tile = IgTile<MI, NJ>;
-    // This block's parity class (one class unless transposed) and its GEMM.
-    const int cls = blockIdx.z;
-    IgAxis ad, ah, aw;
-    ig_class_axes(g, cls, ad, ah, aw, true);
-    const long long cplane = (long long)ad.n * ah.n * aw.n, rows = (long long)g.B * cplane;
-    const long long m0 = (long long)blockIdx.x * Tile::BM;
-    if (m0 >= rows) return;
-    const int taps = ad.taps * ah.taps * aw.taps, depth = taps * g.C_in;
-    const int n0 = blockIdx.y * Tile::BN;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    const int wm = warp / 2 * 16 * MI, wn = warp % 2 * 8 * NJ;
-    const long long in_plane = (long long)g.D * g.H * g.W;
-    // A: this thread stages row a_row at depths a_k, a_k + A_STEP, ... of each stage.
-    const int a_row = threadIdx.x % Tile::BM, a_k = threadIdx.x / Tile::BM;
-    const long long m = m0 + a_row;
-    const bool row_ok = m < rows;
-    const long long rest = row_ok ? m : 0;
-    const int jw = (int)(rest % aw.n), jh = (int)(rest / aw.n % ah.n), jd = (int)(rest / aw.n / ah.n % ad.n);
-    const T* xb = x + (size_t)(rest / cplane) * g.C_in * in_plane;
-    const int bd = jd * ad.mul + ad.off, bh = jh * ah.mul + ah.off, bw = jw * aw.mul + aw.off;
-    const long long a_step = (long long)Tile::A_STEP * in_plane;
-    // x at (row, tap (ud, uh, uw) of the class, channel ci); null: outside the input.
-    const auto a_point = [&](int ud, int uh, int uw, int ci) -> const T* {
-        const int id = bd + ad.dir * ud, ih = bh + ah.dir * uh, iw = bw + aw.dir * uw;
-        return row_ok && (unsigned)id < (unsigned)g.D && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W
-                   ? xb + (size_t)ci * in_plane + ((size_t)id * g.H + ih) * g.W + iw : nullptr;
-    };
-    // C_in a multiple of 16: a stage is channels a_ci - a_k .. + 15 of tap (ud, uh, uw), and a_src this thread's
-    // first element of it. Else the next element is at tap a_tap, channel a_ci (a_src; null: a zero).
-    const bool whole_taps = g.C_in % IG_BK == 0;
-    int a_tap = whole_taps ? 0 : a_k / g.C_in, a_ci = whole_taps ? a_k : a_k % g.C_in, ud = 0, uh = 0, uw = 0;
-    const T* a_src = nullptr;
-    const auto a_at_tap = [&]() {
-        a_src = a_tap < taps ? a_point(a_tap / (ah.taps * aw.taps), a_tap / aw.taps % ah.taps, a_tap % aw.taps, a_ci)
-                             : nullptr;
-    };
-    if (whole_taps) a_src = taps > 0 ? a_point(0, 0, 0, a_ci) : nullptr;
-    else a_at_tap();
-    const auto a_next = [&]() -> const T* {   // (not whole_taps) this element, moving on one
-        const T* src = a_src;
-        a_ci += Tile::A_STEP;
-        if (a_ci >= g.C_in) {
-            while (a_ci >= g.C_in) { a_ci -= g.C_in; ++a_tap; }
-            a_at_tap();
-        } else if (a_src != nullptr) {
-            a_src += a_step;
-        }
-        return src;
-    };
-    const auto a_next_stage = [&]() {         // (whole_taps) on to the next stage's 16 channels
-        a_ci += IG_BK;
-        if (a_ci >= g.C_in) {
-            a_ci -= g.C_in;
-            if (++uw == aw.taps) {
-                uw = 0;
-                if (++uh == ah.taps) { uh = 0; ++ud; }
-            }
-            a_src = ud < ad.taps ? a_point(ud, uh, uw, a_ci) : nullptr;
-        } else if (a_src != nullptr) {
-            a_src += (long long)IG_BK * in_plane;
-        }
-    };
-    // B: this thread stages column b_col at depths b_k, b_k + B_STEP, ...: the class's packed rows in order.
-    const int b_col = threadIdx.x % Tile::BN, b_k = threadIdx.x / Tile::BN, n = n0 + b_col;
-    const bool b_ok = n < g.C_out;
-    const long long b_step = (long long)Tile::B_STEP * g.C_out;
-    const T* b_src = packed + ((long long)ig_taps_before(g, cls) * g.C_in + b_k) * g.C_out + n;
-    int b_left = depth - b_k;   // the class's depths from this thread's first of the stage on
-    const int stages = (depth + IG_BK - 1) / IG_BK;
-    float acc[MI][NJ][4] = {};
-    if constexpr (std::is_same<T, float>::value) {
-        // IG_STAGES - 1 stages in flight (cp.async) while the tensor cores work on one.
-        __shared__ IgSmem<MI, NJ> s[IG_STAGES];
-        const unsigned s0 = (unsigned)__cvta_generic_to_shared(&s[0]);
-        const unsigned a_dst = (unsigned)__cvta_generic_to_shared(&s[0].a[a_k][a_row]) - s0;
-        const unsigned b_dst = (unsigned)__cvta_generic_to_shared(&s[0].b[b_k][b_col]) - s0;
-        const auto issue = [&](int buf) {
-            const unsigned base = s0 + buf * (unsigned)sizeof(IgSmem<MI, NJ>);
-            if (whole_taps) {
-                const bool ok = a_src != nullptr;
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j)
-                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), a_src + j * a_step,
-                                  ok, x);
-                a_next_stage();
-            } else {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) {
-                    const float* src = a_next();
-                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), src, src != nullptr,
-                                  x);
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j)
-                ig_copy_async(base + b_dst + j * Tile::B_STEP * (unsigned)sizeof(s[0].b[0]), b_src + j * b_step,
-                              b_ok && j * Tile::B_STEP < b_left, x);
-            b_src += (long long)IG_BK * g.C_out;
-            b_left -= IG_BK;
-        };
-#pragma unroll
-        for (int i = 0; i < IG_STAGES - 1; ++i) {
-            if (i < stages) issue(i);
-            ig_copy_commit();
-        }
-        for (int k = 0; k < stages; ++k) {
-            ig_copy_wait<IG_STAGES - 2>();
-            __syncthreads();   // stage k is in; every warp is done with stage k - 1's buffer
-            if (k + IG_STAGES - 1 < stages) issue((k + IG_STAGES - 1) % IG_STAGES);
-            ig_copy_commit();
-            ig_stage<P>(s[k % IG_STAGES], acc, wm, wn, gq, tq);
-        }
-    } else {
-        // 16-bit operands (no 2-byte cp.async): the next stage in registers while the tensor cores work.
-        __shared__ IgSmem<MI, NJ> s;
-        float av[Tile::A_LOADS], bv[Tile::B_LOADS];
-        const auto load = [&]() {
-            if (whole_taps) {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) av[j] = a_src != nullptr ? to_float(a_src[j * a_step]) : 0.f;
-                a_next_stage();
-            } else {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) {
-                    const T* src = a_next();
-                    av[j] = src != nullptr ? to_float(*src) : 0.f;
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j)
-                bv[j] = b_ok && j * Tile::B_STEP < b_left ? to_float(b_src[j * b_step]) : 0.f;
-            b_src += (long long)IG_BK * g.C_out;
-            b_left -= IG_BK;
-        };
-        load();
-        for (int k = 0; k < stages; ++k) {
-#pragma unroll
-            for (int j = 0; j < Tile::A_LOADS; ++j) s.a[a_k + Tile::A_STEP * j][a_row] = av[j];
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j) s.b[b_k + Tile::B_STEP * j][b_col] = bv[j];
-            __syncthreads();
-            if (k + 1 < stages) load();   // in flight during this stage's products
-            ig_stage<P>(s, acc, wm, wn, gq, tq);
-            __syncthreads();
-        }
-    }
-    const long long plane = (long long)g.Do * g.Ho * g.Wo;
-    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
-        const long long row = m0 + r;
-        const int co = n0 + c;
-        if (row < rows && co < g.C_out) {
-            const long long q = row % cplane;
-            const int od = ad.c + ad.ostep * (int)(q / aw.n / ah.n), oh = ah.c + ah.ostep * (int)(q / aw.n % ah.n),
-                      ow = aw.c + aw.ostep * (int)(q % aw.n);
-            epilogue(row / cplane, co, ((long long)od * g.Ho + oh) * g.Wo + ow, plane, g.C_out, v);
-        }
-    });
-}
-
-// Tile shapes: 1: 64 x 32 (at most 32 output channels), 2: 64 x 64. (Measured on an H200 across the channel sweep's
-// convs, batch 32: 128 x 32, 128 x 64 and 64 x 128 tiles won nowhere by more than 10% and lost up to 2x: fewer
-// blocks, fewer warps a stage's latency hides behind.)
-inline int conv_igemm_tile(const ConvGeom& g) { return g.C_out <= 32 ? 1 : 2; }
-
-// The packed weights' elements (the workspace conv_igemm_launch needs).
-inline long long conv_igemm_packed_size(const ConvGeom& g) {
-    return (long long)g.k[0] * g.k[1] * g.k[2] * g.C_in * g.C_out;
-}
-
-template <typename T, int P, int MI, int NJ, typename Epilogue>
-cudaError_t conv_igemm_launch_tile(const T* x, const T* packed, const ConvGeom& g, Epilogue epilogue,
-                                   cudaStream_t stream) {
-    using Tile = IgTile<MI, NJ>;
-    const int classes = g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1;
-    const auto per_class = [&](int out, int s) { return g.transposed ? (out + s - 1) / s : out; };
-    const long long rows = (long long)g.B * per_class(g.Do, g.s[0]) * per_class(g.Ho, g.s[1]) * per_class(g.Wo, g.s[2]);
-    const dim3 grid((unsigned)((rows + Tile::BM - 1) / Tile::BM), (g.C_out + Tile::BN - 1) / Tile::BN, classes);
-    conv_igemm_kernel<T, P, MI, NJ><<<grid, IG_THREADS, 0, stream>>>(x, packed, g, epilogue);
-    return cudaGetLastError();
-}
-
-// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code (0: conv_igemm_tile(g)).
-template <typename T, int P, typename Epilogue>
-cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, Epilogue epilogue,
-                              cudaStream_t stream, int tile = 0) {
-    if (tile == 0) tile = conv_igemm_tile(g);
-    const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo, n_packed = conv_igemm_packed_size(g);
-    if (rows == 0 || g.C_out == 0) return cudaSuccess;
-    if (n_packed > 0) {
-        const int blocks = (int)std::min<long long>((n_packed + 255) / 256, 4096);
-        conv_igemm_pack_kernel<T, P><<<blocks, 256, 0, stream>>>(w, packed, g);
-        const cudaError_t err = cudaGetLastError();
-        if (err != cudaSuccess) return err;
-    }
-    return tile == 1 ? conv_igemm_launch_tile<T, P, 2, 2>(x, packed, g, epilogue, stream)
-                     : conv_igemm_launch_tile<T, P, 2, 4>(x, packed, g, epilogue, stream);
-}
-// shared: conv_igemm end
 
 // The conv as a GEMM over one row of input columns: rows = input columns iw, columns = (kw, co),
 // depth k = (ci, kd, kh) padded to a multiple of 8, so that C[iw][kw, co] = sum_k x[k][iw] w[co][k][kw]
@@ -1191,212 +784,54 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
     }
 }
 
-// The general path (any kernel size per axis, any number of input channels).
-struct Kernel3 { int d, h, w; };
-
-// The general path's tiles (the forward's statistics where input channels are few, dL/dy, and dL/dx's flipped
-// conv): a block takes TILE_H x TILE_W output
-// positions of one output depth od of one sample (PIX a thread: rows ty, ty + ROW_STEP, ...) and CO_T output
-// channels at a time (PIX x CO_T accumulators a thread). Per input depth od + kd and chunk of ci_t input channels it
-// stages the rows the tile reads and the chunk's weights of that depth (transposed to [ci][kh][kw][co], so a tap's
-// CO_T weights are four broadcast float4 loads) in shared memory; a tap is then PIX input loads and PIX x CO_T
-// multiply-adds, in fp32 (half values exact), summed over (ci chunk, kd, ci, kh, kw). conv_stats_general_kernel
-// writes each channel's sum and sum of squares over the tile (the conv without its bias in fp32; in half precision
-// each value rounded as the tuned path rounds it, bias included) in double, in a fixed order, to partials
-// (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats.
-constexpr int GEN_THREADS = 256, TILE_W = 32, CO_T = 16, PIX = 2, ROW_STEP = GEN_THREADS / TILE_W;
-constexpr int TILE_H = PIX * ROW_STEP;
-static_assert(2 * CO_T == 32, "a channel's two sums a lane");
-
-struct TileConv3 {
-    int C_in, C_out, D, H, W, ci_t;
-    Kernel3 k;
-    int co_t = CO_T;     // output channels at a time (tile_conv3's COT)
-    int th = TILE_H;     // the tile's rows (tile_conv3's PIXT ROW_STEP)
-    __host__ __device__ int rows() const { return th + k.h - 1; }
-    __host__ __device__ int cols() const { return TILE_W + k.w - 1; }
-    __host__ __device__ int in_floats() const { return (rows() * cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
-    __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }               // a channel's at one kd
-    __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
-    __host__ __device__ int tiles_hw() const { return (H - k.h + 1 + th - 1) / th * tiles_w(); }
-    __host__ __device__ int tiles() const { return (D - k.d + 1) * tiles_hw(); }
-    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
-};
-
-// The warp's sums of 32 values at once, lane l ending with value l's in v[0]: each of five steps halves the values
-// a lane holds (it keeps the half its lane bit selects and adds its partner's), 31 shuffles, a fixed order.
-template <int HALF = 16>
-__device__ __forceinline__ void warp_sum_transposed(double (&v)[32]) {
-    const bool upper = threadIdx.x & HALF;
-#pragma unroll
-    for (int i = 0; i < HALF; ++i) {
-        const double keep = upper ? v[i + HALF] : v[i], give = upper ? v[i] : v[i + HALF];
-        v[i] = keep + __shfl_xor_sync(0xffffffffu, give, HALF);
-    }
-    if constexpr (HALF > 1) warp_sum_transposed<HALF / 2>(v);
-}
-
-// acc[p][i] = the conv (no bias) of output channel co0 + i at this thread's position p, (od, oh0 + ty + p ROW_STEP,
-// ow0 + tx), of sample b, summed over (ci chunk, kd, ci, kh, kw); in_s and w_s: the block's staging (t.smem_bytes()).
-// FLIP (dL/dx from dL/dy): the conv's transpose, a conv of `x` (here dL/dy, t.C_in = the model's C_out channels,
-// t.D x t.H x t.W its size) padded by k - 1 with the weights flipped and their channels swapped (t.C_out = the
-// model's C_in). COT (= t.co_t) output channels at a time: 4 or 8 for few of them, PIXT (t.th = PIXT ROW_STEP) rows.
-template <typename T, bool FLIP = false, int COT = CO_T, int PIXT = PIX>
-__device__ __forceinline__ void tile_conv3(const TileConv3& t, const T* __restrict__ x, const T* __restrict__ weight,
-                                           long long b, int od, int oh0, int ow0, int co0, float* in_s, float* w_s,
-                                           float (&acc)[PIXT][COT])
-{
-    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int rows = t.rows(), cols = t.cols(), taps2 = t.k.h * t.k.w, taps3 = t.k.d * taps2;
-    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
-#pragma unroll
-    for (int p = 0; p < PIXT; ++p)
-#pragma unroll
-        for (int i = 0; i < COT; ++i) acc[p][i] = 0.f;
-    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
-        const int nci = min(t.ci_t, t.C_in - ci0);
-        for (int kd = 0; kd < t.k.d; ++kd) {
-            const int id = od + kd - (FLIP ? t.k.d - 1 : 0);
-            if (FLIP && (id < 0 || id >= t.D)) continue;   // the padding: no products (uniform across the block)
-            __syncthreads();
-            for (int ci = 0; ci < nci; ++ci) {   // a warp per input row, lanes along it
-                const T* xc = x + (((size_t)b * t.C_in + ci0 + ci) * t.D + id) * t.H * t.W;
-                for (int r = warp; r < rows; r += GEN_THREADS / 32) {
-                    const int ih = oh0 + r - (FLIP ? t.k.h - 1 : 0);
-                    for (int col = lane; col < cols; col += 32) {
-                        const int iw = ow0 + col - (FLIP ? t.k.w - 1 : 0);
-                        const bool in = (!FLIP || (ih >= 0 && iw >= 0)) && ih < t.H && iw < t.W;
-                        in_s[ci * t.in_floats() + r * cols + col] = in ? load_float(xc + (size_t)ih * t.W + iw) : 0.f;
-                    }
-                }
-            }
-            if (FLIP) {   // w_s[(ci taps2 + tap) COT + j] = weight[ci0 + ci][co][k.d - 1 - kd][taps2 - 1 - tap]
-                for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
-                    w_s[ct * COT + j] = co < t.C_out ? load_float(weight + ((size_t)(ci0 + ct / taps2) * t.C_out + co) * taps3
-                                                                 + (size_t)(t.k.d - 1 - kd) * taps2 + taps2 - 1 - ct % taps2)
-                                                     : 0.f;
-            } else {      // w_s[(ci taps2 + tap) COT + j] = weight[co][ci0 + ci][kd][tap]
-                const T* wc = weight + ((size_t)co * t.C_in + ci0) * taps3 + (size_t)kd * taps2;
-                for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
-                    w_s[ct * COT + j] = co < t.C_out ? load_float(wc + (size_t)(ct / taps2) * taps3 + ct % taps2) : 0.f;
-            }
-            __syncthreads();
-            for (int ci = 0; ci < nci; ++ci) {
-                const float* in_r = in_s + ci * t.in_floats() + ty * cols + tx;
-                const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps2 * COT);
-                for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
-#pragma unroll 4
-                    for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
-                        float v[PIXT];
-#pragma unroll
-                        for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
-#pragma unroll
-                        for (int q = 0; q < COT / 4; ++q) {
-                            const float4 w = w4[q];
-#pragma unroll
-                            for (int p = 0; p < PIXT; ++p) {
-                                acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
-                                acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
-                                acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
-                                acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-// Block (b tiles + tile, split): channels in chunks of CO_T from split CO_T, gridDim.y CO_T apart.
+// ---- The PyTorch-conv path (every input outside the tuned envelope, conv3d_groupnorm_mean_tuned): PyTorch's own
+// convolution writes y, the conv and its bias in the input's dtype (eager's bits), and these two kernels read it.
+// conv_sums_kernel: block (plane (b, c), chunk of SUM_CHUNK positions): the chunk's sum of y and of y^2 (double,
+// a fixed order) into partials (B, C_out, chunks, 2), as gn_mean_finalize_kernel reads them.
+constexpr int SUM_CHUNK = 8192, SUM_THREADS = 256;
 template <typename T>
-__global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
-    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
-    double* __restrict__ partials, TileConv3 t)
+__global__ void __launch_bounds__(SUM_THREADS) conv_sums_kernel(
+    const T* __restrict__ y,           // (B, C_out, S), contiguous
+    double* __restrict__ partials,     // (B, C_out, chunks, 2)
+    long long S, int chunks)
 {
-    extern __shared__ float4 smem4[];
-    __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
-    float* in_s = reinterpret_cast<float*>(smem4);
-    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
-    const int tile = (int)(blockIdx.x % t.tiles());
-    const long long b = blockIdx.x / t.tiles();
-    const int od = tile / t.tiles_hw(), oh0 = tile % t.tiles_hw() / t.tiles_w() * TILE_H;
-    const int ow0 = tile % t.tiles_w() * TILE_W;
-    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
-        float acc[PIX][CO_T];
-        tile_conv3(t, x, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
-        double v[2 * CO_T] = {};   // (sum, square) of each channel, the thread's positions in order
+    __shared__ double warp_sums[SUM_THREADS / 32][2];
+    const long long plane = blockIdx.x / chunks;
+    const int chunk = (int)(blockIdx.x % chunks);
+    const T* row = y + plane * S;
+    double s = 0.0, q = 0.0;
+    const long long end = min(S, (long long)(chunk + 1) * SUM_CHUNK);
+    for (long long i = (long long)chunk * SUM_CHUNK + threadIdx.x; i < end; i += SUM_THREADS) {
+        const double v = to_float(row[i]);
+        s += v;
+        q += v * v;
+    }
 #pragma unroll
-        for (int p = 0; p < PIX; ++p) {
-            const bool inside = oh0 + ty + p * ROW_STEP < t.H - t.k.h + 1 && ow0 + tx < t.W - t.k.w + 1;
-#pragma unroll
-            for (int i = 0; i < CO_T; ++i) {
-                float y = acc[p][i];
-                if (exact_in_tf32<T>() && co0 + i < t.C_out)
-                    y = round_to<T>(round_to<T>(y) + (bias ? load_float(bias + co0 + i) : 0.f));
-                y = inside && co0 + i < t.C_out ? y : 0.f;
-                v[2 * i] += y;
-                v[2 * i + 1] += (double)y * y;
-            }
-        }
-        warp_sum_transposed(v);   // lane l: the warp's sum of value l
-        warp_sums[warp][lane] = v[0];
-        __syncthreads();
-        if (threadIdx.x < 2 * CO_T && co0 + threadIdx.x / 2 < t.C_out) {
-            double total = 0.0;
-            for (int w = 0; w < GEN_THREADS / 32; ++w) total += warp_sums[w][threadIdx.x];
-            partials[(((size_t)b * t.C_out + co0 + threadIdx.x / 2) * t.tiles() + tile) * 2 + threadIdx.x % 2] = total;
-        }
+    for (int off = 16; off > 0; off /= 2) {
+        s += __shfl_xor_sync(0xffffffffu, s, off);
+        q += __shfl_xor_sync(0xffffffffu, q, off);
+    }
+    if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][0] = s; warp_sums[threadIdx.x / 32][1] = q; }
+    __syncthreads();
+    if (threadIdx.x < 2) {
+        double v = 0.0;
+        for (int w = 0; w < SUM_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
+        partials[(plane * chunks + chunk) * 2 + threadIdx.x] = v;
     }
 }
 
-// dL/dy on the general path, tiled as conv_stats_general_kernel (block b tiles + tile, chunk blockIdx.y of CO_T
-// output channels): y recomputed by tile_conv3, then dL/dy = A + B (y - mu) from coef, as the tuned path writes it.
+// The PyTorch-conv path's dL/dy = coef_0 + coef_1 (y - coef_2) per element, in y's dtype (PyTorch's convolution
+// backward reads it so; half precision: rounded once, as PyTorch's half GroupNorm backward rounds its output).
 template <typename T>
-__global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
-    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ coef,
-    float* __restrict__ grad_y, TileConv3 t)
-{
-    extern __shared__ float4 smem4[];
-    float* in_s = reinterpret_cast<float*>(smem4);
-    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
-    const int tile = (int)(blockIdx.x % t.tiles()), co0 = blockIdx.y * CO_T;
-    const long long b = blockIdx.x / t.tiles();
-    const int od = tile / t.tiles_hw(), oh0 = tile % t.tiles_hw() / t.tiles_w() * TILE_H;
-    const int ow0 = tile % t.tiles_w() * TILE_W;
-    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
-    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    float acc[PIX][CO_T];
-    tile_conv3(t, x, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
-    const long long S = (long long)(t.D - t.k.d + 1) * Ho * Wo;
-#pragma unroll
-    for (int p = 0; p < PIX; ++p) {
-        if (oh + p * ROW_STEP >= Ho || ow >= Wo) break;
-        const long long s = ((long long)od * Ho + oh + p * ROW_STEP) * Wo + ow;
-#pragma unroll
-        for (int j = 0; j < CO_T; ++j) {
-            const int c = co0 + j;
-            if (c >= t.C_out) break;
-            const float* cf = coef + ((size_t)b * t.C_out + c) * 3;
-            const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[p][j]) + to_float(bias[c]))
-                                               : acc[p][j] + to_float(bias[c]);
-            grad_y[((size_t)b * t.C_out + c) * S + s] = cf[0] + cf[1] * (y - cf[2]);
-        }
-    }
-}
-
-// dL/dy on the general path from the conv the engine wrote into grad_y (StoreConvValue: float32 the conv without its
-// bias; half precision y as PyTorch rounds it, bias included), in place: dL/dy = A + B (y - mu) from coef.
-template <typename T>
-__global__ void grad_y_from_conv_kernel(const T* __restrict__ bias, const float* __restrict__ coef, float* grad_y,
-                                        long long S, int C_out, long long n)
+__global__ void grad_y_from_conv_kernel(
+    const T* __restrict__ y,           // (B, C_out, S)
+    const float* __restrict__ coef,    // (B, C_out, 3)
+    T* __restrict__ grad_y,            // (B, C_out, S)
+    long long S, long long n)
 {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const long long bc = i / S;
-        const float* cf = coef + bc * 3;
-        const float y = exact_in_tf32<T>() ? grad_y[i] : grad_y[i] + to_float(bias[bc % C_out]);
-        grad_y[i] = cf[0] + cf[1] * (y - cf[2]);
+        const float* cf = coef + i / S * 3;
+        grad_y[i] = from_float<T>(fmaf(cf[1], to_float(y[i]) - cf[2], cf[0]));
     }
 }
 
@@ -2007,298 +1442,6 @@ __host__ __device__ inline bool rows_weight_grad(const GradDims& d) {
     return tc_weight_grad(d) && d.C_in * K * K <= 2 * WGT_DEPTHS && d.C_out <= WR_CO;
 }
 
-// dL/dx elsewhere (any kernel size, any channels), tiled: block (b tiles + tile of dL/dx, chunk of COT input
-// channels), tile_conv3<FLIP> over dL/dy (t: the conv's transpose, t.D x t.H x t.W = Do x Ho x Wo). Sums over
-// (output channel chunk, kd, output channel, kh, kw) in fp32, a fixed order.
-template <int COT, int PIXT>
-__global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv3 t)
-{
-    extern __shared__ float4 smem4[];
-    float* in_s = reinterpret_cast<float*>(smem4);
-    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
-    constexpr int TH = PIXT * ROW_STEP;
-    const int D = t.D + t.k.d - 1, H = t.H + t.k.h - 1, W = t.W + t.k.w - 1;
-    const int tiles_w = (W + TILE_W - 1) / TILE_W, tiles_hw = (H + TH - 1) / TH * tiles_w;
-    const int tile = (int)(blockIdx.x % ((long long)D * tiles_hw)), co0 = blockIdx.y * COT;
-    const long long b = blockIdx.x / ((long long)D * tiles_hw);
-    const int od = tile / tiles_hw, oh0 = tile % tiles_hw / tiles_w * TH, ow0 = tile % tiles_w * TILE_W;
-    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    float acc[PIXT][COT];
-    tile_conv3<float, true, COT, PIXT>(t, grad_y, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
-#pragma unroll
-    for (int p = 0; p < PIXT; ++p)
-        if (oh + p * ROW_STEP < H && ow < W)
-#pragma unroll
-            for (int j = 0; j < COT; ++j)
-                if (co0 + j < t.C_out)
-                    grad_x[((((size_t)b * t.C_out + co0 + j) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][j];
-}
-
-using WgradDims = GradDims;
-// shared: wgrad_tiled_3d begin
-// WgradDims: the file's dims type (B, C_in, C_out, Do, Ho, Wo, D, H, W), named before this block.
-// dL/dW, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items (sample,
-// output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of the
-// chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so that
-// neither the staging stores nor the loads conflict) and the input rows the tile reads at each kd of each of its
-// input channels. A thread owns a quad of output channels, an input channel, WG_TAPS taps (tap group) and a part of
-// the tile's rows (row part): per position one float4 of dL/dy and WG_TAPS input loads feed 4 WG_TAPS multiply-adds.
-// Each item's products are summed in fp32, the items in double; the row parts' totals are added in order through
-// shared memory into partials (splits, C_out, C_in, taps), added in split order by finish_weight_grad_tiled_kernel.
-constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
-struct WgradPlan {
-    int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
-                                      // quads x groups x ci_c (up to GEN_THREADS a round); row parts
-    __host__ __device__ WgradPlan(int C_in, Kernel3 k) {
-        const int ci_floats = k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
-        groups = (k.d * k.h * k.w + WG_TAPS - 1) / WG_TAPS;
-        ci_c = max(1, min(min(C_in, GEN_THREADS / (WG_QUADS * groups)), (16 << 10) / ci_floats));
-        units = min(WG_QUADS * groups * ci_c, GEN_THREADS);
-        parts = 1;
-        while (parts < TILE_H && 2 * parts * units <= GEN_THREADS) parts *= 2;   // a power of 2 dividing TILE_H
-    }
-};
-static size_t wgrad_smem_bytes(int C_in, Kernel3 k) {
-    const WgradPlan plan(C_in, k);
-    const size_t stage = (size_t)TILE_H * TILE_W * CO_T + (size_t)plan.ci_c * k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
-    const size_t totals = (size_t)GEN_THREADS * WG_TAPS * 4 * 2;   // doubles, as floats
-    return (stage > totals ? stage : totals) * sizeof(float);
-}
-__device__ __forceinline__ int wg_swizzle(int pos, int quad) { return pos * CO_T + 4 * (quad ^ ((pos >> 1) & 3)); }
-__global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, WgradDims d, Kernel3 k,
-    int splits)
-{
-    static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
-    extern __shared__ float4 smem4[];
-    float* gy_s = reinterpret_cast<float*>(smem4);                 // [TILE_H TILE_W][CO_T], swizzled quads
-    float* x_s = gy_s + TILE_H * TILE_W * CO_T;                    // [ci_c][kd][rows][cols]
-    double* totals_s = reinterpret_cast<double*>(smem4);           // after the items: [thread][WG_TAPS 4]
-    const int taps = k.d * k.h * k.w, rows = TILE_H + k.h - 1, cols = TILE_W + k.w - 1;
-    const WgradPlan plan(d.C_in, k);
-    const int co0 = blockIdx.x * CO_T, ci0 = blockIdx.y * plan.ci_c, split = blockIdx.z;
-    const int nci = min(plan.ci_c, d.C_in - ci0), n_units = WG_QUADS * plan.groups * nci;
-    const int rows_a_part = TILE_H / plan.parts;
-    const int tiles_w = (d.Wo + TILE_W - 1) / TILE_W, tiles_hw = (d.Ho + TILE_H - 1) / TILE_H * tiles_w;
-    const long long S = (long long)d.Do * d.Ho * d.Wo, items = (long long)d.B * d.Do * tiles_hw;
-    for (int u0 = 0; u0 < n_units; u0 += plan.units) {   // rounds of units (more than GEN_THREADS: huge kernels)
-        const int unit = u0 + (int)threadIdx.x % plan.units, part = (int)threadIdx.x / plan.units;
-        const bool active = part < plan.parts && unit < n_units;
-        const int quad = unit % WG_QUADS, group = unit / WG_QUADS % plan.groups, ci = unit / (WG_QUADS * plan.groups);
-        int offset[WG_TAPS];   // each tap's input offset ((kd rows + kh) cols + kw); taps past the last read tap 0's
-#pragma unroll
-        for (int i = 0; i < WG_TAPS; ++i) {
-            const int tap = min(group * WG_TAPS + i, taps - 1);
-            offset[i] = (tap / (k.h * k.w) * rows + tap / k.w % k.h) * cols + tap % k.w;
-        }
-        double total[WG_TAPS][4] = {};
-        for (long long item = split; item < items; item += splits) {
-            const long long b = item / ((long long)d.Do * tiles_hw);
-            const int od = (int)(item / tiles_hw % d.Do), tile = (int)(item % tiles_hw);
-            const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
-            __syncthreads();
-            for (int i = threadIdx.x; i < WG_QUADS * TILE_H * TILE_W; i += GEN_THREADS) {   // lanes along positions
-                const int q = i / (TILE_H * TILE_W), pos = i % (TILE_H * TILE_W);
-                const int oh = oh0 + pos / TILE_W, ow = ow0 + pos % TILE_W;
-                float v[4];
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int co = co0 + 4 * q + c;
-                    v[c] = co < d.C_out && oh < d.Ho && ow < d.Wo
-                        ? __ldg(grad_y + ((size_t)b * d.C_out + co) * S + ((size_t)od * d.Ho + oh) * d.Wo + ow) : 0.f;
-                }
-                *reinterpret_cast<float4*>(gy_s + wg_swizzle(pos, q)) = make_float4(v[0], v[1], v[2], v[3]);
-            }
-            for (int i = threadIdx.x; i < nci * k.d * rows * cols; i += GEN_THREADS) {
-                const int c = i / (k.d * rows * cols), kd = i / (rows * cols) % k.d;
-                const int ih = oh0 + i / cols % rows, iw = ow0 + i % cols;
-                x_s[i] = ih < d.H && iw < d.W
-                    ? __ldg(x + (((size_t)b * d.C_in + ci0 + c) * d.D + od + kd) * d.H * d.W + (size_t)ih * d.W + iw) : 0.f;
-            }
-            __syncthreads();
-            if (!active) continue;
-            float sum[WG_TAPS][4] = {};
-            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py)
-            for (int px0 = 0; px0 < TILE_W; px0 += 8) {   // the swizzle repeats every 8 positions: constant offsets
-                const float* xr = x_s + (size_t)ci * k.d * rows * cols + py * cols + px0;
-                const float* gr = gy_s + (py * TILE_W + px0) * CO_T;
-#pragma unroll
-                for (int r = 0; r < 8; ++r) {
-                    const float4 g = *reinterpret_cast<const float4*>(gr + wg_swizzle(r, quad));
-#pragma unroll
-                    for (int i = 0; i < WG_TAPS; ++i) {
-                        const float v = xr[offset[i] + r];
-                        sum[i][0] = fmaf(g.x, v, sum[i][0]);
-                        sum[i][1] = fmaf(g.y, v, sum[i][1]);
-                        sum[i][2] = fmaf(g.z, v, sum[i][2]);
-                        sum[i][3] = fmaf(g.w, v, sum[i][3]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) total[i][c] += sum[i][c];
-        }
-        __syncthreads();   // the stage's last reads done: its memory now holds the totals
-#pragma unroll
-        for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) totals_s[(size_t)threadIdx.x * WG_TAPS * 4 + i * 4 + c] = total[i][c];
-        __syncthreads();
-        if (active && part == 0) {   // the row parts in order
-            for (int p = 1; p < plan.parts; ++p)
-#pragma unroll
-                for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        total[i][c] += totals_s[((size_t)p * plan.units + threadIdx.x) * WG_TAPS * 4 + i * 4 + c];
-#pragma unroll
-            for (int i = 0; i < WG_TAPS; ++i) {
-                const int tap = group * WG_TAPS + i;
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int co = co0 + 4 * quad + c;
-                    if (tap < taps && co < d.C_out)
-                        partials[(((size_t)split * d.C_out + co) * d.C_in + ci0 + ci) * taps + tap] = total[i][c];
-                }
-            }
-        }
-        __syncthreads();   // the totals read before the next round's stage
-    }
-}
-// shared: wgrad_tiled_3d end
-
-// shared: finish_weight_grad_tiled begin
-// dL/dW: each weight's split totals added in order.
-__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
-                                                long long n, int splits)
-{
-    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    double v = 0.0;
-    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
-    grad_weight[i] = (float)v;
-}
-// shared: finish_weight_grad_tiled end
-// shared: conv_igemm_wgrad begin
-// The conv engine's weight gradient. Needs the conv_igemm and finish_weight_grad_tiled blocks before it.
-// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
-// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
-// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
-// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
-// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
-// A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
-// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
-// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
-__device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
-struct WgradGeom {
-    int B, R, C;              // samples, Dir's channels, Gat's channels
-    int Dd, Dh, Dw;           // Dir's positions
-    int Gd, Gh, Gw;           // Gat's
-    int k[3], s[3], p[3];
-};
-
-template <int P>
-__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
-                                                                      const float* __restrict__ gat,
-                                                                      double* __restrict__ partials, WgradGeom g)
-{
-    constexpr int MI = 2, NJ = 4, BM = 64, BN = 64;
-    __shared__ IgSmem<MI, NJ> s;     // a: [depth][row] Dir, b: [depth][column] Gat gathered
-    __shared__ int col_c[BN], col_t[BN];   // a column's Gat channel (-1: none) and tap (tz << 20 | ty << 10 | tx)
-    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
-    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
-    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
-    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
-    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
-    if (threadIdx.x < BN) {   // each column's Gat channel and tap (-1: no such column)
-        const int n = n0 + threadIdx.x;
-        const int t = n % taps;
-        col_c[threadIdx.x] = n < cols ? n / taps : -1;
-        col_t[threadIdx.x] = t / (g.k[1] * g.k[2]) << 20 | t / g.k[2] % g.k[1] << 10 | t % g.k[2];
-    }
-    __syncthreads();
-    const int k_off = threadIdx.x % IG_BK, lead = threadIdx.x / IG_BK;   // rows / columns lead + 8 j
-    // This thread's depth q = (b, pos), pos = (od, oh, ow), moved on by IG_BK a stage.
-    long long q = q0 + k_off;
-    long long b = q / plane;
-    long long pos = q % plane;
-    int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
-    float av[8], bv[8];
-    const auto load = [&]() {
-        const bool ok = q < q1;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int r = m0 + lead + 8 * j;
-            av[j] = ok && r < g.R ? dir[((size_t)b * g.R + r) * plane + pos] : 0.f;
-            const int c = col_c[lead + 8 * j], t = col_t[lead + 8 * j];
-            float u = 0.f;
-            if (ok && c >= 0) {
-                const int id = ig_in(od * g.s[0] - g.p[0] + (t >> 20), g.Gd);
-                const int ih = ig_in(oh * g.s[1] - g.p[1] + (t >> 10 & 1023), g.Gh);
-                const int iw = ig_in(ow * g.s[2] - g.p[2] + (t & 1023), g.Gw);
-                if ((id | ih | iw) >= 0) u = gat[((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw];
-            }
-            bv[j] = u;
-        }
-        q += IG_BK;
-        for (ow += IG_BK; ow >= g.Dw; ow -= g.Dw)
-            if (++oh == g.Dh) { oh = 0; if (++od == g.Dd) od = 0; }
-        for (pos += IG_BK; pos >= plane; pos -= plane) ++b;
-    };
-    float acc[MI][NJ][4] = {};
-    load();
-    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            s.a[k_off][lead + 8 * j] = av[j];
-            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
-        }
-        __syncthreads();
-        if (k0 + IG_BK < q1) load();
-        ig_stage<P>(s, acc, wm, wn, gq, tq);
-        __syncthreads();
-    }
-    const long long n_w = (long long)g.R * cols;
-    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
-        const int row = m0 + r, col = n0 + c;
-        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
-    });
-}
-
-// A stride-1, unpadded Conv3d's dL/dW as this GEMM: Dir = dL/dy (C_out channels, the output's positions), Gat = x.
-inline WgradGeom conv3d_wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    return WgradGeom{B, C_out, C_in, D - kd + 1, H - kh + 1, W - kw + 1, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}};
-}
-
-// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
-inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
-    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
-    const long long tiles = (long long)((g.R + 63) / 64) * ((cols + 63) / 64);
-    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
-    const long long want = (2LL * sms + tiles - 1) / tiles;
-    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
-}
-
-// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
-template <int P = IG_SPLIT>
-inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
-                                           double* partials, float* grad_weight, cudaStream_t stream) {
-    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
-    if (n_w == 0) return cudaSuccess;
-    const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
-    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
-                                                                                       splits);
-    return cudaGetLastError();
-}
-// shared: conv_igemm_wgrad end
 
 // shared: convert begin
 // A tensor's elements converted between float32 and a half type (to nearest even): the half-precision paths'
@@ -2390,161 +1533,71 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
     });
 }
 
-// The tuned path's envelope: kernel 3 on every axis and at most 16 input channels (their split weights in shared
-// memory) in half precision, 7 in float32; from 8 on float32 takes the general path's conv engine. Accuracy first:
-// the tuned kernel's tensor-core sums run the whole depth (C_in x 9) in one accumulator, and at 15 -> 30 channels
-// its output missed the fp32 rule (relative L2 1.11e-5 against float64, 1e-5 allowed; H200), where the engine adds
-// each 16-deep stage into its sum rounded to nearest. Speed (H100, interleaved, forward, 8x16x16 inputs, the engine
-// against the tuned path): 16 -> 32 batch 32 0.53x and 0.48x; 12 -> 24 batch 8 0.99x and 0.88x; 8 -> 16 batch 32
-// 1.59x and 1.51x. In half the tuned 16-bit MMA kernel (1e-2 rule) is 1.7x eager at 16 -> 32.
+// ---- The plan: which path an input takes, decided here once for the forward, the backward, the workspace sizing
+// and plan() (the C++ operator and ModelNew.plan read these functions, nothing else).
+// TUNED: the fused conv (conv_gn_stats_kernel, the conv never written) where it was built and measured to win:
+// kernel 3 on every axis and at most TUNED_MAX_C_IN input channels (16 in half: 16-bit MMA, the weights in shared
+// memory). float32 stops at 7: the tuned kernel's tensor-core sums run the whole depth (C_in x 9) in one
+// accumulator, and at 15 -> 30 channels missed the fp32 rule (1.11e-5 against float64, 1e-5 allowed; H200).
+// TORCH_CONV: everywhere else, PyTorch's own convolution (cuDNN, under the user's flags and dtype), then
+// conv_sums_kernel over its output, and in the backward grad_y_from_conv_kernel and PyTorch's convolution backward.
+// From 8 input channels on the conv is compute-bound and cuDNN's kernels beat any of ours by 3 to 5x
+// (docs/conv3d_groupnorm_mean.md); the tiled CUDA-core kernels and the implicit-GEMM engine that served here
+// before were measured slower than this path (docs/history/).
+constexpr int TUNED_MAX_C_IN = 7, TUNED_MAX_C_IN_HALF = 16;
+enum class Path { TUNED, TORCH_CONV };
+Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half) {
+    const bool k3 = kd == K && kh == K && kw == K;
+    return k3 && C_in <= (half ? TUNED_MAX_C_IN_HALF : TUNED_MAX_C_IN) ? Path::TUNED : Path::TORCH_CONV;
+}
 bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw, bool half) {
-    return kd == K && kh == K && kw == K && C_in <= (half ? 16 : 7);
+    return conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half) == Path::TUNED;
 }
 
-// The tiled kernel's plan: as many input channels a stage as fit 40 KB of shared memory (at least one; beyond 48 KB
-// with the static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
-static TileConv3 tile_plan(int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw, int co_t = CO_T,
-                           int th = TILE_H) {
-    TileConv3 t{C_in, C_out, D, H, W, 1, Kernel3{kd, kh, kw}, co_t, th};
-    t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / t.smem_bytes()));
-    return t;
+// The PyTorch-conv path's statistics: conv_sums_kernel over y (B, C_out, S) into partials (B, C_out, chunks, 2).
+static int sum_chunks(long long S) { return (int)((S + SUM_CHUNK - 1) / SUM_CHUNK); }
+long long conv3d_groupnorm_mean_conv_sums_workspace(int B, int C_out, long long S) {   // doubles
+    return (long long)B * C_out * sum_chunks(S) * 2;
 }
-// The general path's forward: the conv engine (split TF32; one exact product of half values) writes the conv
-// output y (float32: the conv without its bias; half: rounded as the tuned path rounds it, bias included) to the
-// workspace, then general_stats_kernel sums each (sample, channel)'s chunks of GEN_CHUNK positions in a fixed
-// order into partials (B, C_out, chunks, 2), as gn_mean_finalize_kernel reads them.
-constexpr int GEN_CHUNK = 4096, GEN_STATS_THREADS = 256;
-template <typename T> struct StoreConvValue {
-    float* y;
-    const T* bias;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        if (exact_in_tf32<T>()) v = round_to<T>(round_to<T>(v) + (bias ? to_float(bias[co]) : 0.f));
-        y[((size_t)b * C_out + co) * plane + pos] = v;
-    }
-};
-__global__ void __launch_bounds__(GEN_STATS_THREADS) general_stats_kernel(const float* __restrict__ y,
-                                                                         double* __restrict__ partials, long long S)
-{
-    __shared__ double warp_sums[GEN_STATS_THREADS / 32][2];
-    const int chunk = blockIdx.x, chunks = gridDim.x;
-    const size_t plane = (size_t)blockIdx.z * gridDim.y + blockIdx.y;   // (b, c)
-    const float* row = y + plane * S;
-    double s = 0.0, q = 0.0;
-    const long long end = min(S, (long long)(chunk + 1) * GEN_CHUNK);
-    for (long long i = (long long)chunk * GEN_CHUNK + threadIdx.x; i < end; i += GEN_STATS_THREADS) {
-        const double v = row[i];
-        s += v;
-        q += v * v;
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) {
-        s += __shfl_xor_sync(0xffffffffu, s, off);
-        q += __shfl_xor_sync(0xffffffffu, q, off);
-    }
-    if (threadIdx.x % 32 == 0) { warp_sums[threadIdx.x / 32][0] = s; warp_sums[threadIdx.x / 32][1] = q; }
-    __syncthreads();
-    if (threadIdx.x < 2) {
-        double v = 0.0;
-        for (int w = 0; w < GEN_STATS_THREADS / 32; ++w) v += warp_sums[w][threadIdx.x];
-        partials[(plane * chunks + chunk) * 2 + threadIdx.x] = v;
-    }
-}
-static long long out_positions(int D, int H, int W, int kd, int kh, int kw) {
-    return (long long)(D - kd + 1) * (H - kh + 1) * (W - kw + 1);
-}
-// The general path's forward statistics: the conv engine from 8 input channels on, the tiled CUDA-core kernel below
-// (measured, H200, batch 32, 8x16x16 inputs: at 3 -> 16 channels, kernel 5, the tiled kernel 1.5x and 1.9x the
-// engine at batch 8 and 32; at 16 -> 32 the engine 1.3x and 1.5x, at 32 -> 64 3x; the 8 lies between).
-bool general_by_engine(int C_in) { return C_in >= 8; }
-static int general_chunks(int C_in, int D, int H, int W, int kd, int kh, int kw) {   // partials a (sample, channel)
-    if (!general_by_engine(C_in)) return tile_plan(1, 1, D, H, W, kd, kh, kw).tiles();
-    return (int)((out_positions(D, H, W, kd, kh, kw) + GEN_CHUNK - 1) / GEN_CHUNK);
-}
-static long long general_partials(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    return (long long)B * C_out * general_chunks(C_in, D, H, W, kd, kh, kw) * 2;   // doubles
-}
-
-// Doubles: the partials, then (the engine) y (floats) and the packed weights (elements of the conv's type).
-long long conv3d_groupnorm_mean_general_workspace(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
-                                                  int kw) {
-    const long long partials = general_partials(B, C_in, C_out, D, H, W, kd, kh, kw);
-    if (!general_by_engine(C_in)) return partials;
-    const long long y_floats = (long long)B * C_out * out_positions(D, H, W, kd, kh, kw);
-    const long long packed = (long long)C_in * C_out * kd * kh * kw;   // at most 4 bytes each
-    return partials + (y_floats + packed + 1) / 2;
-}
-
-cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
-                                                int conv_type, int B, int C_in, int C_out, int D, int H, int W,
-                                                int kd, int kh, int kw, int sms, cudaStream_t stream) {
+cudaError_t conv3d_groupnorm_mean_conv_sums(const void* y, double* partials, int conv_type, int B, int C_out,
+                                            long long S, cudaStream_t stream) {
     return with_type(conv_type, [&](auto type) {
         using T = decltype(type);
-        if (!general_by_engine(C_in)) {
-            const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
-            const size_t smem = t.smem_bytes();
-            if (smem > (40u << 10)) {
-                const cudaError_t err = cudaFuncSetAttribute(conv_stats_general_kernel<T>,
-                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-                if (err != cudaSuccess) return err;
-            }
-            // chunks of CO_T output channels split over blocks where tiles are few: about two blocks an SM
-            const long long blocks = (long long)B * t.tiles(), chunks = (C_out + CO_T - 1) / CO_T;
-            const int splits = (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * sms / std::max(1LL, blocks)));
-            conv_stats_general_kernel<T><<<dim3((unsigned)blocks, splits), GEN_THREADS, smem, stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), partials, t);
-            return cudaGetLastError();
-        }
-        const int Do = D - kd + 1, Ho = H - kh + 1, Wo = W - kw + 1;
-        const ConvGeom g{B, C_in, C_out, D, H, W, Do, Ho, Wo, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, false};
-        float* y = reinterpret_cast<float*>(partials + general_partials(B, C_in, C_out, D, H, W, kd, kh, kw));
-        T* packed = reinterpret_cast<T*>(y + (size_t)B * C_out * Do * Ho * Wo);
-        const StoreConvValue<T> store{y, static_cast<const T*>(bias)};
-        cudaError_t err;
-        if constexpr (is_half<T>())
-            err = conv_igemm_launch<T, IG_EXACT>(static_cast<const T*>(x), static_cast<const T*>(weight), packed, g,
-                                                 store, stream);
-        else
-            err = conv_igemm_launch<T, IG_SPLIT>(static_cast<const T*>(x), static_cast<const T*>(weight), packed, g,
-                                                 store, stream);
-        if (err != cudaSuccess) return err;
-        const dim3 grid(general_chunks(C_in, D, H, W, kd, kh, kw), C_out, B);
-        general_stats_kernel<<<grid, GEN_STATS_THREADS, 0, stream>>>(y, partials, (long long)Do * Ho * Wo);
+        const int chunks = sum_chunks(S);
+        conv_sums_kernel<T><<<(unsigned)((long long)B * C_out * chunks), SUM_THREADS, 0, stream>>>(
+            static_cast<const T*>(y), partials, S, chunks);
         return cudaGetLastError();
     });
 }
 
-// `general`: the partials of conv3d_groupnorm_mean_general_stats, else of conv3d_groupnorm_mean_stats.
+// TUNED: the partials of conv3d_groupnorm_mean_stats (the bias added here); else those of
+// conv3d_groupnorm_mean_conv_sums (y holds the bias: bias is null).
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
-                                           int norm_type, int B, int C_in, int C_out, int groups, int D, int H,
-                                           int W, int kd, int kh, int kw, bool general, double eps, int sms,
-                                           cudaStream_t stream) {
+                                           int norm_type, int B, int C_out, int groups, int D, int H, int W, int kd,
+                                           int kh, int kw, bool tuned, double eps, int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        const int ups = general ? 0 : units_per_sample(D, H, W);
-        const double n_per_channel = (double)(D - kd + 1) * (H - kh + 1) * (W - kw + 1);
+        const int ups = tuned ? units_per_sample(D, H, W) : 0;
+        const long long S = (long long)(D - kd + 1) * (H - kh + 1) * (W - kw + 1);
         gn_mean_finalize_kernel<T, TO><<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
             partials, static_cast<const T*>(bias), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
             static_cast<TO*>(out), stats, C_out, groups, ups, (long long)B * ups,
-            general ? 0 : conv_blocks(B, D, H, W, sms, !std::is_same<T, float>::value), n_per_channel, eps,
-            general ? general_chunks(C_in, D, H, W, kd, kh, kw) : 0);
+            tuned ? conv_blocks(B, D, H, W, sms, is_half<T>()) : 0, (double)S, eps, tuned ? 0 : sum_chunks(S));
         return cudaGetLastError();
     });
 }
 
-// The backward's kernels up to dL/dy (float32) and the parameters' gradients (grad_bias null: not wanted); coef
-// (B, C_out, 3) floats and param_terms (B, 3 C_out) doubles of workspace.
-// packed: the conv engine's packed weights (C_in C_out taps elements of the conv's type) where the general path takes
-// the engine (general_by_engine), else unused.
+// The backward's kernels up to dL/dy and the parameters' gradients (grad_bias null: not wanted); coef (B, C_out, 3)
+// floats and param_terms (B, 3 C_out) doubles of workspace. TUNED: the forward's conv recomputed, dL/dy written in
+// float32 to grad_y; TORCH_CONV: dL/dy from the forward's y (the conv's dtype), written in that dtype to grad_y.
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
-                                           const void* weight, const void* bias, const void* gn_weight,
-                                           float* coef, double* param_terms, float* grad_y, void* packed,
-                                           void* grad_bias, void* grad_gn_weight, void* grad_gn_bias, int conv_type,
-                                           int norm_type, int B, int C_in,
-                                           int C_out, int groups, int D, int H, int W, int kd, int kh, int kw,
-                                           int sms, cudaStream_t stream) {
+                                           const void* weight, const void* bias, const void* gn_weight, const void* y,
+                                           float* coef, double* param_terms, void* grad_y, void* grad_bias,
+                                           void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
+                                           int B, int C_in, int C_out, int groups, int D, int H, int W, int kd,
+                                           int kh, int kw, int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
@@ -2555,34 +1608,16 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
         if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, is_half<T>())) {   // the forward's conv, writing dL/dy
-            if ((err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
-                                              static_cast<const T*>(bias), nullptr, coef, grad_y, B, C_in, C_out, D,
-                                              H, W, sms, stream)) != cudaSuccess)
-                return err;
-        } else if (general_by_engine(C_in)) {   // the conv engine writes y into grad_y, then dL/dy over it
-            const ConvGeom g{B, C_in, C_out, D, H, W, D - kd + 1, H - kh + 1, W - kw + 1, {kd, kh, kw}, {1, 1, 1},
-                             {0, 0, 0}, false};
-            const StoreConvValue<T> store{grad_y, static_cast<const T*>(bias)};
-            err = is_half<T>() ? conv_igemm_launch<T, IG_EXACT>(static_cast<const T*>(x), static_cast<const T*>(weight),
-                                                                static_cast<T*>(packed), g, store, stream)
-                               : conv_igemm_launch<T, IG_SPLIT>(static_cast<const T*>(x), static_cast<const T*>(weight),
-                                                                static_cast<T*>(packed), g, store, stream);
-            if (err != cudaSuccess) return err;
+            err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
+                                         static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
+                                         C_in, C_out, D, H, W, sms, stream);
+        } else {
             const long long n = (long long)B * C_out * S;
             grad_y_from_conv_kernel<T><<<(unsigned)std::min<long long>((n + 255) / 256, 8LL * sms), 256, 0, stream>>>(
-                static_cast<const T*>(bias), coef, grad_y, S, C_out, n);
-        } else {   // the general path: tiles of output positions, CO_T channels a block
-            const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
-            if (t.smem_bytes() > (40u << 10) &&
-                (err = cudaFuncSetAttribute(conv_grad_y_general_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)t.smem_bytes())) != cudaSuccess)
-                return err;
-            conv_grad_y_general_kernel<T><<<dim3((unsigned)((long long)B * t.tiles()), (C_out + CO_T - 1) / CO_T),
-                                            GEN_THREADS, t.smem_bytes(), stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
-                grad_y, t);
+                static_cast<const T*>(y), coef, static_cast<T*>(grad_y), S, n);
+            err = cudaGetLastError();
         }
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        if (err != cudaSuccess) return err;
         gn_param_grad_kernel<T, TO><<<(3 * C_out + 255) / 256, 256, 0, stream>>>(
             param_terms, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), static_cast<T*>(grad_bias),
             B, C_out);
@@ -2591,29 +1626,37 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
 }
 
 
-// The conv's gradients: the tensor-core kernels at kernel 3 where their bounds hold (dL/dx: W <= 32, C_in <= 4,
-// C_out <= 24; dL/dW: W <= 32 and a multiple of 4, C_in <= 7, the input 16-byte aligned), the general kernels
-// otherwise. Workspace (doubles): grad_weight_tc_kernel's partials where it runs.
+// The conv's gradients on the tuned path: the tensor-core kernels where their bounds hold (dL/dx: W <= 32,
+// C_in <= 4, C_out <= 24; dL/dW: W <= 32 and a multiple of 4, C_in <= 7, the input 16-byte aligned), PyTorch's
+// convolution backward otherwise (the TORCH path, as on the PyTorch-conv path). Workspace (doubles):
+// grad_weight_tc_kernel's partials where it runs.
 static GradDims grad_dims(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
     return GradDims{B, C_in, C_out, D, H, W, D - kd + 1, H - kh + 1, W - kw + 1};
 }
-static bool aligned16(const float* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; }
+static bool aligned16(const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; }
 // dL/dx: STREAM (grad_input_stream_kernel, a block a sample) where its bounds hold and the samples fill the GPU
-// (2 B >= SMs); else TC (grad_input_tc_kernel, blocks splitting the rows) where its bounds hold; else TILED.
-enum class DxPath { STREAM, TC, TILED };
-static DxPath dx_path(const GradDims& d, int kd, int kh, int kw, int sms) {
-    const bool k3 = kd == K && kh == K && kw == K;
-    if (k3 && stream_input_grad(d) && 2 * d.B >= sms) return DxPath::STREAM;
-    if (k3 && tc_input_grad(d)) return DxPath::TC;
-    return DxPath::TILED;
+// (2 B >= SMs); else TC (grad_input_tc_kernel, blocks splitting the rows) where its bounds hold; else TORCH.
+enum class DxPath { STREAM, TC, TORCH };
+static DxPath dx_path(const GradDims& d, bool tuned, int sms) {
+    if (tuned && stream_input_grad(d) && 2 * d.B >= sms) return DxPath::STREAM;
+    if (tuned && tc_input_grad(d)) return DxPath::TC;
+    return DxPath::TORCH;
 }
 // dL/dW: ROWS (grad_weight_rows_kernel: rows = depths, every output channel a column) where C_in K^2 <= 2 x 16 and
-// C_out <= WR_CO; else TC (grad_weight_tc_kernel); both need tc_weight_path (kernel 3, W <= 32 and a multiple of 4,
-// C_in <= 7, the float input 16-byte aligned); else TILED.
-enum class DwPath { ROWS, TC, TILED };
-static DwPath dw_path(const GradDims& d, bool x_aligned, int kd, int kh, int kw) {
-    if (!(kd == K && kh == K && kw == K && tc_weight_grad(d) && x_aligned)) return DwPath::TILED;
+// C_out <= WR_CO; else TC (grad_weight_tc_kernel); both need tc_weight_grad (W <= 32 and a multiple of 4, C_in <= 7,
+// the float input 16-byte aligned); else TORCH.
+enum class DwPath { ROWS, TC, TORCH };
+static DwPath dw_path(const GradDims& d, bool tuned, bool x_aligned) {
+    if (!(tuned && tc_weight_grad(d) && x_aligned)) return DwPath::TORCH;
     return rows_weight_grad(d) ? DwPath::ROWS : DwPath::TC;
+}
+// Which of the conv's gradients PyTorch's convolution backward computes: bit 0 dL/dx, bit 1 dL/dW.
+int conv3d_groupnorm_mean_torch_grads(const void* x_float, int B, int C_in, int C_out, int D, int H, int W, int kd,
+                                      int kh, int kw, bool half, int sms) {
+    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
+    const bool tuned = conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, half);
+    return (dx_path(d, tuned, sms) == DxPath::TORCH ? 1 : 0) |
+           (dw_path(d, tuned, x_float == nullptr || aligned16(x_float)) == DwPath::TORCH ? 2 : 0);
 }
 
 // grad_weight_tc_kernel's blocks (grid x): a wave of resident blocks, shared by the chunks (the residency asked
@@ -2644,60 +1687,27 @@ static int wrows_blocks(int sms) {
     }
     return per_sm * sms;
 }
-// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
-// splits giving about two blocks an SM.
-static dim3 wgrad_grid(const GradDims& d, Kernel3 k, int sms) {
-    const int ci_c = WgradPlan(d.C_in, k).ci_c;
-    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
-    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
-    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
-    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
-}
 int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
-// Where the tiled kernels would run, the conv engine takes C_in >= 8 (general_by_engine, as the forward), split TF32
-// under both allow_tf32 settings (exact, as the tiled kernels): dL/dx as the transposed conv of dL/dy, dL/dW by the
-// engine's weight-gradient GEMM.
-static WgradGeom wgrad_geom(const GradDims& d, Kernel3 k) {
-    return conv3d_wgrad_geom(d.B, d.C_in, d.C_out, d.D, d.H, d.W, k.d, k.h, k.w);
-}
-// dL/dW's partial totals (doubles), the workspace's first part.
-static long long wgrad_partials(const GradDims& d, DwPath path, Kernel3 k, int sms) {
-    const long long n_w = (long long)d.C_out * d.C_in * k.d * k.h * k.w;
-    if (path == DwPath::TILED)
-        return (general_by_engine(d.C_in) ? conv_igemm_wgrad_splits(wgrad_geom(d, k), sms) : (int)wgrad_grid(d, k, sms).z) *
-               n_w;
-    return (long long)(path == DwPath::ROWS ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((d.C_out + WGT_CO - 1) / WGT_CO) *
-           wgt_groups(d.C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
-}
-// Doubles: dL/dW's partials, then (the engine) its packed weights (floats).
+// dL/dW's partial totals (doubles), the workspace (none where PyTorch computes dL/dW).
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const Kernel3 k{kd, kh, kw};
-    const long long partials = wgrad_partials(d, dw_path(d, aligned16(x), kd, kh, kw), k, sms);
-    return partials + (general_by_engine(C_in) ? ((long long)C_out * C_in * kd * kh * kw + 1) / 2 : 0);
+    const DwPath path = dw_path(d, conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, false), aligned16(x));
+    if (path == DwPath::TORCH) return 0;
+    return (long long)(path == DwPath::ROWS ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((d.C_out + WGT_CO - 1) / WGT_CO) *
+           wgt_groups(d.C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
 }
 
-// tf32 (allow_tf32, float32): the tensor-core kernels take one TF32 product a step, as PyTorch's conv backward does
-// under the flag (docs/DESIGN.md); the tiled kernels stay exact.
+// The tuned path's tensor-core dL/dx and dL/dW, where conv3d_groupnorm_mean_torch_grads leaves them to us (a null
+// grad_x or grad_weight: not wanted, or PyTorch's). tf32 (allow_tf32, float32): one TF32 product a step, as
+// PyTorch's conv backward does under the flag (docs/DESIGN.md); else split TF32.
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
                                              float* grad_weight, double* work, int B, int C_in, int C_out, int D,
-                                             int H, int W, int kd, int kh, int kw, bool tf32, int sms,
-                                             cudaStream_t stream) {
-    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const Kernel3 k{kd, kh, kw};
-    const DwPath dw = dw_path(d, aligned16(x), kd, kh, kw);
-    float* packed = general_by_engine(C_in) ? reinterpret_cast<float*>(work + wgrad_partials(d, dw, k, sms))
-                                            : nullptr;   // the engine's, after dL/dW's partials
+                                             int H, int W, bool tf32, int sms, cudaStream_t stream) {
+    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, K, K, K);
     cudaError_t err;
     if (grad_x != nullptr) {
-        const DxPath path = dx_path(d, kd, kh, kw, sms);
-        if (path == DxPath::TILED && general_by_engine(C_in)) {   // the transposed conv of dL/dy, W as its weight
-            const ConvGeom g{B, C_out, C_in, d.Do, d.Ho, d.Wo, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, true};
-            if ((err = conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, StoreSum{grad_x}, stream)) !=
-                cudaSuccess)
-                return err;
-        } else if (path == DxPath::STREAM) {
+        if (dx_path(d, true, sms) == DxPath::STREAM) {
             const auto kernel = tf32 ? (d.C_in == 1 ? grad_input_stream_kernel<1, true>
                                         : d.C_in == 2 ? grad_input_stream_kernel<2, true> : grad_input_stream_kernel<3, true>)
                                      : (d.C_in == 1 ? grad_input_stream_kernel<1, false>
@@ -2708,92 +1718,61 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
                 return err;
             // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
             kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
-        } else if (path == DxPath::TC) {
+        } else {
             const auto kernel = tf32 ? grad_input_tc_kernel<true> : grad_input_tc_kernel<false>;
             int per_sm = 0;   // one wave of resident blocks
             if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
                 return err;
             kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
-        } else {   // the conv's transpose: dL/dy (C_out channels, Do x Ho x Wo) in, C_in channels out
-            const int cot = C_in <= 4 ? 4 : C_in <= 8 ? 8 : CO_T, th = cot < CO_T ? 2 * TILE_H : TILE_H;
-            const TileConv3 t = tile_plan(C_out, C_in, d.Do, d.Ho, d.Wo, kd, kh, kw, cot, th);
-            const long long tiles = (long long)D * ((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
-            const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 2 * PIX>
-                              : cot == 8 ? grad_input_tiled_kernel<8, 2 * PIX> : grad_input_tiled_kernel<CO_T, PIX>;
-            if (t.smem_bytes() > (40u << 10) &&
-                (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
-                    cudaSuccess)
-                return err;
-            kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
-                grad_y, weight, grad_x, t);
         }
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
-    if (dw == DwPath::TILED && general_by_engine(C_in)) {
-        const WgradGeom g = wgrad_geom(d, k);
-        return conv_igemm_wgrad_launch<IG_SPLIT>(grad_y, x, g, conv_igemm_wgrad_splits(g, sms), work, grad_weight,
-                                                 stream);
-    }
-    if (dw != DwPath::TILED) {
-        const bool rows = dw == DwPath::ROWS;
-        const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
-        if (rows)
-            (tf32 ? grad_weight_rows_kernel<true> : grad_weight_rows_kernel<false>)<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(
-                grad_y, x, work, d);
-        else
-            (tf32 ? grad_weight_tc_kernel<true> : grad_weight_tc_kernel<false>)<<<
-                dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(grad_y, x, work, d);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        const long long n_w = (long long)C_out * C_in * K * K * K;
-        finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
-    } else {
-        const dim3 grid = wgrad_grid(d, k, sms);
-        const size_t smem = wgrad_smem_bytes(C_in, k);
-        if (smem > (40u << 10) &&
-            (err = cudaFuncSetAttribute(grad_weight_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)smem)) != cudaSuccess)
-            return err;
-        grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, work, d, k, (int)grid.z);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        const long long n_w = (long long)C_out * C_in * kd * kh * kw;
-        finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(work, grad_weight, n_w, (int)grid.z);
-    }
+    const bool rows = dw_path(d, true, true) == DwPath::ROWS;
+    const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
+    if (rows)
+        (tf32 ? grad_weight_rows_kernel<true> : grad_weight_rows_kernel<false>)<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(
+            grad_y, x, work, d);
+    else
+        (tf32 ? grad_weight_tc_kernel<true> : grad_weight_tc_kernel<false>)<<<
+            dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(grad_y, x, work, d);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    const long long n_w = (long long)C_out * C_in * K * K * K;
+    finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
     return cudaGetLastError();
 }
 
-// The launch plan for an input: each stage's kernel and the rule that picked it, from the decisions the launchers
-// above make (conv3d_groupnorm_mean_tuned, half_vec_rows, dx_path, dw_path). conv_type: the dtype code; sms: the
+// The launch plan for an input: each stage's kernel and the rule that picked it, from the functions above that the
+// launchers call (conv3d_groupnorm_mean_path, half_vec_rows, dx_path, dw_path). conv_type: the dtype code; sms: the
 // GPU's multiprocessor count; x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a
 // non-contiguous input, and in the backward the float copy of a half input). One line a stage, "stage: kernel; rule".
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                        int conv_type, int sms, int x_misalign) {
     const bool half = conv_type != 0, tuned = conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, half);
-    const bool vec = half_vec_rows(W, x_misalign % 8 == 0);
-    const std::string rows = wide_rows(W) ? "rows of 32-column segments (W >= 32)" : "rows of one segment (W < 32)";
+    const std::string torch_rule = "PyTorch's conv path: outside the tuned envelope (kernel 3 on every axis, C_in <= " +
+                                   std::to_string(TUNED_MAX_C_IN) + " in float32, <= " +
+                                   std::to_string(TUNED_MAX_C_IN_HALF) + " in half)";
     std::string s;
-    if (!tuned)
-        s += general_by_engine(C_in)
-                 ? "forward: conv_igemm_kernel + general_stats_kernel; general path, C_in >= 8: the tensor-core conv "
-                   "engine (the tuned path takes kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half)\n"
-                 : "forward: conv_stats_general_kernel; general path, C_in < 8: tiled FP32 (the tuned path takes kernel "
-                   "3 on every axis, C_in <= 7 in float32, <= 16 in half)\n";
-    else if (!half)
+    if (!tuned) {
+        s += "forward conv: PyTorch's convolution (at::_convolution); " + torch_rule + "\n";
+        s += "forward: conv_sums_kernel; each channel's sums of PyTorch's conv output\n";
+    } else if (!half) {
+        const std::string rows = wide_rows(W) ? "rows of 32-column segments (W >= 32)" : "rows of one segment (W < 32)";
         s += "forward: conv_gn_stats_kernel; tuned (kernel 3, C_in <= 7), split TF32 on the tensor cores, " + rows + "\n";
-    else
+    } else {
+        const bool vec = half_vec_rows(W, x_misalign % 8 == 0);
         s += std::string("forward: conv_gn_stats_half_kernel") + (vec ? "<VEC>" : "") + "; tuned, 16-bit MMA, " +
              (vec ? "one 4-aligned segment a row: 8-byte loads" : "element loads (rows not one 4-aligned segment)") +
              "\n";
+    }
     s += "forward finish: gn_mean_finalize_kernel; always\n";
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    const bool engine = general_by_engine(C_in);
-    s += tuned    ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
-         : engine ? "backward dL/dy: conv_igemm_kernel + grad_y_from_conv_kernel; general path, C_in >= 8: the "
-                    "tensor-core conv engine writes y, dL/dy over it\n"
-                  : "backward dL/dy: conv_grad_y_general_kernel; general path\n";
+    s += tuned ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
+               : "backward dL/dy: grad_y_from_conv_kernel; from the forward's saved conv output (PyTorch's conv path)\n";
     s += "backward parameters: gn_param_grad_kernel; always\n";
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    switch (dx_path(d, kd, kh, kw, sms)) {
+    const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); ";
+    switch (dx_path(d, tuned, sms)) {
     case DxPath::STREAM:
         s += "backward dL/dx: grad_input_stream_kernel; kernel 3, W <= 32, C_in <= 3, C_out <= 32, its shared memory "
              "fits, and 2 B >= SMs (a block a sample fills the GPU)\n";
@@ -2802,11 +1781,9 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
         s += "backward dL/dx: grad_input_tc_kernel; kernel 3, W <= 32, C_in <= 4, and not the streamed path\n";
         break;
     default:
-        s += engine ? "backward dL/dx: conv_igemm_kernel (transposed); the tensor-core kernels' bounds do not hold, "
-                      "C_in >= 8: the conv engine (split TF32)\n"
-                    : "backward dL/dx: grad_input_tiled_kernel; the tensor-core kernels' bounds do not hold\n";
+        s += "backward dL/dx: " + torch_bwd + (tuned ? "the tensor-core kernels' bounds do not hold\n" : torch_rule + "\n");
     }
-    switch (dw_path(d, half || x_misalign == 0, kd, kh, kw)) {
+    switch (dw_path(d, tuned, half || x_misalign == 0)) {
     case DwPath::ROWS:
         s += "backward dL/dW: grad_weight_rows_kernel + finish_weight_grad_tc_kernel; kernel 3, W <= 32 and a "
              "multiple of 4, C_in <= 3, C_out <= 24, the input 16-byte aligned\n";
@@ -2816,10 +1793,7 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
              "multiple of 4, C_in <= 7, the input 16-byte aligned, and not the rows path\n";
         break;
     default:
-        s += engine ? "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; the tensor-core "
-                      "kernels' bounds do not hold, C_in >= 8: the conv engine (split TF32)\n"
-                    : "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; the tensor-core "
-                      "kernels' bounds do not hold\n";
+        s += "backward dL/dW: " + torch_bwd + (tuned ? "the tensor-core kernels' bounds do not hold\n" : torch_rule + "\n");
     }
     return s;
 }
@@ -2918,29 +1892,54 @@ static void refuse_double_backward(const char* file, std::vector<Tensor> inputs,
         if (t->defined()) *t = wrapped[i++];
 }
 // shared: host end
+// shared: torch_conv begin
+// PyTorch's own convolution, as the module the file replaces runs it (nn.Conv2d, nn.Conv3d, nn.ConvTranspose3d):
+// at::_convolution under the user's cuDNN settings (benchmark, deterministic, enabled, allow_tf32 for convs), in the
+// input's dtype, on contiguous input (cuDNN's channels-last path takes TF32 where the contiguous one stays fp32), so
+// the conv's output is eager's bit for bit. The plan calls it where cuDNN beats the file's fused kernels; it is
+// never a fallback for an error.
+static Tensor torch_conv(const Tensor& x, const Tensor& weight, const OptTensor& bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, bool transposed, at::IntArrayRef output_padding) {
+    const auto& ctx = at::globalContext();
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    return at::_convolution(x.contiguous(), weight, bias, stride, padding, dilation, transposed, output_padding, 1,
+                            ctx.benchmarkCuDNN(), ctx.deterministicCuDNN(), ctx.userEnabledCuDNN(), allow_tf32_conv())
+        .contiguous();
+}
+// Its gradients (dL/dx, dL/dW, dL/dbias where mask asks) from dL/dy, as autograd computes them for that conv:
+// at::convolution_backward under the same settings (deterministic only with torch.backends.cudnn.deterministic or
+// torch.use_deterministic_algorithms, as eager's).
+static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad_y, const Tensor& x,
+                                                             const Tensor& weight, at::IntArrayRef stride,
+                                                             at::IntArrayRef padding, bool transposed,
+                                                             at::IntArrayRef output_padding, std::array<bool, 3> mask) {
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    const int64_t bias_size = weight.size(transposed ? 1 : 0);
+    return at::convolution_backward(grad_y.contiguous(), x.contiguous(), weight, at::IntArrayRef(&bias_size, 1),
+                                    stride, padding, dilation, transposed, output_padding, 1, mask);
+}
+// shared: torch_conv end
 
 long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W);
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
                                         cudaStream_t stream);
 bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw, bool half);
-long long conv3d_groupnorm_mean_general_workspace(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
-                                                  int kw);
-cudaError_t conv3d_groupnorm_mean_general_stats(const void* x, const void* weight, const void* bias, double* partials,
-                                                int conv_type, int B, int C_in, int C_out, int D, int H, int W,
-                                                int kd, int kh, int kw, int sms, cudaStream_t stream);
+long long conv3d_groupnorm_mean_conv_sums_workspace(int B, int C_out, long long S);
+cudaError_t conv3d_groupnorm_mean_conv_sums(const void* y, double* partials, int conv_type, int B, int C_out,
+                                            long long S, cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
-                                           int norm_type, int B, int C_in, int C_out, int groups, int D, int H,
-                                           int W, int kd, int kh, int kw, bool general, double eps, int sms,
-                                           cudaStream_t stream);
+                                           int norm_type, int B, int C_out, int groups, int D, int H, int W, int kd,
+                                           int kh, int kw, bool tuned, double eps, int sms, cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
-                                           const void* weight, const void* bias, const void* gn_weight,
-                                           float* coef, double* param_terms, float* grad_y, void* packed,
-                                           void* grad_bias, void* grad_gn_weight, void* grad_gn_bias, int conv_type,
-                                           int norm_type, int B, int C_in, int C_out, int groups, int D, int H, int W,
-                                           int kd, int kh, int kw, int sms, cudaStream_t stream);
-bool general_by_engine(int C_in);
+                                           const void* weight, const void* bias, const void* gn_weight, const void* y,
+                                           float* coef, double* param_terms, void* grad_y, void* grad_bias,
+                                           void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
+                                           int B, int C_in, int C_out, int groups, int D, int H, int W, int kd,
+                                           int kh, int kw, int sms, cudaStream_t stream);
+int conv3d_groupnorm_mean_torch_grads(const void* x_float, int B, int C_in, int C_out, int D, int H, int W, int kd,
+                                      int kh, int kw, bool half, int sms);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 int conv3d_groupnorm_mean_grad_y_tail();
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
@@ -2949,8 +1948,7 @@ long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in,
                                                 int kd, int kh, int kw, int sms);
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
                                              float* grad_weight, double* work, int B, int C_in, int C_out, int D,
-                                             int H, int W, int kd, int kh, int kw, bool tf32, int sms,
-                                             cudaStream_t stream);
+                                             int H, int W, bool tf32, int sms, cudaStream_t stream);
 
 static void check(cudaError_t err) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
@@ -2976,14 +1974,26 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 }
 // shared: converted end
 
+// Whether an input takes the tuned path (else PyTorch's conv path): the plan's rule, from the conv's channels,
+// kernel and dtype alone (so a Meta kernel with symbolic batch and spatial sizes decides it as the CUDA one does).
+static bool tuned_path(const Tensor& weight) {
+    return conv3d_groupnorm_mean_tuned((int)weight.sym_size(1).guard_int(__FILE__, __LINE__),
+                                       (int)weight.sym_size(2).guard_int(__FILE__, __LINE__),
+                                       (int)weight.sym_size(3).guard_int(__FILE__, __LINE__),
+                                       (int)weight.sym_size(4).guard_int(__FILE__, __LINE__),
+                                       weight.scalar_type() != at::kFloat);
+}
+
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B), stats (B, C + 2G) float64: per
-//     channel the mean of the conv output, then per group mu_g, then rstd_g);
-//   backward(grad_out, x, weight, bias, gn_weight, stats, groups, conv_mask) -> the gradients of x, weight,
+//     channel the mean of the conv output, then per group mu_g, then rstd_g; y: PyTorch's conv output (B, C_out,
+//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it, empty (0 elements) on the tuned path);
+//   backward(grad_out, x, weight, bias, gn_weight, stats, y, groups, conv_mask) -> the gradients of x, weight,
 //     bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
-std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
+std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                                const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
+                                                double eps) {
     TORCH_CHECK(input.is_cuda(), "conv3d_groupnorm_mean: input must be a CUDA tensor, got ", input.device());
     TORCH_CHECK_VALUE(takes_dtype(input), "conv3d_groupnorm_mean: input must be float32, float16 or bfloat16, got ",
                       c10::toString(input.scalar_type()));
@@ -3011,10 +2021,16 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
-    const bool tuned = conv3d_groupnorm_mean_tuned((int)C_in, kd, kh, kw, x.scalar_type() != at::kFloat);
+    const int64_t Do = D - kd + 1, Ho = H - kh + 1, Wo = W - kw + 1;
+    const bool tuned = tuned_path(w);
     auto out = at::empty({B}, gn_weight.options());
     auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
-    if (B == 0) return {out, stats};
+    auto b = bias.contiguous();
+    // PyTorch's conv path: y = PyTorch's conv (bias included), kept for the backward.
+    auto y = tuned ? at::empty({0}, x.options())
+               : B == 0 ? at::empty({0, C_out, Do, Ho, Wo}, x.options())
+                        : torch_conv(x, w, b, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
+    if (B == 0) return {out, stats, y};
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample must have fewer than "
                 "2^31 elements");
     int sms = 0;
@@ -3022,85 +2038,106 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     // The conv kernel first: the host's remaining work then overlaps it.
     auto partials = at::empty({tuned ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
-                                     : conv3d_groupnorm_mean_general_workspace(B, C_in, C_out, D, H, W, kd, kh, kw)},
+                                     : conv3d_groupnorm_mean_conv_sums_workspace(B, C_out, Do * Ho * Wo)},
                               x.options().dtype(torch::kFloat64));
-    auto b = bias.contiguous();
     if (tuned)
         check(conv3d_groupnorm_mean_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
                                           dtype_code(x), B, C_in, C_out, D, H, W, sms, stream));
     else
-        check(conv3d_groupnorm_mean_general_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
-                                                  dtype_code(x), B, C_in, C_out, D, H, W, kd, kh, kw, sms, stream));
-    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), b.data_ptr(), gn_weight.contiguous().data_ptr(),
-                                         gn_bias.contiguous().data_ptr(), out.data_ptr(), stats.data_ptr<double>(),
-                                         dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh,
-                                         kw, !tuned, eps, sms, stream));
-    return {out, stats};
+        check(conv3d_groupnorm_mean_conv_sums(y.data_ptr(), partials.data_ptr<double>(), dtype_code(x), B, C_out,
+                                              Do * Ho * Wo, stream));
+    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), tuned ? b.data_ptr() : nullptr,
+                                         gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(),
+                                         out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight),
+                                         B, C_out, groups, D, H, W, kd, kh, kw, tuned, eps, sms, stream));
+    return {out, stats, y};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
-        const Tensor& stats, int64_t groups, Mask conv_mask) {
+        const Tensor& stats, const Tensor& y, int64_t groups, Mask conv_mask) {
     const c10::cuda::CUDAGuard guard(input.device());
     auto x = input.contiguous();
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
+    const bool tuned = tuned_path(w), half = x.scalar_type() != at::kFloat;
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "conv3d_groupnorm_mean: the output's gradient "
                 "must have the output's dtype");
-    // The gradients in their tensors' dtypes; dL/dx and dL/dW computed in float32 and rounded at the end.
+    // The gradients in their tensors' dtypes; the tuned path's dL/dx and dL/dW computed in float32 and rounded at
+    // the end, PyTorch's in the conv's dtype.
     const auto f32 = x.options().dtype(at::kFloat);
     // B > 0: gn_param_grad_kernel writes every entry of these three (no fill kernels to launch).
     const auto made = [B](int64_t n, const at::TensorOptions& o) { return B > 0 ? at::empty({n}, o) : at::zeros({n}, o); };
     auto grad_gn_weight = made(C_out, gn_weight.options());
     auto grad_gn_bias = made(C_out, gn_weight.options());
     auto grad_bias = conv_mask[2] ? made(C_out, bias.options()) : Tensor();
-    auto grad_x = conv_mask[0] ? at::empty(x.sizes(), f32) : Tensor();
-    auto grad_w = conv_mask[1] ? (B > 0 ? at::empty(w.sizes(), f32) : at::zeros(w.sizes(), f32)) : Tensor();
-    if (B > 0) {
-        const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
-        const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-        auto grad_y = at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32);
-        auto coef = at::empty({B, C_out, 3}, f32);
-        auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
-        int sms = 0;
-        check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
-        auto packed = !conv3d_groupnorm_mean_tuned((int)C_in, kd, kh, kw, x.scalar_type() != at::kFloat) &&
-                              general_by_engine((int)C_in)
-                          ? at::empty({w.numel()}, w.options()) : Tensor();
-        check(conv3d_groupnorm_mean_backward(
-            grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
-            bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), coef.data_ptr<float>(),
-            param_terms.data_ptr<double>(), grad_y.data_ptr<float>(), packed.defined() ? packed.data_ptr() : nullptr,
-            grad_bias.defined() ? grad_bias.data_ptr() : nullptr,
-            grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out,
-            groups, D, H, W, kd, kh, kw, sms, stream));
-        if (grad_x.defined() || grad_w.defined()) {
-            const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
-            auto work = at::empty({conv3d_groupnorm_mean_grads_workspace(xf.data_ptr<float>(), B, C_in, C_out, D, H, W,
-                                                                         kd, kh, kw, sms)},
-                                  x.options().dtype(torch::kFloat64));
-            check(conv3d_groupnorm_mean_conv_grads(
-                grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
-                grad_x.defined() ? grad_x.data_ptr<float>() : nullptr, grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
-                work.data_ptr<double>(), B, C_in, C_out, D, H, W, kd, kh, kw,
-                x.scalar_type() == at::kFloat && allow_tf32_conv(), sms, stream));
-        }
+    Tensor grad_x, grad_w;
+    if (B == 0)
+        return {conv_mask[0] ? at::empty(x.sizes(), x.options()) : Tensor(),
+                conv_mask[1] ? at::zeros(w.sizes(), w.options()) : Tensor(), grad_bias, grad_gn_weight, grad_gn_bias};
+    int sms = 0;
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
+    // dL/dy: float32 with the tensor-core kernels' tail on the tuned path; PyTorch's conv path: y's dtype and shape.
+    auto grad_y = tuned ? at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32) : at::empty_like(y);
+    auto coef = at::empty({B, C_out, 3}, f32);
+    auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
+    check(conv3d_groupnorm_mean_backward(
+        grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
+        bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), tuned ? nullptr : y.data_ptr(),
+        coef.data_ptr<float>(), param_terms.data_ptr<double>(), grad_y.data_ptr(),
+        grad_bias.defined() ? grad_bias.data_ptr() : nullptr, grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
+        dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw, sms, stream));
+    if (!conv_mask[0] && !conv_mask[1]) return {grad_x, grad_w, grad_bias, grad_gn_weight, grad_gn_bias};
+    const auto xf = tuned ? converted(x, at::kFloat) : x;
+    const int torch_grads = conv3d_groupnorm_mean_torch_grads(tuned ? xf.data_ptr() : nullptr, B, C_in, C_out, D, H,
+                                                              W, kd, kh, kw, half, sms);
+    const bool ours_x = conv_mask[0] && !(torch_grads & 1), ours_w = conv_mask[1] && !(torch_grads & 2);
+    if (ours_x || ours_w) {   // the tuned path's tensor-core kernels, in float32
+        const auto wf = converted(w, at::kFloat);
+        auto gx = ours_x ? at::empty(x.sizes(), f32) : Tensor();
+        auto gw = ours_w ? at::empty(w.sizes(), f32) : Tensor();
+        auto work = at::empty({conv3d_groupnorm_mean_grads_workspace(xf.data_ptr<float>(), B, C_in, C_out, D, H, W, kd,
+                                                                     kh, kw, sms)},
+                              x.options().dtype(torch::kFloat64));
+        check(conv3d_groupnorm_mean_conv_grads(grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
+                                               ours_x ? gx.data_ptr<float>() : nullptr,
+                                               ours_w ? gw.data_ptr<float>() : nullptr, work.data_ptr<double>(), B,
+                                               C_in, C_out, D, H, W, !half && allow_tf32_conv(), sms, stream));
+        grad_x = converted(gx, x.scalar_type());
+        grad_w = converted(gw, w.scalar_type());
     }
-    return {converted(grad_x, x.scalar_type()), converted(grad_w, w.scalar_type()), grad_bias, grad_gn_weight,
-            grad_gn_bias};
+    const bool torch_x = conv_mask[0] && !ours_x, torch_w = conv_mask[1] && !ours_w;
+    if (torch_x || torch_w) {   // PyTorch's convolution backward, on dL/dy in the conv's dtype (as eager's)
+        const auto gy = tuned ? converted(grad_y.narrow(0, 0, B * C_out * S).view({B, C_out, D - kd + 1, H - kh + 1,
+                                                                                     W - kw + 1}), x.scalar_type())
+                              : grad_y;
+        auto r = torch_conv_backward(gy, x, w, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0}, {torch_x, torch_w, false});
+        if (torch_x) grad_x = std::get<0>(r);
+        if (torch_w) grad_w = std::get<1>(r);
+    }
+    return {grad_x, grad_w, grad_bias, grad_gn_weight, grad_gn_bias};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
-std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
+std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
+                                                double eps) {
+    std::vector<c10::SymInt> y_shape{0};
+    if (!tuned_path(weight)) {
+        y_shape = {x.sym_size(0), weight.sym_size(0)};
+        for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
+    }
     return {at::empty_symint({x.sym_size(0)}, gn_weight.options()),
-            at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64))};
+            at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64)),
+            at::empty_symint(y_shape, x.options())};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
-        const Tensor& stats, int64_t groups, Mask conv_mask) {
+        const Tensor& stats, const Tensor& y, int64_t groups, Mask conv_mask) {
     return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(weight) : Tensor(),
             conv_mask[2] ? at::empty_like(bias) : Tensor(), at::empty_like(gn_weight), at::empty_like(gn_weight)};
 }
@@ -3117,12 +2154,12 @@ static auto& backward_op() {
 // backward's Autograd kernel: the gradients, each refusing to be differentiated again (refuse_double_backward).
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
-        const Tensor& stats, int64_t groups, Mask conv_mask) {
+        const Tensor& stats, const Tensor& y, int64_t groups, Mask conv_mask) {
     auto r = [&] {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        return backward_op().call(grad_out, x, weight, bias, gn_weight, stats, groups, conv_mask);
+        return backward_op().call(grad_out, x, weight, bias, gn_weight, stats, y, groups, conv_mask);
     }();
-    refuse_double_backward("conv3d_groupnorm_mean", {grad_out, x, weight, bias, gn_weight},
+    refuse_double_backward("conv3d_groupnorm_mean", {grad_out, x, weight, bias, gn_weight, y},
                            {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r), &std::get<3>(r), &std::get<4>(r)});
     return r;
 }
@@ -3136,14 +2173,15 @@ Tensor model_plain(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 
 // model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
 // an output of the forward operator, so that CUDA graph pools track them): x, weight, bias, gn_weight (the
-// inputs as given); stats (B, C + 2G) float64, each channel's conv mean and each group's mean and 1/std.
+// inputs as given); stats (B, C + 2G) float64, each channel's conv mean and each group's mean and 1/std; y,
+// PyTorch's conv output on its path (empty on the tuned path, whose backward recomputes the conv).
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const Tensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                           double eps) {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
         auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps);
-        ctx->save_for_backward({x, weight, bias, gn_weight, std::get<1>(r)});
+        ctx->save_for_backward({x, weight, bias, gn_weight, std::get<1>(r), std::get<2>(r)});
         ctx->saved_data["groups"] = groups;
         ctx->saved_data["mask"] = c10::List<bool>({x.requires_grad(), weight.requires_grad(), bias.requires_grad()});
         return std::get<0>(r);
@@ -3153,7 +2191,7 @@ struct Model : torch::autograd::Function<Model> {
                                                    torch::autograd::variable_list grads) {
         const auto s = ctx->get_saved_variables();
         const auto m = ctx->saved_data["mask"].toBoolList();
-        auto r = backward_op().call(grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["groups"].toInt(),
+        auto r = backward_op().call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], ctx->saved_data["groups"].toInt(),
                                     Mask{m[0], m[1], m[2]});
         return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r), std::get<4>(r), Tensor(), Tensor()};
     }
@@ -3193,8 +2231,8 @@ std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type, int
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("plan(int[] x_shape, int[] weight_shape, int dtype, int sms, int x_misalign) -> str", plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
-          "-> (Tensor, Tensor)");
-    m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor stats, "
+          "-> (Tensor, Tensor, Tensor)");
+    m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor stats, Tensor y, "
           "int groups, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     m.def("model(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> Tensor");

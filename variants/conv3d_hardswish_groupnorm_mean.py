@@ -57,11 +57,6 @@ cuda_source = r"""
 #include <cstdint>
 #include <type_traits>
 
-constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
-constexpr int WARPS = THREADS / 32;
-constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row (forward)
-constexpr int BWD_UNROLL = 6;         // the backward also stores: more loads in flight per lane (8 spills at 64 registers)
-
 // shared: element_types begin
 // Element types: float, and the half types as their 16 bits (as torch.float16 and torch.bfloat16 store
 // them), converted by PTX: to float exactly, from float to nearest, ties to even, as PyTorch rounds an op's
@@ -97,6 +92,17 @@ template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
     return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
 }
 // shared: element_types end
+
+// shared: hardswish_gn_mean begin
+// PyTorch's conv output y (B, C, D, H, W) -> HardSwish -> GroupNorm -> mean over (D, H, W), and its backward: the
+// fused pass of problem 27 over a conv output that PyTorch computed (its conv-kept file's whole chain, and its
+// all-custom file's PyTorch-conv path). Needs the element_types block before it. Kernels and helpers live in
+// namespace hgm (a file's own kernels may use the same names); the two launchers are global.
+namespace hgm {
+constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
+constexpr int WARPS = THREADS / 32;
+constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row (forward)
+constexpr int BWD_UNROLL = 6;         // the backward also stores: more loads in flight per lane (8 spills at 64 registers)
 
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
@@ -325,6 +331,7 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  //
     for (int b = 0; b < B; ++b) s += param_terms[(size_t)b * 2 * C + c];
     if (c < C) grad_weight[c] = from_float<TO>((float)s); else grad_bias[c - C] = from_float<TO>((float)s);
 }
+}  // namespace hgm
 
 // Dtype codes: see with_type. y and grad_y in the conv's type, the rest in the GroupNorm's.
 cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
@@ -333,8 +340,8 @@ cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weigh
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        const GroupParts gp = group_parts(B, G);
-        hardswish_gn_mean_kernel<T, TO><<<dim3(B, gp.parts), THREADS, 2 * C * sizeof(double), stream>>>(
+        const hgm::GroupParts gp = hgm::group_parts(B, G);
+        hgm::hardswish_gn_mean_kernel<T, TO><<<dim3(B, gp.parts), hgm::THREADS, 2 * C * sizeof(double), stream>>>(
             static_cast<const T*>(y), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
             static_cast<TO*>(out), stats, C, G, S, eps, gp.gpb);
         return cudaGetLastError();
@@ -348,17 +355,18 @@ cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* 
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        const GroupParts gp = group_parts(B, G);
-        hardswish_gn_mean_backward_kernel<T, TO><<<dim3(B, gp.parts), THREADS, (C + 2 * G) * sizeof(float), stream>>>(
+        const hgm::GroupParts gp = hgm::group_parts(B, G);
+        hgm::hardswish_gn_mean_backward_kernel<T, TO><<<dim3(B, gp.parts), hgm::THREADS, (C + 2 * G) * sizeof(float), stream>>>(
             static_cast<const TO*>(grad_out), static_cast<const T*>(y), static_cast<const TO*>(gn_weight), stats,
             static_cast<T*>(grad_y), param_terms, C, G, S, gp.gpb);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
-        gn_param_grad_kernel<TO><<<(2 * C + 255) / 256, 256, 0, stream>>>(
+        hgm::gn_param_grad_kernel<TO><<<(2 * C + 255) / 256, 256, 0, stream>>>(
             param_terms, static_cast<TO*>(grad_weight), static_cast<TO*>(grad_bias), B, C);
         return cudaGetLastError();
     });
 }
+// shared: hardswish_gn_mean end
 """
 
 cpp_source = r"""
@@ -454,6 +462,33 @@ static void refuse_double_backward(const char* file, std::vector<Tensor> inputs,
         if (t->defined()) *t = wrapped[i++];
 }
 // shared: host end
+// shared: torch_conv begin
+// PyTorch's own convolution, as the module the file replaces runs it (nn.Conv2d, nn.Conv3d, nn.ConvTranspose3d):
+// at::_convolution under the user's cuDNN settings (benchmark, deterministic, enabled, allow_tf32 for convs), in the
+// input's dtype, on contiguous input (cuDNN's channels-last path takes TF32 where the contiguous one stays fp32), so
+// the conv's output is eager's bit for bit. The plan calls it where cuDNN beats the file's fused kernels; it is
+// never a fallback for an error.
+static Tensor torch_conv(const Tensor& x, const Tensor& weight, const OptTensor& bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, bool transposed, at::IntArrayRef output_padding) {
+    const auto& ctx = at::globalContext();
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    return at::_convolution(x.contiguous(), weight, bias, stride, padding, dilation, transposed, output_padding, 1,
+                            ctx.benchmarkCuDNN(), ctx.deterministicCuDNN(), ctx.userEnabledCuDNN(), allow_tf32_conv())
+        .contiguous();
+}
+// Its gradients (dL/dx, dL/dW, dL/dbias where mask asks) from dL/dy, as autograd computes them for that conv:
+// at::convolution_backward under the same settings (deterministic only with torch.backends.cudnn.deterministic or
+// torch.use_deterministic_algorithms, as eager's).
+static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad_y, const Tensor& x,
+                                                             const Tensor& weight, at::IntArrayRef stride,
+                                                             at::IntArrayRef padding, bool transposed,
+                                                             at::IntArrayRef output_padding, std::array<bool, 3> mask) {
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    const int64_t bias_size = weight.size(transposed ? 1 : 0);
+    return at::convolution_backward(grad_y.contiguous(), x.contiguous(), weight, at::IntArrayRef(&bias_size, 1),
+                                    stride, padding, dilation, transposed, output_padding, 1, mask);
+}
+// shared: torch_conv end
 
 cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
                                              double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
@@ -548,10 +583,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& x, const Tensor& c
     // benchmark size cuDNN stays fp32 with it on; at wider channel counts it runs TF32 there, as eager's does), on
     // contiguous input (cuDNN's channels-last path is TF32 even at the benchmark size). In half precision cuDNN's
     // conv, as PyTorch's.
-    const auto& ctx = at::globalContext();
-    auto y = at::_convolution(x.contiguous(), conv_weight, conv_bias, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false,
-                              {0, 0, 0}, 1, ctx.benchmarkCuDNN(), ctx.deterministicCuDNN(), ctx.userEnabledCuDNN(),
-                              allow_tf32_conv()).contiguous();
+    auto y = torch_conv(x, conv_weight, conv_bias, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
     auto r = hardswish_gn_mean_cuda(y, gn_weight, gn_bias, groups, eps);
     return {std::get<0>(r), y, std::get<1>(r)};
 }
@@ -563,8 +595,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& stats, int64_t groups, Mask conv_mask) {
     auto r = hardswish_gn_mean_backward_cuda(grad_out, y, gn_weight, stats, groups);
     const c10::cuda::CUDAGuard guard(y.device());
-    auto conv = at::convolution_backward(std::get<0>(r), x, conv_weight, at::IntArrayRef{y.size(1)}, {1, 1, 1},
-                                         {0, 0, 0}, {1, 1, 1}, false, {0, 0, 0}, 1, conv_mask);
+    auto conv = torch_conv_backward(std::get<0>(r), x, conv_weight, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0}, conv_mask);
     return {std::get<0>(conv), std::get<1>(conv), std::get<2>(conv), std::get<1>(r), std::get<2>(r)};
 }
 

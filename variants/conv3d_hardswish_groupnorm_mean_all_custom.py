@@ -328,413 +328,6 @@ __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 // shared: split_tf32 end
-// shared: conv_igemm begin
-// The tensor-core conv engine: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, TF32 operands, fp32
-// sums), for the files' general paths (tests/test_conv_engine.py checks it alone against float64). Needs the
-// element_types and split_tf32 blocks before it (and C++17: if constexpr).
-//
-// The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (tap, ci), channels
-// innermost, so a thread's row finds its input position once a tap and then steps through channels. Conv3d gathers
-// x[b, ci, od s - p + kd, ...]. ConvTranspose3d (also a Conv3d's data gradient) is split by output parity: outputs
-// od = c + s j (c < s) take only the taps kd = r + s u, r = (c + p) mod s, from x[.., j + (c + p) / s - u, ..], so
-// each class (grid z) is a dense stride-1 GEMM over its own taps and no product is a zero of the stride. Any kernel,
-// stride and padding per axis; 64-bit indices. The weights are first packed as [class][tap of the class][ci][co]
-// (conv_igemm_pack_kernel, a workspace of the weight's size): a class's GEMM depth d is its packed row d, so a stage's
-// weight loads are one pointer step and coalesce. A block of 4 warps computes IgTile's BM x BN outputs, a warp
-// (BM / 2) x (BN / 2); a stage stages 16 depths of the gathered input and of the weights in shared memory: float
-// operands by cp.async, IG_STAGES - 1 stages in flight while the tensor cores work on one; 16-bit ones through
-// registers, one stage ahead. Where C_in is a multiple of 16 a stage is 16 channels of one tap: a thread's input
-// elements of a stage share one bounds test and one base pointer (the gather's cost per element is a pointer add);
-// other channel counts step each element through (tap, channel).
-// Products (IgProducts): IG_SPLIT, three TF32 products a step (fp32-level accuracy, the split_tf32 block);
-// IG_TF32, the operands rounded to TF32 to nearest even and one product (PyTorch's conv under allow_tf32);
-// IG_EXACT, one product of operands already exact in TF32 (float16 and bfloat16 values). The tensor cores add a
-// step's products without rounding to nearest (their sum truncates), so each stage sums into a fresh accumulator
-// that is then added (rounded to nearest) to the running one: the error stays that of fp32 sums at any depth.
-// The epilogue gets each output value with its (sample, channel, position) and stores it (a file's epilogue fuses
-// what follows the conv). Depths are added in a fixed order: the same input gives the same bits. The weight
-// gradient is a second GEMM (the _conv_igemm_wgrad block).
-struct ConvGeom {
-    int B, C_in, C_out, D, H, W, Do, Ho, Wo;
-    int k[3], s[3], p[3];
-    bool transposed;
-};
-enum IgProducts { IG_SPLIT = 0, IG_TF32 = 1, IG_EXACT = 2 };
-constexpr int IG_BK = 16, IG_THREADS = 128;
-
-// A block's tile: 2 x 2 warps of MI 16-row by NJ 8-column MMA tiles. A thread stages A_LOADS input values (one row,
-// depths A_STEP apart) and B_LOADS weights (one column, depths B_STEP apart) a stage.
-template <int MI, int NJ> struct IgTile {
-    static constexpr int BM = 32 * MI, BN = 16 * NJ;
-    static constexpr int A_STEP = IG_THREADS / BM, A_LOADS = IG_BK / A_STEP;
-    static constexpr int B_STEP = IG_THREADS / BN, B_LOADS = IG_BK / B_STEP;
-    static_assert(IG_THREADS % BM == 0 && IG_THREADS % BN == 0, "tile");
-};
-// Shared memory of one stage: a [depth][row], b [depth][column]; the pad of 8 makes a warp's fragment reads (rows or
-// columns g at depths t, lanes (g, t)) hit 32 different banks.
-template <int MI, int NJ> struct IgSmem {
-    float a[IG_BK][32 * MI + 8];
-    float b[IG_BK][16 * NJ + 8];
-};
-
-// One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
-// lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
-template <int P, int MI, int NJ>
-__device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn,
-                                             int gq, int tq) {
-#pragma unroll
-    for (int ks = 0; ks < IG_BK; ks += 8) {
-        uint32_t a_big[MI][4], a_small[MI][4];
-#pragma unroll
-        for (int i = 0; i < MI; ++i) {
-            const int r = wm + 16 * i + gq;
-            const float v[4] = {s.a[ks + tq][r], s.a[ks + tq][r + 8], s.a[ks + tq + 4][r], s.a[ks + tq + 4][r + 8]};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (P == IG_SPLIT) {
-                    const Split sp = split(v[e]);
-                    a_big[i][e] = sp.big;
-                    a_small[i][e] = sp.small;
-                } else {
-                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? round_tf32(v[e]) : v[e]);
-                }
-            }
-        }
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn) {
-            const int c = wn + 8 * jn + gq;
-            const float u0 = s.b[ks + tq][c], u1 = s.b[ks + tq + 4][c];
-            if (P == IG_SPLIT) {
-                const Split b0 = split(u0), b1 = split(u1);
-#pragma unroll
-                for (int i = 0; i < MI; ++i) {
-                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
-                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
-                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < MI; ++i) mma(acc[i][jn], a_big[i], __float_as_uint(u0), __float_as_uint(u1));
-            }
-        }
-    }
-}
-
-// A stage's products summed apart and added to acc (rounded to nearest): see the header on truncated sums.
-template <int P, int MI, int NJ>
-__device__ __forceinline__ void ig_stage(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn, int gq,
-                                         int tq) {
-    float part[MI][NJ][4] = {};
-    ig_stage_mma<P>(s, part, wm, wn, gq, tq);
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][jn][e] += part[i][jn][e];
-}
-
-// f(row, column, value) for each of a warp's accumulators, row and column within the block's tile (the m16n8k8
-// result layout: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 tile).
-template <int MI, int NJ, typename F>
-__device__ __forceinline__ void ig_for_each_result(const float (&acc)[MI][NJ][4], int wm, int wn, int gq, int tq,
-                                                   F&& f) {
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                f(wm + 16 * i + gq + (e >= 2 ? 8 : 0), wn + 8 * jn + 2 * tq + (e & 1), acc[i][jn][e]);
-}
-
-// One axis of a parity class: its n outputs o = c + ostep j, its taps t = r + tstep u (u < taps), the input index
-// j mul + off + dir u of output j through tap u.
-struct IgAxis { int n, ostep, c, taps, r, tstep, mul, off, dir; };
-__device__ __forceinline__ IgAxis ig_class_axis(int out, int k, int s, int p, bool transposed, int c) {
-    if (!transposed) return {out, 1, 0, k, 0, 1, s, -p, 1};
-    const int r = (c + p) % s;
-    return {c < out ? (out - c + s - 1) / s : 0, s, c, r < k ? (k - r + s - 1) / s : 0, r, s, 1, (c + p) / s, -1};
-}
-
-// Epilogue: y[b, co, position] = v + bias[co] (bias may be null), rounded to T.
-template <typename T> struct StoreWithBias {
-    T* y;
-    const T* bias;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        y[((size_t)b * C_out + co) * plane + pos] = from_float<T>(bias != nullptr ? v + to_float(bias[co]) : v);
-    }
-};
-
-// Epilogue: y[b, co, position] = v as summed, in float32 (the bias and any rounding left to the kernel reading y).
-struct StoreSum {
-    float* y;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        y[((size_t)b * C_out + co) * plane + pos] = v;
-    }
-};
-
-// 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where !ok
-// (then nothing is read at `any`, a valid global address).
-__device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, bool ok, const float* any) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(dst), "l"(ok ? src : any), "r"(ok ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void ig_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void ig_copy_wait() {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-}
-constexpr int IG_STAGES = 3;   // float operands: stages in flight in shared memory
-
-// The parity classes (one unless transposed), and the class of index cls's three axes (output sizes unused: 0).
-__device__ __forceinline__ int ig_classes(const ConvGeom& g) { return g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1; }
-__device__ __forceinline__ void ig_class_axes(const ConvGeom& g, int cls, IgAxis& ad, IgAxis& ah, IgAxis& aw,
-                                              bool sized) {
-    const int sh = g.transposed ? g.s[1] : 1, sw = g.transposed ? g.s[2] : 1;
-    ad = ig_class_axis(sized ? g.Do : 0, g.k[0], g.s[0], g.p[0], g.transposed, cls / (sh * sw));
-    ah = ig_class_axis(sized ? g.Ho : 0, g.k[1], g.s[1], g.p[1], g.transposed, cls / sw % sh);
-    aw = ig_class_axis(sized ? g.Wo : 0, g.k[2], g.s[2], g.p[2], g.transposed, cls % sw);
-}
-// The taps of the classes before cls (the classes partition the kernel's taps): where cls's packed rows begin, / C_in.
-__device__ __forceinline__ int ig_taps_before(const ConvGeom& g, int cls) {
-    int before = 0;
-    for (int c = 0; c < cls; ++c) {
-        IgAxis ad, ah, aw;
-        ig_class_axes(g, c, ad, ah, aw, false);
-        before += ad.taps * ah.taps * aw.taps;
-    }
-    return before;
-}
-
-// The weights as [class][tap of the class (ud, uh, uw)][ci][co] (IG_TF32: rounded to TF32), from (C_out, C_in,
-// taps), or (C_in, C_out, taps) when transposed.
-template <typename T, int P>
-__global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ packed, ConvGeom g) {
-    const int C_in = g.C_in, C_out = g.C_out, taps = g.k[0] * g.k[1] * g.k[2], classes = ig_classes(g);
-    const long long n = (long long)taps * C_in * C_out;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in);
-        int q = (int)(i / C_out / C_in);   // the packed tap: its class's, then its index in the class
-        IgAxis ad, ah, aw;
-        for (int cls = 0; cls < classes; ++cls) {
-            ig_class_axes(g, cls, ad, ah, aw, false);
-            const int in_class = ad.taps * ah.taps * aw.taps;
-            if (q < in_class) break;
-            q -= in_class;
-        }
-        const int ud = q / (ah.taps * aw.taps), uh = q / aw.taps % ah.taps, uw = q % aw.taps;
-        const int t = ((ad.r + ad.tstep * ud) * g.k[1] + ah.r + ah.tstep * uh) * g.k[2] + aw.r + aw.tstep * uw;
-        const T v = w[g.transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
-        packed[i] = P == IG_TF32 ? from_float<T>(round_tf32(to_float(v))) : v;   // (A: as its fragments load)
-    }
-}
-
-template <typename T, int P, int MI, int NJ, typename Epilogue>
-__global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restrict__ x,
-                                                                const T* __restrict__ packed, ConvGeom g,
-                                                                Epilogue epilogue)
-{
-    using Tile = IgTile<MI, NJ>;
-    // This block's parity class (one class unless transposed) and its GEMM.
-    const int cls = blockIdx.z;
-    IgAxis ad, ah, aw;
-    ig_class_axes(g, cls, ad, ah, aw, true);
-    const long long cplane = (long long)ad.n * ah.n * aw.n, rows = (long long)g.B * cplane;
-    const long long m0 = (long long)blockIdx.x * Tile::BM;
-    if (m0 >= rows) return;
-    const int taps = ad.taps * ah.taps * aw.taps, depth = taps * g.C_in;
-    const int n0 = blockIdx.y * Tile::BN;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    const int wm = warp / 2 * 16 * MI, wn = warp % 2 * 8 * NJ;
-    const long long in_plane = (long long)g.D * g.H * g.W;
-    // A: this thread stages row a_row at depths a_k, a_k + A_STEP, ... of each stage.
-    const int a_row = threadIdx.x % Tile::BM, a_k = threadIdx.x / Tile::BM;
-    const long long m = m0 + a_row;
-    const bool row_ok = m < rows;
-    const long long rest = row_ok ? m : 0;
-    const int jw = (int)(rest % aw.n), jh = (int)(rest / aw.n % ah.n), jd = (int)(rest / aw.n / ah.n % ad.n);
-    const T* xb = x + (size_t)(rest / cplane) * g.C_in * in_plane;
-    const int bd = jd * ad.mul + ad.off, bh = jh * ah.mul + ah.off, bw = jw * aw.mul + aw.off;
-    const long long a_step = (long long)Tile::A_STEP * in_plane;
-    // x at (row, tap (ud, uh, uw) of the class, channel ci); null: outside the input.
-    const auto a_point = [&](int ud, int uh, int uw, int ci) -> const T* {
-        const int id = bd + ad.dir * ud, ih = bh + ah.dir * uh, iw = bw + aw.dir * uw;
-        return row_ok && (unsigned)id < (unsigned)g.D && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W
-                   ? xb + (size_t)ci * in_plane + ((size_t)id * g.H + ih) * g.W + iw : nullptr;
-    };
-    // C_in a multiple of 16: a stage is channels a_ci - a_k .. + 15 of tap (ud, uh, uw), and a_src this thread's
-    // first element of it. Else the next element is at tap a_tap, channel a_ci (a_src; null: a zero).
-    const bool whole_taps = g.C_in % IG_BK == 0;
-    int a_tap = whole_taps ? 0 : a_k / g.C_in, a_ci = whole_taps ? a_k : a_k % g.C_in, ud = 0, uh = 0, uw = 0;
-    const T* a_src = nullptr;
-    const auto a_at_tap = [&]() {
-        a_src = a_tap < taps ? a_point(a_tap / (ah.taps * aw.taps), a_tap / aw.taps % ah.taps, a_tap % aw.taps, a_ci)
-                             : nullptr;
-    };
-    if (whole_taps) a_src = taps > 0 ? a_point(0, 0, 0, a_ci) : nullptr;
-    else a_at_tap();
-    const auto a_next = [&]() -> const T* {   // (not whole_taps) this element, moving on one
-        const T* src = a_src;
-        a_ci += Tile::A_STEP;
-        if (a_ci >= g.C_in) {
-            while (a_ci >= g.C_in) { a_ci -= g.C_in; ++a_tap; }
-            a_at_tap();
-        } else if (a_src != nullptr) {
-            a_src += a_step;
-        }
-        return src;
-    };
-    const auto a_next_stage = [&]() {         // (whole_taps) on to the next stage's 16 channels
-        a_ci += IG_BK;
-        if (a_ci >= g.C_in) {
-            a_ci -= g.C_in;
-            if (++uw == aw.taps) {
-                uw = 0;
-                if (++uh == ah.taps) { uh = 0; ++ud; }
-            }
-            a_src = ud < ad.taps ? a_point(ud, uh, uw, a_ci) : nullptr;
-        } else if (a_src != nullptr) {
-            a_src += (long long)IG_BK * in_plane;
-        }
-    };
-    // B: this thread stages column b_col at depths b_k, b_k + B_STEP, ...: the class's packed rows in order.
-    const int b_col = threadIdx.x % Tile::BN, b_k = threadIdx.x / Tile::BN, n = n0 + b_col;
-    const bool b_ok = n < g.C_out;
-    const long long b_step = (long long)Tile::B_STEP * g.C_out;
-    const T* b_src = packed + ((long long)ig_taps_before(g, cls) * g.C_in + b_k) * g.C_out + n;
-    int b_left = depth - b_k;   // the class's depths from this thread's first of the stage on
-    const int stages = (depth + IG_BK - 1) / IG_BK;
-    float acc[MI][NJ][4] = {};
-    if constexpr (std::is_same<T, float>::value) {
-        // IG_STAGES - 1 stages in flight (cp.async) while the tensor cores work on one.
-        __shared__ IgSmem<MI, NJ> s[IG_STAGES];
-        const unsigned s0 = (unsigned)__cvta_generic_to_shared(&s[0]);
-        const unsigned a_dst = (unsigned)__cvta_generic_to_shared(&s[0].a[a_k][a_row]) - s0;
-        const unsigned b_dst = (unsigned)__cvta_generic_to_shared(&s[0].b[b_k][b_col]) - s0;
-        const auto issue = [&](int buf) {
-            const unsigned base = s0 + buf * (unsigned)sizeof(IgSmem<MI, NJ>);
-            if (whole_taps) {
-                const bool ok = a_src != nullptr;
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j)
-                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), a_src + j * a_step,
-                                  ok, x);
-                a_next_stage();
-            } else {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) {
-                    const float* src = a_next();
-                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), src, src != nullptr,
-                                  x);
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j)
-                ig_copy_async(base + b_dst + j * Tile::B_STEP * (unsigned)sizeof(s[0].b[0]), b_src + j * b_step,
-                              b_ok && j * Tile::B_STEP < b_left, x);
-            b_src += (long long)IG_BK * g.C_out;
-            b_left -= IG_BK;
-        };
-#pragma unroll
-        for (int i = 0; i < IG_STAGES - 1; ++i) {
-            if (i < stages) issue(i);
-            ig_copy_commit();
-        }
-        for (int k = 0; k < stages; ++k) {
-            ig_copy_wait<IG_STAGES - 2>();
-            __syncthreads();   // stage k is in; every warp is done with stage k - 1's buffer
-            if (k + IG_STAGES - 1 < stages) issue((k + IG_STAGES - 1) % IG_STAGES);
-            ig_copy_commit();
-            ig_stage<P>(s[k % IG_STAGES], acc, wm, wn, gq, tq);
-        }
-    } else {
-        // 16-bit operands (no 2-byte cp.async): the next stage in registers while the tensor cores work.
-        __shared__ IgSmem<MI, NJ> s;
-        float av[Tile::A_LOADS], bv[Tile::B_LOADS];
-        const auto load = [&]() {
-            if (whole_taps) {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) av[j] = a_src != nullptr ? to_float(a_src[j * a_step]) : 0.f;
-                a_next_stage();
-            } else {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) {
-                    const T* src = a_next();
-                    av[j] = src != nullptr ? to_float(*src) : 0.f;
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j)
-                bv[j] = b_ok && j * Tile::B_STEP < b_left ? to_float(b_src[j * b_step]) : 0.f;
-            b_src += (long long)IG_BK * g.C_out;
-            b_left -= IG_BK;
-        };
-        load();
-        for (int k = 0; k < stages; ++k) {
-#pragma unroll
-            for (int j = 0; j < Tile::A_LOADS; ++j) s.a[a_k + Tile::A_STEP * j][a_row] = av[j];
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j) s.b[b_k + Tile::B_STEP * j][b_col] = bv[j];
-            __syncthreads();
-            if (k + 1 < stages) load();   // in flight during this stage's products
-            ig_stage<P>(s, acc, wm, wn, gq, tq);
-            __syncthreads();
-        }
-    }
-    const long long plane = (long long)g.Do * g.Ho * g.Wo;
-    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
-        const long long row = m0 + r;
-        const int co = n0 + c;
-        if (row < rows && co < g.C_out) {
-            const long long q = row % cplane;
-            const int od = ad.c + ad.ostep * (int)(q / aw.n / ah.n), oh = ah.c + ah.ostep * (int)(q / aw.n % ah.n),
-                      ow = aw.c + aw.ostep * (int)(q % aw.n);
-            epilogue(row / cplane, co, ((long long)od * g.Ho + oh) * g.Wo + ow, plane, g.C_out, v);
-        }
-    });
-}
-
-// Tile shapes: 1: 64 x 32 (at most 32 output channels), 2: 64 x 64. (Measured on an H200 across the channel sweep's
-// convs, batch 32: 128 x 32, 128 x 64 and 64 x 128 tiles won nowhere by more than 10% and lost up to 2x: fewer
-// blocks, fewer warps a stage's latency hides behind.)
-inline int conv_igemm_tile(const ConvGeom& g) { return g.C_out <= 32 ? 1 : 2; }
-
-// The packed weights' elements (the workspace conv_igemm_launch needs).
-inline long long conv_igemm_packed_size(const ConvGeom& g) {
-    return (long long)g.k[0] * g.k[1] * g.k[2] * g.C_in * g.C_out;
-}
-
-template <typename T, int P, int MI, int NJ, typename Epilogue>
-cudaError_t conv_igemm_launch_tile(const T* x, const T* packed, const ConvGeom& g, Epilogue epilogue,
-                                   cudaStream_t stream) {
-    using Tile = IgTile<MI, NJ>;
-    const int classes = g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1;
-    const auto per_class = [&](int out, int s) { return g.transposed ? (out + s - 1) / s : out; };
-    const long long rows = (long long)g.B * per_class(g.Do, g.s[0]) * per_class(g.Ho, g.s[1]) * per_class(g.Wo, g.s[2]);
-    const dim3 grid((unsigned)((rows + Tile::BM - 1) / Tile::BM), (g.C_out + Tile::BN - 1) / Tile::BN, classes);
-    conv_igemm_kernel<T, P, MI, NJ><<<grid, IG_THREADS, 0, stream>>>(x, packed, g, epilogue);
-    return cudaGetLastError();
-}
-
-// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code (0: conv_igemm_tile(g)).
-template <typename T, int P, typename Epilogue>
-cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, Epilogue epilogue,
-                              cudaStream_t stream, int tile = 0) {
-    if (tile == 0) tile = conv_igemm_tile(g);
-    const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo, n_packed = conv_igemm_packed_size(g);
-    if (rows == 0 || g.C_out == 0) return cudaSuccess;
-    if (n_packed > 0) {
-        const int blocks = (int)std::min<long long>((n_packed + 255) / 256, 4096);
-        conv_igemm_pack_kernel<T, P><<<blocks, 256, 0, stream>>>(w, packed, g);
-        const cudaError_t err = cudaGetLastError();
-        if (err != cudaSuccess) return err;
-    }
-    return tile == 1 ? conv_igemm_launch_tile<T, P, 2, 2>(x, packed, g, epilogue, stream)
-                     : conv_igemm_launch_tile<T, P, 2, 4>(x, packed, g, epilogue, stream);
-}
-// shared: conv_igemm end
 // Input offset, within a sample, of depth k = (ci, kd, kh) of a row-GEMM (0 for the padding depths past depth).
 template <int K>
 __device__ __forceinline__ unsigned depth_offset(int k, int depth, const Dims& d) {
@@ -1515,501 +1108,280 @@ __global__ void __launch_bounds__(SUM_THREADS) finish_channel_grads_kernel(
     if (threadIdx.x == 0) (kind == 0 ? grad_bias : kind == 1 ? grad_gn_weight : grad_gn_bias)[c] = (float)red[0];
 }
 
-// The general path (any kernel size per axis, tuples too, beyond the tuned kernels' cubic 3 and 4): a thread per
-// output position of one sample, the CO channels of a chunk (grid y); the chunk's weights staged in shared memory
-// GC_TAPS taps at a time ([tap][channel]: a tap's CO weights are four broadcast float4 loads), so a tap is one
-// input load (read-only cache), four weight loads and CO multiply-adds, over (ci, kd, kh, kw) in order; 64-bit
-// indices. Blocks per sample: bps, each writing its partial sums in the tuned kernels' layout, so the same finalize
-// and channel-gradient kernels follow.
-struct Kernel3 { int d, h, w; };
-constexpr int GC_TAPS = 512;   // 32 KB of weights a stage
+// shared: hardswish_gn_mean begin
+// PyTorch's conv output y (B, C, D, H, W) -> HardSwish -> GroupNorm -> mean over (D, H, W), and its backward: the
+// fused pass of problem 27 over a conv output that PyTorch computed (its conv-kept file's whole chain, and its
+// all-custom file's PyTorch-conv path). Needs the element_types block before it. Kernels and helpers live in
+// namespace hgm (a file's own kernels may use the same names); the two launchers are global.
+namespace hgm {
+constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
+constexpr int WARPS = THREADS / 32;
+constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row (forward)
+constexpr int BWD_UNROLL = 6;         // the backward also stores: more loads in flight per lane (8 spills at 64 registers)
+
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
+// 16 bytes of elements, loaded or stored at once.
+template <typename T> union Pack16 {
+    static constexpr int N = 16 / sizeof(T);
+    uint4 u;
+    T e[N];
+};
+
+
+__device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
+
+// d hardswish / dv, with PyTorch's convention at the joins (v = -3 -> -0.5, v = 3 -> 1.5).
+__device__ __forceinline__ float hardswish_grad(float v) {
+    return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// A row of elements seen as a scalar head up to its first 16-byte boundary, a body of 16-byte packs and a
+// scalar tail. y and grad_y rows start at the same offsets, so one split serves both.
+struct RowSplit {
+    int head, n16, tail;   // tail: index of the first element after the body
+};
+
 template <typename T>
-__device__ __forceinline__ void conv_general(float (&acc)[CO], const T* __restrict__ x, const T* __restrict__ weight,
-                                             const Dims& d, Kernel3 k, long long b, int co0, int od, int oh, int ow) {
-    __shared__ float4 w_s[GC_TAPS * CO / 4];
-#pragma unroll
-    for (int j = 0; j < CO; ++j) acc[j] = 0.f;
-    const long long taps = (long long)d.C_in * k.d * k.h * k.w;
-    const T* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W + ((size_t)od * d.H + oh) * d.W + ow;
-    long long t = 0, staged = 0;   // taps [staged - GC_TAPS, staged) in w_s
-    for (int ci = 0; ci < d.C_in; ++ci)
-        for (int kd = 0; kd < k.d; ++kd)
-            for (int kh = 0; kh < k.h; ++kh)
-                for (int kw = 0; kw < k.w; ++kw, ++t) {
-                    if (t == staged) {   // uniform across the block: the next GC_TAPS taps' weights
-                        __syncthreads();
-                        float* ws = reinterpret_cast<float*>(w_s);
-                        const int n = (int)min((long long)GC_TAPS, taps - t) * CO;   // taps past the last: never read
-                        for (int i = threadIdx.x; i < n; i += THREADS) {
-                            const int j = i % CO;
-                            ws[i] = co0 + j < d.C_out ? load_float(weight + (co0 + j) * taps + t + i / CO) : 0.f;
-                        }
-                        __syncthreads();
-                        staged = t + GC_TAPS;
-                    }
-                    const float v = load_float(xs + (((size_t)ci * d.D + kd) * d.H + kh) * d.W + kw);
-                    const float4* w4 = w_s + (t - (staged - GC_TAPS)) * (CO / 4);
-#pragma unroll
-                    for (int q = 0; q < CO / 4; ++q) {
-                        const float4 w = w4[q];
-                        acc[4 * q] = fmaf(v, w.x, acc[4 * q]);
-                        acc[4 * q + 1] = fmaf(v, w.y, acc[4 * q + 1]);
-                        acc[4 * q + 2] = fmaf(v, w.z, acc[4 * q + 2]);
-                        acc[4 * q + 3] = fmaf(v, w.w, acc[4 * q + 3]);
-                    }
-                }
+__device__ __forceinline__ RowSplit split_row(const T* row, int S) {
+    constexpr int N = Pack16<T>::N;
+    const int head = min((int)(((16 - ((uintptr_t)row & 15)) & 15) / sizeof(T)), S);
+    const int n16 = (S - head) / N;
+    return {head, n16, head + N * n16};
 }
 
-// This thread's output position (grid x = B * bps): false past the sample's last.
-__device__ __forceinline__ bool locate_position(const Dims& d, int bps, long long& b, int& od, int& oh, int& ow) {
-    b = blockIdx.x / bps;
-    const long long p = (long long)(blockIdx.x % bps) * THREADS + threadIdx.x, S = (long long)d.Do * d.Ho * d.Wo;
-    const long long pp = p < S ? p : 0;
-    ow = (int)(pp % d.Wo);
-    oh = (int)(pp / d.Wo % d.Ho);
-    od = (int)(pp / ((long long)d.Wo * d.Ho));
-    return p < S;
-}
-
-// conv_hswish_sums_kernel on the general path. y non-null: the conv's sums (without the bias) read from y (B, C_out,
-// Do, Ho, Wo) as the conv engine wrote them, in place of computing them here.
+// h = hardswish(v), rounded to T as PyTorch's hardswish rounds its output; added to the sums of h and h^2.
 template <typename T>
-__global__ void __launch_bounds__(THREADS) conv_hswish_sums_general_kernel(
-    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ y,
-    double* __restrict__ partials, Dims d, Kernel3 k, int bps)
-{
-    __shared__ double red[THREADS / 32][CO];
-    long long b;
-    int od, oh, ow;
-    const bool live = locate_position(d, bps, b, od, oh, ow);
-    const int co0 = blockIdx.y * CO;
-    float acc[CO], s[CO], q[CO];
-    if (y != nullptr) {
-        const long long S = (long long)d.Do * d.Ho * d.Wo, p = ((long long)od * d.Ho + oh) * d.Wo + ow;
-#pragma unroll
-        for (int j = 0; j < CO; ++j)
-            acc[j] = live && co0 + j < d.C_out ? y[((size_t)b * d.C_out + co0 + j) * S + p] : 0.f;
-    } else {
-        conv_general(acc, x, weight, d, k, b, co0, od, oh, ow);
-    }
-#pragma unroll
-    for (int j = 0; j < CO; ++j) {
-        s[j] = 0.f;
-        q[j] = 0.f;
-        if (live && co0 + j < d.C_out) {
-            const float h = round_to<T>(hardswish(conv_output<T>(acc[j], bias != nullptr ? to_float(bias[co0 + j]) : 0.f)));
-            s[j] = h;
-            q[j] = h * h;
-        }
-    }
-    double* out = partials + ((b * gridDim.y + blockIdx.y) * bps + blockIdx.x % bps) * 2 * CO;
-    block_channel_sums(s, red, out);
-    block_channel_sums(q, red, out + CO);
+__device__ __forceinline__ void add_hardswish(float v, float& s, float& q) {
+    const float h = round_to<T>(hardswish(v));
+    s += h;
+    q = fmaf(h, h, q);
 }
 
-// dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), y recomputed (any kernel size, float32); per block the
-// per-channel sum of dL/dy (the conv bias's gradient) -> partials (B, chunks, blocks_per_sample, CO).
-// y non-null: the conv's sums (without the bias) read from y as the conv engine wrote them (y may be grad_y: each
-// thread reads its elements before it writes them).
-__global__ void __launch_bounds__(THREADS) grad_y_general_kernel(
-    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-    const float* __restrict__ coef, const float* y, float* grad_y, double* __restrict__ bias_partials, Dims d,
-    Kernel3 k, int bps)
-{
-    __shared__ double red[THREADS / 32][CO];
-    long long b;
-    int od, oh, ow;
-    const bool live = locate_position(d, bps, b, od, oh, ow);
-    const int co0 = blockIdx.y * CO;
-    const long long S = (long long)d.Do * d.Ho * d.Wo, p = ((long long)od * d.Ho + oh) * d.Wo + ow;
-    float acc[CO], s[CO];
-    if (y != nullptr) {
+// Sum of h and of its square over one row of S elements, read by one warp with 16-byte loads. Each lane
+// adds in float (at most S / 128 terms per accumulator), the warp in double.
+template <typename T>
+__device__ __forceinline__ void row_sums(const T* __restrict__ row, int S, int lane, double& sum, double& sumsq) {
+    const RowSplit sp = split_row(row, S);
+    const uint4* body = reinterpret_cast<const uint4*>(row + sp.head);
+    float s[UNROLL] = {}, q[UNROLL] = {};
+    int i = lane;
+    for (; i + 32 * (UNROLL - 1) < sp.n16; i += 32 * UNROLL) {
+        Pack16<T> v[UNROLL];
 #pragma unroll
-        for (int j = 0; j < CO; ++j) acc[j] = live && co0 + j < d.C_out ? y[((size_t)b * d.C_out + co0 + j) * S + p] : 0.f;
-    } else {
-        conv_general(acc, x, weight, d, k, b, co0, od, oh, ow);
-    }
+        for (int u = 0; u < UNROLL; ++u) v[u].u = __ldg(body + i + 32 * u);
 #pragma unroll
-    for (int j = 0; j < CO; ++j) {
-        s[j] = 0.f;
-        const int c = co0 + j;
-        if (!live || c >= d.C_out) continue;
-        const float* cf = coef + (b * d.C_out + c) * 3;
-        const float y = acc[j] + (bias != nullptr ? bias[c] : 0.f);
-        const float g = fmaf(cf[1], hardswish(y) - cf[2], cf[0]) * hardswish_grad(y);
-        grad_y[((size_t)b * d.C_out + c) * S + p] = g;
-        s[j] = g;
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int e = 0; e < Pack16<T>::N; ++e) add_hardswish<T>(to_float(v[u].e[e]), s[u], q[u]);
     }
-    block_channel_sums(s, red, bias_partials + ((b * gridDim.y + blockIdx.y) * bps + blockIdx.x % bps) * CO);
+    for (; i < sp.n16; i += 32) {
+        Pack16<T> v;
+        v.u = __ldg(body + i);
+#pragma unroll
+        for (int e = 0; e < Pack16<T>::N; ++e) add_hardswish<T>(to_float(v.e[e]), s[0], q[0]);
+    }
+    if (lane < sp.head) add_hardswish<T>(to_float(row[lane]), s[1], q[1]);
+    if (sp.tail + lane < S) add_hardswish<T>(to_float(row[sp.tail + lane]), s[2], q[2]);
+    double ds = 0.0, dq = 0.0;
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) { ds += s[u]; dq += q[u]; }
+    sum = warp_sum(ds);
+    sumsq = warp_sum(dq);
 }
 
-// The general path's conv gradients, tiled (as problem 23's file computes them). dL/dx: block (b tiles + tile of
-// TILE_H x TILE_W input positions of one input depth, chunk of COT input channels); tile_conv_flip gives a thread's
-// PIXT positions (rows ty, ty + ROW_STEP, ...): the conv's transpose, a conv of dL/dy (C_out channels) padded by
-// k - 1 with the weights flipped and their channels swapped. Per output depth and chunk of ci_t output channels it
-// stages the dL/dy rows the tile reads and the chunk's weights of that depth ([c][kh][kw][ci]: a tap's COT weights
-// are COT / 4 broadcast float4 loads) in shared memory; a tap is PIXT loads and PIXT x COT multiply-adds, summed
-// over (chunk, kd, c, kh, kw) in fp32, a fixed order.
-constexpr int GEN_THREADS = 256, TILE_W = 32, ROW_STEP = GEN_THREADS / TILE_W, TILE_H = 2 * ROW_STEP, CO_T = 16;
-struct FlipConv {
-    int C_in, C_out, D, H, W, ci_t;   // the transpose's: C_in = the model's C_out, D x H x W = Do x Ho x Wo
-    Kernel3 k;
-    int co_t, th;                     // input channels of the model at a time (COT), the tile's rows (PIXT ROW_STEP)
-    __host__ __device__ int rows() const { return th + k.h - 1; }
-    __host__ __device__ int cols() const { return TILE_W + k.w - 1; }
-    __host__ __device__ int in_floats() const { return (rows() * cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
-    __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }
-    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
+// Both kernels' grid: (sample, part), a part a run of gpb whole groups, so that a batch smaller than the GPU
+// still fills it: parts such that B x parts >= 2 blocks per SM (1 at the benchmark's batch). Each channel's and
+// group's sums are added in the same order whatever the split: the same bits for any number of parts.
+struct GroupParts {
+    int parts, gpb;   // parts of a sample, groups per part
 };
-template <int COT, int PIXT>
-__global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, FlipConv t)
-{
-    extern __shared__ float4 smem4[];
-    float* in_s = reinterpret_cast<float*>(smem4);
-    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
-    constexpr int TH = PIXT * ROW_STEP;
-    const int D = t.D + t.k.d - 1, H = t.H + t.k.h - 1, W = t.W + t.k.w - 1;
-    const int tiles_w = (W + TILE_W - 1) / TILE_W, tiles_hw = (H + TH - 1) / TH * tiles_w;
-    const int tile = (int)(blockIdx.x % ((long long)D * tiles_hw)), co0 = blockIdx.y * COT;
-    const long long b = blockIdx.x / ((long long)D * tiles_hw);
-    const int od = tile / tiles_hw, oh0 = tile % tiles_hw / tiles_w * TH, ow0 = tile % tiles_w * TILE_W;
-    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int rows = t.rows(), cols = t.cols(), taps2 = t.k.h * t.k.w, taps3 = t.k.d * taps2;
-    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
-    float acc[PIXT][COT] = {};
-    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
-        const int nci = min(t.ci_t, t.C_in - ci0);
-        for (int kd = 0; kd < t.k.d; ++kd) {
-            const int id = od + kd - (t.k.d - 1);
-            if (id < 0 || id >= t.D) continue;   // the padding: no products (uniform across the block)
-            __syncthreads();
-            for (int ci = 0; ci < nci; ++ci) {   // a warp per row, lanes along it
-                const float* xc = grad_y + (((size_t)b * t.C_in + ci0 + ci) * t.D + id) * t.H * t.W;
-                for (int r = warp; r < rows; r += GEN_THREADS / 32) {
-                    const int ih = oh0 + r - (t.k.h - 1);
-                    for (int col = lane; col < cols; col += 32) {
-                        const int iw = ow0 + col - (t.k.w - 1);
-                        in_s[ci * t.in_floats() + r * cols + col] =
-                            ih >= 0 && iw >= 0 && ih < t.H && iw < t.W ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
-                    }
-                }
-            }
-            // w_s[(ci taps2 + tap) COT + j] = weight[ci0 + ci][co][k.d - 1 - kd][taps2 - 1 - tap]
-            for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
-                w_s[ct * COT + j] = co < t.C_out ? __ldg(weight + ((size_t)(ci0 + ct / taps2) * t.C_out + co) * taps3 +
-                                                         (size_t)(t.k.d - 1 - kd) * taps2 + taps2 - 1 - ct % taps2)
-                                                 : 0.f;
-            __syncthreads();
-            for (int ci = 0; ci < nci; ++ci) {
-                const float* in_r = in_s + ci * t.in_floats() + ty * cols + tx;
-                const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps2 * COT);
-                for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
-#pragma unroll 4
-                    for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
-                        float v[PIXT];
-#pragma unroll
-                        for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
-#pragma unroll
-                        for (int q = 0; q < COT / 4; ++q) {
-                            const float4 w = w4[q];
-#pragma unroll
-                            for (int p = 0; p < PIXT; ++p) {
-                                acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
-                                acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
-                                acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
-                                acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    const int oh = oh0 + ty, ow = ow0 + tx;
-#pragma unroll
-    for (int p = 0; p < PIXT; ++p)
-        if (oh + p * ROW_STEP < H && ow < W)
-#pragma unroll
-            for (int c = 0; c < COT; ++c)
-                if (co0 + c < t.C_out)
-                    grad_x[((((size_t)b * t.C_out + co0 + c) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][c];
+static GroupParts group_parts(int B, int G) {
+    int device = 0, sms = 132;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) !=
+                                                     cudaSuccess)
+        sms = 132;
+    const int want = std::min(G, std::max(1, (2 * sms + B - 1) / B));
+    const int gpb = (G + want - 1) / want;
+    return {(G + gpb - 1) / gpb, gpb};
 }
 
-using WgradDims = Dims;
-// shared: wgrad_tiled_3d begin
-// WgradDims: the file's dims type (B, C_in, C_out, Do, Ho, Wo, D, H, W), named before this block.
-// dL/dW, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items (sample,
-// output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of the
-// chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so that
-// neither the staging stores nor the loads conflict) and the input rows the tile reads at each kd of each of its
-// input channels. A thread owns a quad of output channels, an input channel, WG_TAPS taps (tap group) and a part of
-// the tile's rows (row part): per position one float4 of dL/dy and WG_TAPS input loads feed 4 WG_TAPS multiply-adds.
-// Each item's products are summed in fp32, the items in double; the row parts' totals are added in order through
-// shared memory into partials (splits, C_out, C_in, taps), added in split order by finish_weight_grad_tiled_kernel.
-constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
-struct WgradPlan {
-    int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
-                                      // quads x groups x ci_c (up to GEN_THREADS a round); row parts
-    __host__ __device__ WgradPlan(int C_in, Kernel3 k) {
-        const int ci_floats = k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
-        groups = (k.d * k.h * k.w + WG_TAPS - 1) / WG_TAPS;
-        ci_c = max(1, min(min(C_in, GEN_THREADS / (WG_QUADS * groups)), (16 << 10) / ci_floats));
-        units = min(WG_QUADS * groups * ci_c, GEN_THREADS);
-        parts = 1;
-        while (parts < TILE_H && 2 * parts * units <= GEN_THREADS) parts *= 2;   // a power of 2 dividing TILE_H
-    }
-};
-static size_t wgrad_smem_bytes(int C_in, Kernel3 k) {
-    const WgradPlan plan(C_in, k);
-    const size_t stage = (size_t)TILE_H * TILE_W * CO_T + (size_t)plan.ci_c * k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
-    const size_t totals = (size_t)GEN_THREADS * WG_TAPS * 4 * 2;   // doubles, as floats
-    return (stage > totals ? stage : totals) * sizeof(float);
-}
-__device__ __forceinline__ int wg_swizzle(int pos, int quad) { return pos * CO_T + 4 * (quad ^ ((pos >> 1) & 3)); }
-__global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, WgradDims d, Kernel3 k,
-    int splits)
+// Forward: a block per (sample, part of the groups). Writes out (B, C) and the statistics the backward needs.
+// T: the conv output's element type; TO: the GroupNorm's (its parameters and the output).
+template <typename T, typename TO>
+__global__ void __launch_bounds__(THREADS) hardswish_gn_mean_kernel(
+    const T* __restrict__ y,              // (B, C, S) conv output, contiguous
+    const TO* __restrict__ gn_weight,     // (C)
+    const TO* __restrict__ gn_bias,       // (C)
+    TO* __restrict__ out,                 // (B, C)
+    double* __restrict__ stats,           // (B, C + 2G): m_c, then mu_g, then rstd_g
+    int C, int G, int S, double eps, int gpb)
 {
-    static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
-    extern __shared__ float4 smem4[];
-    float* gy_s = reinterpret_cast<float*>(smem4);                 // [TILE_H TILE_W][CO_T], swizzled quads
-    float* x_s = gy_s + TILE_H * TILE_W * CO_T;                    // [ci_c][kd][rows][cols]
-    double* totals_s = reinterpret_cast<double*>(smem4);           // after the items: [thread][WG_TAPS 4]
-    const int taps = k.d * k.h * k.w, rows = TILE_H + k.h - 1, cols = TILE_W + k.w - 1;
-    const WgradPlan plan(d.C_in, k);
-    const int co0 = blockIdx.x * CO_T, ci0 = blockIdx.y * plan.ci_c, split = blockIdx.z;
-    const int nci = min(plan.ci_c, d.C_in - ci0), n_units = WG_QUADS * plan.groups * nci;
-    const int rows_a_part = TILE_H / plan.parts;
-    const int tiles_w = (d.Wo + TILE_W - 1) / TILE_W, tiles_hw = (d.Ho + TILE_H - 1) / TILE_H * tiles_w;
-    const long long S = (long long)d.Do * d.Ho * d.Wo, items = (long long)d.B * d.Do * tiles_hw;
-    for (int u0 = 0; u0 < n_units; u0 += plan.units) {   // rounds of units (more than GEN_THREADS: huge kernels)
-        const int unit = u0 + (int)threadIdx.x % plan.units, part = (int)threadIdx.x / plan.units;
-        const bool active = part < plan.parts && unit < n_units;
-        const int quad = unit % WG_QUADS, group = unit / WG_QUADS % plan.groups, ci = unit / (WG_QUADS * plan.groups);
-        int offset[WG_TAPS];   // each tap's input offset ((kd rows + kh) cols + kw); taps past the last read tap 0's
-#pragma unroll
-        for (int i = 0; i < WG_TAPS; ++i) {
-            const int tap = min(group * WG_TAPS + i, taps - 1);
-            offset[i] = (tap / (k.h * k.w) * rows + tap / k.w % k.h) * cols + tap % k.w;
-        }
-        double total[WG_TAPS][4] = {};
-        for (long long item = split; item < items; item += splits) {
-            const long long b = item / ((long long)d.Do * tiles_hw);
-            const int od = (int)(item / tiles_hw % d.Do), tile = (int)(item % tiles_hw);
-            const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
-            __syncthreads();
-            for (int i = threadIdx.x; i < WG_QUADS * TILE_H * TILE_W; i += GEN_THREADS) {   // lanes along positions
-                const int q = i / (TILE_H * TILE_W), pos = i % (TILE_H * TILE_W);
-                const int oh = oh0 + pos / TILE_W, ow = ow0 + pos % TILE_W;
-                float v[4];
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int co = co0 + 4 * q + c;
-                    v[c] = co < d.C_out && oh < d.Ho && ow < d.Wo
-                        ? __ldg(grad_y + ((size_t)b * d.C_out + co) * S + ((size_t)od * d.Ho + oh) * d.Wo + ow) : 0.f;
-                }
-                *reinterpret_cast<float4*>(gy_s + wg_swizzle(pos, q)) = make_float4(v[0], v[1], v[2], v[3]);
-            }
-            for (int i = threadIdx.x; i < nci * k.d * rows * cols; i += GEN_THREADS) {
-                const int c = i / (k.d * rows * cols), kd = i / (rows * cols) % k.d;
-                const int ih = oh0 + i / cols % rows, iw = ow0 + i % cols;
-                x_s[i] = ih < d.H && iw < d.W
-                    ? __ldg(x + (((size_t)b * d.C_in + ci0 + c) * d.D + od + kd) * d.H * d.W + (size_t)ih * d.W + iw) : 0.f;
-            }
-            __syncthreads();
-            if (!active) continue;
-            float sum[WG_TAPS][4] = {};
-            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py)
-            for (int px0 = 0; px0 < TILE_W; px0 += 8) {   // the swizzle repeats every 8 positions: constant offsets
-                const float* xr = x_s + (size_t)ci * k.d * rows * cols + py * cols + px0;
-                const float* gr = gy_s + (py * TILE_W + px0) * CO_T;
-#pragma unroll
-                for (int r = 0; r < 8; ++r) {
-                    const float4 g = *reinterpret_cast<const float4*>(gr + wg_swizzle(r, quad));
-#pragma unroll
-                    for (int i = 0; i < WG_TAPS; ++i) {
-                        const float v = xr[offset[i] + r];
-                        sum[i][0] = fmaf(g.x, v, sum[i][0]);
-                        sum[i][1] = fmaf(g.y, v, sum[i][1]);
-                        sum[i][2] = fmaf(g.z, v, sum[i][2]);
-                        sum[i][3] = fmaf(g.w, v, sum[i][3]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) total[i][c] += sum[i][c];
-        }
-        __syncthreads();   // the stage's last reads done: its memory now holds the totals
-#pragma unroll
-        for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) totals_s[(size_t)threadIdx.x * WG_TAPS * 4 + i * 4 + c] = total[i][c];
-        __syncthreads();
-        if (active && part == 0) {   // the row parts in order
-            for (int p = 1; p < plan.parts; ++p)
-#pragma unroll
-                for (int i = 0; i < WG_TAPS; ++i)
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        total[i][c] += totals_s[((size_t)p * plan.units + threadIdx.x) * WG_TAPS * 4 + i * 4 + c];
-#pragma unroll
-            for (int i = 0; i < WG_TAPS; ++i) {
-                const int tap = group * WG_TAPS + i;
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int co = co0 + 4 * quad + c;
-                    if (tap < taps && co < d.C_out)
-                        partials[(((size_t)split * d.C_out + co) * d.C_in + ci0 + ci) * taps + tap] = total[i][c];
-                }
-            }
-        }
-        __syncthreads();   // the totals read before the next round's stage
-    }
-}
-// shared: wgrad_tiled_3d end
-
-// shared: finish_weight_grad_tiled begin
-// dL/dW: each weight's split totals added in order.
-__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
-                                                long long n, int splits)
-{
-    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    double v = 0.0;
-    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
-    grad_weight[i] = (float)v;
-}
-// shared: finish_weight_grad_tiled end
-// shared: conv_igemm_wgrad begin
-// The conv engine's weight gradient. Needs the conv_igemm and finish_weight_grad_tiled blocks before it.
-// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
-// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
-// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
-// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
-// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
-// A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
-// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
-// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
-__device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
-struct WgradGeom {
-    int B, R, C;              // samples, Dir's channels, Gat's channels
-    int Dd, Dh, Dw;           // Dir's positions
-    int Gd, Gh, Gw;           // Gat's
-    int k[3], s[3], p[3];
-};
-
-template <int P>
-__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
-                                                                      const float* __restrict__ gat,
-                                                                      double* __restrict__ partials, WgradGeom g)
-{
-    constexpr int MI = 2, NJ = 4, BM = 64, BN = 64;
-    __shared__ IgSmem<MI, NJ> s;     // a: [depth][row] Dir, b: [depth][column] Gat gathered
-    __shared__ int col_c[BN], col_t[BN];   // a column's Gat channel (-1: none) and tap (tz << 20 | ty << 10 | tx)
-    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
-    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
-    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
-    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
-    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
-    if (threadIdx.x < BN) {   // each column's Gat channel and tap (-1: no such column)
-        const int n = n0 + threadIdx.x;
-        const int t = n % taps;
-        col_c[threadIdx.x] = n < cols ? n / taps : -1;
-        col_t[threadIdx.x] = t / (g.k[1] * g.k[2]) << 20 | t / g.k[2] % g.k[1] << 10 | t % g.k[2];
+    extern __shared__ double sums[];      // [0, C): sum of h per channel, [C, 2C): sum of h^2 (the part's slots)
+    const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, cpg = C / G;
+    const int c0 = blockIdx.y * gpb * cpg, c1 = min(C, c0 + gpb * cpg);   // the part's channels: whole groups
+    for (int c = c0 + warp; c < c1; c += WARPS) {
+        double s, q;
+        row_sums(y + ((size_t)b * C + c) * S, S, lane, s, q);
+        if (lane == 0) { sums[c] = s; sums[C + c] = q; }
     }
     __syncthreads();
-    const int k_off = threadIdx.x % IG_BK, lead = threadIdx.x / IG_BK;   // rows / columns lead + 8 j
-    // This thread's depth q = (b, pos), pos = (od, oh, ow), moved on by IG_BK a stage.
-    long long q = q0 + k_off;
-    long long b = q / plane;
-    long long pos = q % plane;
-    int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
-    float av[8], bv[8];
-    const auto load = [&]() {
-        const bool ok = q < q1;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int r = m0 + lead + 8 * j;
-            av[j] = ok && r < g.R ? dir[((size_t)b * g.R + r) * plane + pos] : 0.f;
-            const int c = col_c[lead + 8 * j], t = col_t[lead + 8 * j];
-            float u = 0.f;
-            if (ok && c >= 0) {
-                const int id = ig_in(od * g.s[0] - g.p[0] + (t >> 20), g.Gd);
-                const int ih = ig_in(oh * g.s[1] - g.p[1] + (t >> 10 & 1023), g.Gh);
-                const int iw = ig_in(ow * g.s[2] - g.p[2] + (t & 1023), g.Gw);
-                if ((id | ih | iw) >= 0) u = gat[((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw];
-            }
-            bv[j] = u;
+    const double n_group = (double)S * cpg;
+    double* st = stats + (size_t)b * (C + 2 * G);
+    for (int c = c0 + threadIdx.x; c < c1; c += THREADS) {
+        const int g = c / cpg;
+        double s = 0.0, q = 0.0;
+        for (int j = g * cpg; j < (g + 1) * cpg; ++j) { s += sums[j]; q += sums[C + j]; }
+        const double mu = s / n_group;
+        const double rstd = 1.0 / sqrt(fmax(q / n_group - mu * mu, 0.0) + eps);
+        const double m = sums[c] / S;
+        if (std::is_same<TO, float>::value) {
+            out[(size_t)b * C + c] = from_float<TO>((float)(to_float(gn_weight[c]) * (m - mu) * rstd + to_float(gn_bias[c])));
+        } else {   // the mean of GroupNorm's a h + b (its rounding per element averages out over the mean)
+            const float2 ab = half_gn_affine<TO>(mu, rstd, to_float(gn_weight[c]), to_float(gn_bias[c]));
+            out[(size_t)b * C + c] = from_float<TO>((float)(ab.x * m + ab.y));
         }
-        q += IG_BK;
-        for (ow += IG_BK; ow >= g.Dw; ow -= g.Dw)
-            if (++oh == g.Dh) { oh = 0; if (++od == g.Dd) od = 0; }
-        for (pos += IG_BK; pos >= plane; pos -= plane) ++b;
-    };
-    float acc[MI][NJ][4] = {};
-    load();
-    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            s.a[k_off][lead + 8 * j] = av[j];
-            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
-        }
-        __syncthreads();
-        if (k0 + IG_BK < q1) load();
-        ig_stage<P>(s, acc, wm, wn, gq, tq);
-        __syncthreads();
+        st[c] = m;
+        if (c % cpg == 0) { st[C + g] = mu; st[C + G + g] = rstd; }
     }
-    const long long n_w = (long long)g.R * cols;
-    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
-        const int row = m0 + r, col = n0 + c;
-        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
+}
+
+// Backward: a block per (sample, part of the groups). Forms A_c, B_g (see the file's docstring) in shared
+// memory, then streams y once and writes grad_y (in y's element type, for PyTorch's convolution backward)
+// once. Also writes this sample's dgamma/dbeta terms.
+template <typename T, typename TO>
+__global__ void __launch_bounds__(THREADS, 2) hardswish_gn_mean_backward_kernel(   // 2 blocks/SM: <= 64 registers
+    const TO* __restrict__ grad_out,      // (B, C)
+    const T* __restrict__ y,              // (B, C, S)
+    const TO* __restrict__ gn_weight,     // (C)
+    const double* __restrict__ stats,     // (B, C + 2G), from the forward
+    T* __restrict__ grad_y,               // (B, C, S)
+    double* __restrict__ param_terms,     // (B, 2C): g_c (m_c - mu) rstd, then g_c
+    int C, int G, int S, int gpb)
+{
+    extern __shared__ float coef[];       // [0, C): A_c, [C, C + G): B_g, [C + G, C + 2G): mu_g (the part's slots)
+    const int b = blockIdx.x, cpg = C / G;
+    const int c0 = blockIdx.y * gpb * cpg, c1 = min(C, c0 + gpb * cpg);   // the part's channels: whole groups
+    const double* st = stats + (size_t)b * (C + 2 * G);
+    const TO* g = grad_out + (size_t)b * C;
+    const double n_group = (double)S * cpg;
+    for (int c = c0 + threadIdx.x; c < c1; c += THREADS) {
+        const int grp = c / cpg;
+        const double mu = st[C + grp], rstd = st[C + G + grp];
+        double g1 = 0.0, g2 = 0.0;
+        for (int j = grp * cpg; j < (grp + 1) * cpg; ++j) {
+            const double gg = (double)to_float(g[j]) * to_float(gn_weight[j]);
+            g1 += gg;
+            g2 += gg * (st[j] - mu);
+        }
+        const double gc = to_float(g[c]);
+        coef[c] = (float)(rstd * (gc * to_float(gn_weight[c]) / S - g1 / n_group));
+        if (c % cpg == 0) {
+            coef[C + grp] = (float)(-rstd * rstd * rstd * g2 / n_group);
+            coef[C + G + grp] = (float)mu;
+        }
+        param_terms[(size_t)b * 2 * C + c] = gc * (st[c] - mu) * rstd;
+        param_terms[(size_t)b * 2 * C + C + c] = gc;
+    }
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int c = c0 + warp; c < c1; c += WARPS) {
+        const float a = coef[c], bg = coef[C + c / cpg], mu = coef[C + G + c / cpg];
+        const auto grad = [=](T e) {
+            const float v = to_float(e);
+            return from_float<T>(fmaf(bg, round_to<T>(hardswish(v)) - mu, a) * hardswish_grad(v));
+        };
+        const size_t base = ((size_t)b * C + c) * S;
+        const T* row = y + base;
+        T* grow = grad_y + base;
+        const RowSplit sp = split_row(row, S);
+        const uint4* body = reinterpret_cast<const uint4*>(row + sp.head);
+        uint4* gbody = reinterpret_cast<uint4*>(grow + sp.head);
+        // y is read once and grad_y written once here: streaming (evict-first) loads and stores.
+        int i = lane;
+        for (; i + 32 * (BWD_UNROLL - 1) < sp.n16; i += 32 * BWD_UNROLL) {
+            Pack16<T> v[BWD_UNROLL];
+#pragma unroll
+            for (int u = 0; u < BWD_UNROLL; ++u) v[u].u = __ldcs(body + i + 32 * u);
+#pragma unroll
+            for (int u = 0; u < BWD_UNROLL; ++u) {
+#pragma unroll
+                for (int e = 0; e < Pack16<T>::N; ++e) v[u].e[e] = grad(v[u].e[e]);
+                __stcs(gbody + i + 32 * u, v[u].u);
+            }
+        }
+        for (; i < sp.n16; i += 32) {
+            Pack16<T> v;
+            v.u = __ldcs(body + i);
+#pragma unroll
+            for (int e = 0; e < Pack16<T>::N; ++e) v.e[e] = grad(v.e[e]);
+            __stcs(gbody + i, v.u);
+        }
+        if (lane < sp.head) grow[lane] = grad(row[lane]);
+        if (sp.tail + lane < S) grow[sp.tail + lane] = grad(row[sp.tail + lane]);
+    }
+}
+
+// dgamma, dbeta: the per-sample terms added over the batch in a fixed order.
+template <typename TO>
+__global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  // (B, 2C)
+                                     TO* __restrict__ grad_weight,            // (C)
+                                     TO* __restrict__ grad_bias,              // (C)
+                                     int B, int C)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= 2 * C) return;
+    double s = 0.0;
+    for (int b = 0; b < B; ++b) s += param_terms[(size_t)b * 2 * C + c];
+    if (c < C) grad_weight[c] = from_float<TO>((float)s); else grad_bias[c - C] = from_float<TO>((float)s);
+}
+}  // namespace hgm
+
+// Dtype codes: see with_type. y and grad_y in the conv's type, the rest in the GroupNorm's.
+cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
+                                             double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
+                                             double eps, cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        const hgm::GroupParts gp = hgm::group_parts(B, G);
+        hgm::hardswish_gn_mean_kernel<T, TO><<<dim3(B, gp.parts), hgm::THREADS, 2 * C * sizeof(double), stream>>>(
+            static_cast<const T*>(y), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
+            static_cast<TO*>(out), stats, C, G, S, eps, gp.gpb);
+        return cudaGetLastError();
     });
 }
 
-// A stride-1, unpadded Conv3d's dL/dW as this GEMM: Dir = dL/dy (C_out channels, the output's positions), Gat = x.
-inline WgradGeom conv3d_wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    return WgradGeom{B, C_out, C_in, D - kd + 1, H - kh + 1, W - kw + 1, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}};
+cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* y, const void* gn_weight,
+                                              const double* stats, void* grad_y, double* param_terms,
+                                              void* grad_weight, void* grad_bias, int conv_type, int norm_type,
+                                              int B, int C, int G, int S, cudaStream_t stream) {
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        const hgm::GroupParts gp = hgm::group_parts(B, G);
+        hgm::hardswish_gn_mean_backward_kernel<T, TO><<<dim3(B, gp.parts), hgm::THREADS, (C + 2 * G) * sizeof(float), stream>>>(
+            static_cast<const TO*>(grad_out), static_cast<const T*>(y), static_cast<const TO*>(gn_weight), stats,
+            static_cast<T*>(grad_y), param_terms, C, G, S, gp.gpb);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+        hgm::gn_param_grad_kernel<TO><<<(2 * C + 255) / 256, 256, 0, stream>>>(
+            param_terms, static_cast<TO*>(grad_weight), static_cast<TO*>(grad_bias), B, C);
+        return cudaGetLastError();
+    });
 }
-
-// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
-inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
-    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
-    const long long tiles = (long long)((g.R + 63) / 64) * ((cols + 63) / 64);
-    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
-    const long long want = (2LL * sms + tiles - 1) / tiles;
-    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
-}
-
-// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
-template <int P = IG_SPLIT>
-inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
-                                           double* partials, float* grad_weight, cudaStream_t stream) {
-    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
-    if (n_w == 0) return cudaSuccess;
-    const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
-    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
-                                                                                       splits);
-    return cudaGetLastError();
-}
-// shared: conv_igemm_wgrad end
-
-// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
-// splits giving about two blocks an SM.
-static dim3 wgrad_grid(const Dims& d, Kernel3 k, int sms) {
-    const int ci_c = WgradPlan(d.C_in, k).ci_c;
-    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
-    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
-    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
-    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
-}
+// shared: hardswish_gn_mean end
 
 static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
     Dims d;
@@ -2022,14 +1394,34 @@ static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
 
 static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + THREADS - 1) / THREADS); }
 
-// The tuned kernels' envelope: a cubic kernel of size 3 or 4. Otherwise the general path, with its dims.
+// ---- The plan: which path an input takes, decided here once for the forward, the backward, the workspace and
+// plan() (the C++ operator and ModelNew.plan read these functions, nothing else).
+// FUSED: the conv ours, its output never written: a cubic kernel of 3 or 4 and either the tensor-core kernels'
+// bounds (tc_forward: W <= 32, C_in K^2 <= 64) or, past them, fewer than PLAIN_MAX_C_IN input channels (the plain
+// FP32 conv_hswish_sums_kernel: the conv memory-bound, cuDNN's exact fp32 conv far slower).
+// TORCH_CONV: everywhere else, PyTorch's conv (cuDNN, the user's flags and dtype) and then the file's chain over its
+// output: the pass of the conv-kept file (hardswish_gn_mean block), forward and backward; from 8 input channels the
+// conv is compute-bound and cuDNN beats any conv of ours 3 to 5x (docs/conv3d_hardswish_groupnorm_mean_all_custom.md).
+constexpr int PLAIN_MAX_C_IN = 7;
+enum class Path { FUSED, TORCH_CONV };
 bool tuned_kernel(int kd, int kh, int kw) { return kd == kh && kh == kw && (kd == 3 || kd == 4); }
-static Dims general_dims(int B, int C_in, int C_out, int D, int H, int W, Kernel3 k) {
-    Dims d = make_dims(B, C_in, C_out, D, H, W, 1);
-    d.Do = D - k.d + 1; d.Ho = H - k.h + 1; d.Wo = W - k.w + 1;
-    return d;
+static Path forward_path(int C_in, int C_out, int W, int kd, int kh, int kw) {
+    if (!tuned_kernel(kd, kh, kw)) return Path::TORCH_CONV;
+    const Dims d = make_dims(1, C_in, C_out, kd, kd, W, kd);
+    return tc_forward(d, kd) || C_in <= PLAIN_MAX_C_IN ? Path::FUSED : Path::TORCH_CONV;
 }
-static int general_bps(const Dims& d) { return (int)(((long long)d.Do * d.Ho * d.Wo + THREADS - 1) / THREADS); }
+bool conv3d_hardswish_gn_mean_fused(int C_in, int C_out, int W, int kd, int kh, int kw) {
+    return forward_path(C_in, C_out, W, kd, kh, kw) == Path::FUSED;
+}
+// The backward's dL/dy: the forward's tensor-core conv where tc_forward holds (conv_rows_tc_kernel, GRAD), else
+// PyTorch's conv path's chain backward over y (saved by the forward on that path; recomputed by PyTorch's conv where
+// the forward was the plain FP32 kernel).
+static bool tc_backward(int C_in, int C_out, int W, int kd, int kh, int kw) {
+    return tuned_kernel(kd, kh, kw) && tc_forward(make_dims(1, C_in, C_out, kd, kd, W, kd), kd);
+}
+bool conv3d_hardswish_gn_mean_tc_backward(int C_in, int C_out, int W, int kd, int kh, int kw) {
+    return tc_backward(C_in, C_out, W, kd, kh, kw);
+}
 
 // Blocks per (sample, channel chunk) of the forward and of dL/dy: each writes one set of partial sums.
 static int sum_blocks(const Dims& d, int K) { return tc_forward(d, K) ? tc_parts(d) : out_blocks_per_sample(d); }
@@ -2037,67 +1429,29 @@ static int sum_blocks(const Dims& d, int K) { return tc_forward(d, K) ? tc_parts
 template <typename T>
 static bool aligned_rows(const T* x, int W) { return W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(T)) == 0; }
 
-// The forward's conv on the tensor-core conv engine (split TF32; one exact product of half values), which writes the
-// conv's sums y to the workspace for conv_hswish_sums_general_kernel to read: wherever the tuned path's tensor-core
-// kernels do not serve and C_in >= 8 (measured, H200, batch 32, 8x16x16 inputs: from 16 -> 32 channels on the engine
-// and its sums kernel are 1.6x to 3x the plain-FP32 and general kernels; at 3 -> 16 the general kernel is ahead; the
-// 8 as problem 23's rule).
-static bool forward_by_engine(const Dims& d, int kd, int kh, int kw) {
-    return d.C_in >= 8 && !(tuned_kernel(kd, kh, kw) && tc_forward(d, kd));
-}
-static Dims forward_dims(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    return tuned_kernel(kd, kh, kw) ? make_dims(B, C_in, C_out, D, H, W, kd)
-                                    : general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
-}
-static int forward_bps(const Dims& d, int kd, int kh, int kw) {   // partials a (sample, channel chunk)
-    if (forward_by_engine(d, kd, kh, kw) || !tuned_kernel(kd, kh, kw)) return general_bps(d);
-    return sum_blocks(d, kd);
-}
-static long long forward_partials(const Dims& d, int kd, int kh, int kw) {   // doubles
-    return (long long)d.B * ((d.C_out + CO - 1) / CO) * forward_bps(d, kd, kh, kw) * 2 * CO;
-}
-// Doubles: the partials, then (the engine) y (floats) and the packed weights (elements of the conv's type).
-long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    const Dims d = forward_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const long long partials = forward_partials(d, kd, kh, kw);
-    if (!forward_by_engine(d, kd, kh, kw)) return partials;
-    const long long y_floats = (long long)B * C_out * d.Do * d.Ho * d.Wo, packed = (long long)C_in * C_out * kd * kh * kw;
-    return partials + (y_floats + packed + 1) / 2;
+// The fused forward's partials (doubles).
+long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K) {
+    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
+    return (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * 2 * CO;
 }
 
-// Dtype codes: see with_types; x and the conv's parameters in the conv's type, the rest in the GroupNorm's.
+// The fused forward. Dtype codes: see with_types; x and the conv's parameters in the conv's type, the rest in the
+// GroupNorm's.
 cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* bias_in, const void* gn_weight,
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
-                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh, int kw,
-                           double eps, cudaStream_t stream) {
+                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int K, double eps,
+                           cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
         const T* x = static_cast<const T*>(x_in);
         const T* weight = static_cast<const T*>(weight_in);
         const T* bias = static_cast<const T*>(bias_in);
-        const int K = kd;
-        const bool tuned = tuned_kernel(kd, kh, kw);
-        const Dims d = forward_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-        const bool tc = tuned && tc_forward(d, K), vec = aligned_rows(x, W);
-        const int bps = forward_bps(d, kd, kh, kw);
+        const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
+        const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
+        const int bps = sum_blocks(d, K);
         const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
-        if (forward_by_engine(d, kd, kh, kw)) {
-            const ConvGeom g{B, C_in, C_out, D, H, W, d.Do, d.Ho, d.Wo, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, false};
-            float* y = reinterpret_cast<float*>(partials + forward_partials(d, kd, kh, kw));
-            T* packed = reinterpret_cast<T*>(y + (size_t)B * C_out * d.Do * d.Ho * d.Wo);
-            const StoreSum store{y};   // the bias and roundings: conv_hswish_sums_general_kernel's
-            cudaError_t err;
-            if constexpr (is_half<T>()) err = conv_igemm_launch<T, IG_EXACT>(x, weight, packed, g, store, stream);
-            else err = conv_igemm_launch<T, IG_SPLIT>(x, weight, packed, g, store, stream);
-            if (err != cudaSuccess) return err;
-            conv_hswish_sums_general_kernel<T><<<grid, THREADS, 0, stream>>>(x, weight, bias, y, partials, d,
-                                                                             Kernel3{kd, kh, kw}, bps);
-        }
-        else if (!tuned)
-            conv_hswish_sums_general_kernel<T><<<grid, THREADS, 0, stream>>>(x, weight, bias, nullptr, partials, d,
-                                                                             Kernel3{kd, kh, kw}, bps);
-        else if (tc) {
+        if (tc) {
             if constexpr (is_half<T>()) {
                 const auto kernel = K == 3 ? (vec ? conv_rows_half_kernel<3, T, true> : conv_rows_half_kernel<3, T, false>)
                                            : (vec ? conv_rows_half_kernel<4, T, true> : conv_rows_half_kernel<4, T, false>);
@@ -2121,198 +1475,123 @@ cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* 
     });
 }
 
-// The backward, stage by stage: each tensor-core kernel where its bounds hold (a tuned kernel size and: dL/dy the
-// forward's tc_forward; dL/dx tc_input_grad; dL/dW tc_forward and rows of the float input as vector loads), else
-// that stage's general kernel (tiled, any kernel size; they beat the plain-FP32 kernels they replaced by 4 to 27%:
-// docs/conv3d_hardswish_groupnorm_mean_all_custom.md).
-struct BackwardPlan {
-    bool tc_y, tc_x, tc_w;
-    int bps;   // dL/dy's blocks per (sample, channel chunk): its partial sums of dL/dbias
-};
-static BackwardPlan backward_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw, bool vec) {
-    const bool tuned = tuned_kernel(kd, kh, kw);
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, kd);
-    BackwardPlan bp{tuned && tc_forward(d, kd), tuned && tc_input_grad(d, kd), tuned && tc_forward(d, kd) && vec, 0};
-    bp.bps = bp.tc_y ? tc_parts(d) : general_bps(general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw}));
-    return bp;
+// The tensor-core backward (tc_backward): dL/dy by the forward's conv (GRAD), then dL/dx by grad_input_tc_kernel
+// where tc_input_grad holds and dL/dW by grad_weight_tc_kernel where the float input's rows are vector loads (each
+// else by PyTorch's convolution backward on this dL/dy: the caller's).
+static bool tc_x(const Dims& d, int K) { return tc_input_grad(d, K); }
+static bool tc_w(const float* x, int W) { return aligned_rows(x, W); }
+// conv3d_hardswish_gn_mean_torch_grads: bit 0 dL/dx, bit 1 dL/dW by PyTorch's convolution backward.
+int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K) {
+    return (tc_x(make_dims(B, C_in, C_out, D, H, W, K), K) ? 0 : 1) | (tc_w(x, W) ? 0 : 2);
 }
 
-// The backward's stages off their tensor-core kernels' bounds run on the conv engine from 8 input channels on (as
-// the forward), split TF32 under both allow_tf32 settings (exact, as the general kernels): dL/dy from the conv's sums
-// the engine writes (then read by grad_y_general_kernel), dL/dx as the transposed conv of dL/dy, dL/dW by the
-// engine's weight-gradient GEMM. Below 8 the tiled kernels.
-static bool backward_by_engine(int C_in) { return C_in >= 8; }
-
 // Workspace (doubles): coef (B, C, 3) floats rounded up to doubles, param terms (B, 2C), bias partials,
-// weight-gradient partials (the engine: and its packed weights).
+// weight-gradient partials.
 // grad_weight_tc_kernel's blocks (grid x): 2 per SM resident (a wave), shared by the chunks.
 static int wgt_blocks(const Dims& d, int sms) { return std::max(1, 2 * sms / ((d.C_out + CO - 1) / CO)); }
 int grad_y_tail() { return GI_TAIL; }
-long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
-                                     int kw, int sms) {
-    const BackwardPlan bp = backward_plan(B, C_in, C_out, D, H, W, kd, kh, kw, aligned_rows(x, W));
+long long backward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K, int sms) {
+    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
     const int chunks = (C_out + CO - 1) / CO;
-    const long long common = ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out + (long long)B * chunks * bp.bps * CO;
-    if (bp.tc_w) {
-        const int K = kd;
-        return common + (long long)wgt_blocks(make_dims(B, C_in, C_out, D, H, W, K), sms) * chunks *
-                            wgt_groups(C_in * K * K) * CO * WGT_DEPTHS * K;
-    }
-    const Kernel3 k{kd, kh, kw};
-    const long long n_w = (long long)C_out * C_in * kd * kh * kw;
-    if (backward_by_engine(C_in))   // the engine's dL/dW split totals, then its packed weights (floats)
-        return common + (long long)conv_igemm_wgrad_splits(conv3d_wgrad_geom(B, C_in, C_out, D, H, W, kd, kh, kw),
-                                                           sms) * n_w + (n_w + 1) / 2;
-    return common + (long long)wgrad_grid(general_dims(B, C_in, C_out, D, H, W, k), k, sms).z * n_w;   // tiled's
+    return ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out + (long long)B * chunks * tc_parts(d) * CO +
+           (long long)wgt_blocks(d, sms) * chunks * wgt_groups(C_in * K * K) * CO * WGT_DEPTHS * K;
 }
 
-// tf32 (allow_tf32, float32): dL/dx and dL/dW on the tensor cores take one TF32 product a step, as PyTorch's conv
-// backward does under the flag (docs/DESIGN.md); the general kernels stay exact.
+// tf32 (allow_tf32, float32): dL/dx and dL/dW take one TF32 product a step, as PyTorch's conv backward does under
+// the flag (docs/DESIGN.md). grad_x / grad_weight null: not wanted here (or PyTorch's).
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
-                            int kh, int kw, bool tf32, int sms, cudaStream_t stream) {
-    const int K = kd;
-    const Kernel3 k{kd, kh, kw};
-    const BackwardPlan bp = backward_plan(B, C_in, C_out, D, H, W, kd, kh, kw, aligned_rows(x, W));
-    const Dims dt = make_dims(B, C_in, C_out, D, H, W, K);   // the tensor-core kernels' dims (a cubic kernel K)
-    const Dims dg = general_dims(B, C_in, C_out, D, H, W, k);
-    const int bps = bp.bps, chunks = (C_out + CO - 1) / CO;
+                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int K,
+                            bool tf32, int sms, cudaStream_t stream) {
+    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
+    const int bps = tc_parts(d), chunks = (C_out + CO - 1) / CO;
     float* coef = reinterpret_cast<float*>(work);
     double* param_terms = work + ((long long)B * C_out * 3 + 1) / 2;
     double* b_partials = param_terms + (long long)B * 2 * C_out;
     double* w_partials = b_partials + (long long)B * chunks * bps * CO;
-    // the engine's packed weights: the workspace's last floats (only the engine's stages use them)
-    float* packed = backward_by_engine(C_in)
-                        ? reinterpret_cast<float*>(work + backward_workspace_doubles(x, B, C_in, C_out, D, H, W, kd, kh,
-                                                                                     kw, sms)) -
-                              (size_t)C_out * C_in * kd * kh * kw
-                        : nullptr;
     cudaError_t err;
-    gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, dg, G);
+    gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, d, G);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     // dL/dy and its per-block channel sums
-    const dim3 grid_y((unsigned)((long long)B * bps), chunks);
-    if (bp.tc_y) {
-        const auto kernel = K == 3 ? conv_rows_tc_kernel<3, true> : conv_rows_tc_kernel<4, true>;
-        kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dt, bps, aligned_rows(x, W));
-    } else if (backward_by_engine(C_in)) {   // the conv's sums into grad_y, then dL/dy over them
-        const ConvGeom g{B, C_in, C_out, D, H, W, dg.Do, dg.Ho, dg.Wo, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, false};
-        if ((err = conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, StoreSum{grad_y}, stream)) != cudaSuccess)
-            return err;
-        grad_y_general_kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, grad_y, b_partials, dg, k,
-                                                              bps);
-    } else {
-        grad_y_general_kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, nullptr, grad_y, b_partials, dg,
-                                                              k, bps);
-    }
+    const auto y_kernel = K == 3 ? conv_rows_tc_kernel<3, true> : conv_rows_tc_kernel<4, true>;
+    y_kernel<<<dim3((unsigned)((long long)B * bps), chunks), THREADS, 0, stream>>>(x, weight, bias, coef, grad_y,
+                                                                                 b_partials, d, bps, aligned_rows(x, W));
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    // dL/dx: the conv's transpose of dL/dy
-    if (grad_x != nullptr && bp.tc_x) {
+    if (grad_x != nullptr) {   // the conv's transpose of dL/dy
         const auto kernel = tf32 ? (K == 3 ? grad_input_tc_kernel<3, true> : grad_input_tc_kernel<4, true>)
                                  : (K == 3 ? grad_input_tc_kernel<3, false> : grad_input_tc_kernel<4, false>);
         int per_sm = 0;   // one wave of resident blocks
         if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
             return err;
-        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, dt);
-    } else if (grad_x != nullptr && backward_by_engine(C_in)) {   // the transposed conv of dL/dy, W as its weight
-        const ConvGeom g{B, C_out, C_in, dg.Do, dg.Ho, dg.Wo, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}, true};
-        err = conv_igemm_launch<float, IG_SPLIT>(grad_y, weight, packed, g, StoreSum{grad_x}, stream);
-    } else if (grad_x != nullptr) {   // dL/dy (C_out channels, Do x Ho x Wo) in, C_in (< 8) channels out
-        const int cot = C_in <= 4 ? 4 : 8, th = 2 * TILE_H;
-        FlipConv t{C_out, C_in, dg.Do, dg.Ho, dg.Wo, 1, k, cot, th};
-        t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_out, (40u << 10) / t.smem_bytes()));
-        const long long tiles = (long long)D * ((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
-        const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 4> : grad_input_tiled_kernel<8, 4>;
-        if (t.smem_bytes() > (40u << 10) &&
-            (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
-                cudaSuccess)
-            return err;
-        kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
-            grad_y, weight, grad_x, t);
+        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    // dL/dW: partials, then their sums in order
-    const long long n_w = (long long)C_out * C_in * kd * kh * kw;
-    if (bp.tc_w) {
-        const int n_blocks = wgt_blocks(dt, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
+    if (grad_weight != nullptr) {   // partials, then their sums in order
+        const long long n_w = (long long)C_out * C_in * K * K * K;
+        const int n_blocks = wgt_blocks(d, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
         const unsigned w_grid = (unsigned)((n_w + 127) / 128);
         const auto kernel = tf32 ? (K == 3 ? grad_weight_tc_kernel<3, true> : grad_weight_tc_kernel<4, true>)
                                  : (K == 3 ? grad_weight_tc_kernel<3, false> : grad_weight_tc_kernel<4, false>);
-        kernel<<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, dt);
+        kernel<<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, d);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
-        else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
-    } else if (backward_by_engine(C_in)) {
-        const WgradGeom g = conv3d_wgrad_geom(B, C_in, C_out, D, H, W, kd, kh, kw);
-        err = conv_igemm_wgrad_launch<IG_SPLIT>(grad_y, x, g, conv_igemm_wgrad_splits(g, sms), w_partials, grad_weight,
-                                                stream);
-    } else {
-        const dim3 grid = wgrad_grid(dg, k, sms);
-        const size_t smem = wgrad_smem_bytes(C_in, k);
-        if (smem > (40u << 10) &&
-            (err = cudaFuncSetAttribute(grad_weight_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)smem)) != cudaSuccess)
-            return err;
-        grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, w_partials, dg, k, (int)grid.z);
+        if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_blocks);
+        else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_blocks);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight,
-                                                                                           n_w, (int)grid.z);
     }
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
     finish_channel_grads_kernel<<<dim3(C_out, 3), SUM_THREADS, 0, stream>>>(b_partials, param_terms, grad_bias,
-                                                                            grad_gn_weight, grad_gn_bias, dg, bps);
+                                                                            grad_gn_weight, grad_gn_bias, d, bps);
     return cudaGetLastError();
 }
 
-// The launch plan for an input: each stage's kernel and the rule that picked it, from the decisions the launchers
-// above make (tuned_kernel, tc_forward, aligned_rows, backward_plan). conv_type: the
-// dtype code; x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a non-contiguous input,
-// and in the backward the float copy of a half input). One line a stage, "stage: kernel; rule".
+// The launch plan for an input: each stage's kernel and the rule that picked it, from the functions above that the
+// launchers call (forward_path, tc_forward, tc_backward, tc_x, tc_w, aligned_rows). conv_type: the dtype code;
+// x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a non-contiguous input, and in the
+// backward the float copy of a half input). One line a stage, "stage: kernel; rule".
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                           int conv_type, int x_misalign) {
-    const bool half = conv_type != 0, tuned = tuned_kernel(kd, kh, kw);
+    const bool half = conv_type != 0;
     const int K = kd;
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const bool tc = tuned && tc_forward(d, K);
+    const bool fused = forward_path(C_in, C_out, W, kd, kh, kw) == Path::FUSED;
+    const bool tc = fused && tc_forward(make_dims(B, C_in, C_out, D, H, W, K), K);
     const bool vec_fwd = W % 4 == 0 && x_misalign % (half ? 8 : 16) == 0;   // aligned_rows on the input as given
     const bool vec_bwd = W % 4 == 0 && (half || x_misalign == 0);          // aligned_rows on the float input
     const std::string rows = " (rows of x as vector loads: W a multiple of 4 and x aligned)";
+    const std::string torch_rule = "PyTorch's conv path: outside the fused envelope (a cubic kernel of 3 or 4, and "
+                                   "W <= 32 and C_in K^2 <= 64, or C_in <= " + std::to_string(PLAIN_MAX_C_IN) + ")";
     std::string s;
-    const bool engine = forward_by_engine(forward_dims(B, C_in, C_out, D, H, W, kd, kh, kw), kd, kh, kw);
-    if (engine)
-        s += std::string("forward: conv_igemm_kernel + conv_hswish_sums_general_kernel (reading y); C_in >= 8 and ") +
-             (tuned ? "W > 32 or C_in K^2 > 64" : "a kernel other than cubic 3 or 4") + ": the tensor-core conv engine\n";
-    else if (!tuned)
-        s += "forward: conv_hswish_sums_general_kernel + gn_mean_finalize_kernel; general path (the tuned one takes "
-             "a cubic kernel of 3 or 4)\n";
-    else if (tc && half)
-        s += std::string("forward: conv_rows_half_kernel<") + (vec_fwd ? "VEC" : "element loads") + ">; tuned "
+    if (!fused) {
+        s += "forward conv: PyTorch's convolution (at::_convolution); " + torch_rule + "\n";
+        s += "forward: hardswish_gn_mean_kernel; the chain over PyTorch's conv output\n";
+    } else if (tc && half) {
+        s += std::string("forward: conv_rows_half_kernel<") + (vec_fwd ? "VEC" : "element loads") + ">; fused "
              "(a cubic kernel of 3 or 4), W <= 32, C_in K^2 <= 64: 16-bit MMA" + (vec_fwd ? rows : "") + "\n";
-    else if (tc)
-        s += std::string("forward: conv_rows_tc_kernel") + "; tuned (a cubic kernel of 3 or 4), W <= 32, C_in K^2 <= "
+    } else if (tc) {
+        s += std::string("forward: conv_rows_tc_kernel") + "; fused (a cubic kernel of 3 or 4), W <= 32, C_in K^2 <= "
              "64: split TF32 on the tensor cores" + (vec_fwd ? rows : "") + "\n";
-    else
-        s += "forward: conv_hswish_sums_kernel; tuned kernel size, but W > 32 or C_in K^2 > 64: plain FP32\n";
-    if (tuned || engine) s += "forward finish: gn_mean_finalize_kernel; always\n";
+    } else {
+        s += "forward: conv_hswish_sums_kernel; fused kernel size, W > 32 or C_in K^2 > 64, C_in <= " +
+             std::to_string(PLAIN_MAX_C_IN) + ": plain FP32\n";
+    }
+    if (fused) s += "forward finish: gn_mean_finalize_kernel; always\n";
+    if (!tc_backward(C_in, C_out, W, kd, kh, kw)) {
+        s += std::string("backward conv: ") + (fused ? "PyTorch's convolution (at::_convolution) recomputes y; the "
+                                                       "tensor-core bounds do not hold\n"
+                                                     : "the forward's saved output (PyTorch's conv path)\n");
+        s += "backward chain: hardswish_gn_mean_backward_kernel + gn_param_grad_kernel; dL/dy over y\n";
+        s += "backward dL/dx, dL/dW: PyTorch's convolution backward (at::convolution_backward); on dL/dy\n";
+        return s;
+    }
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    const BackwardPlan bp = backward_plan(B, C_in, C_out, D, H, W, kd, kh, kw, vec_bwd);
-    const std::string general = tuned ? "its tensor-core kernel's bounds do not hold" : "general path";
-    const bool eng = backward_by_engine(C_in);
-    const std::string by_engine = general + ", C_in >= 8: the tensor-core conv engine (split TF32)\n";
-    s += bp.tc_y ? "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n"
-         : eng   ? "backward dL/dy: conv_igemm_kernel + grad_y_general_kernel (reading y); " + by_engine
-                 : "backward dL/dy: grad_y_general_kernel; " + general + "\n";
-    s += bp.tc_x ? "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth "
-                   "bound)\n"
-         : eng   ? "backward dL/dx: conv_igemm_kernel (transposed); " + by_engine
-                 : std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 4 ? "4" : "8") + ">; " + general +
-                       ", " + (C_in <= 4 ? "C_in <= 4" : "C_in <= 8") + "\n";
-    s += bp.tc_w ? "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; the forward's tensor-core "
-                   "bounds and rows of vector loads\n"
-         : eng   ? "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; " + by_engine
-                 : "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; " + general + "\n";
+    s += "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n";
+    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
+    s += tc_x(d, K) ? "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth "
+                      "bound)\n"
+                    : "backward dL/dx: PyTorch's convolution backward (at::convolution_backward); C_in > 4 or past "
+                      "tc_input_grad's depth bound\n";
+    s += vec_bwd ? "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; rows of vector loads\n"
+                 : "backward dL/dW: PyTorch's convolution backward (at::convolution_backward); rows not vector "
+                   "loads (W not a multiple of 4)\n";
     s += "backward channel gradients: finish_channel_grads_kernel; always\n";
     return s;
 }
@@ -2411,23 +1690,59 @@ static void refuse_double_backward(const char* file, std::vector<Tensor> inputs,
         if (t->defined()) *t = wrapped[i++];
 }
 // shared: host end
+// shared: torch_conv begin
+// PyTorch's own convolution, as the module the file replaces runs it (nn.Conv2d, nn.Conv3d, nn.ConvTranspose3d):
+// at::_convolution under the user's cuDNN settings (benchmark, deterministic, enabled, allow_tf32 for convs), in the
+// input's dtype, on contiguous input (cuDNN's channels-last path takes TF32 where the contiguous one stays fp32), so
+// the conv's output is eager's bit for bit. The plan calls it where cuDNN beats the file's fused kernels; it is
+// never a fallback for an error.
+static Tensor torch_conv(const Tensor& x, const Tensor& weight, const OptTensor& bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, bool transposed, at::IntArrayRef output_padding) {
+    const auto& ctx = at::globalContext();
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    return at::_convolution(x.contiguous(), weight, bias, stride, padding, dilation, transposed, output_padding, 1,
+                            ctx.benchmarkCuDNN(), ctx.deterministicCuDNN(), ctx.userEnabledCuDNN(), allow_tf32_conv())
+        .contiguous();
+}
+// Its gradients (dL/dx, dL/dW, dL/dbias where mask asks) from dL/dy, as autograd computes them for that conv:
+// at::convolution_backward under the same settings (deterministic only with torch.backends.cudnn.deterministic or
+// torch.use_deterministic_algorithms, as eager's).
+static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad_y, const Tensor& x,
+                                                             const Tensor& weight, at::IntArrayRef stride,
+                                                             at::IntArrayRef padding, bool transposed,
+                                                             at::IntArrayRef output_padding, std::array<bool, 3> mask) {
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    const int64_t bias_size = weight.size(transposed ? 1 : 0);
+    return at::convolution_backward(grad_y.contiguous(), x.contiguous(), weight, at::IntArrayRef(&bias_size, 1),
+                                    stride, padding, dilation, transposed, output_padding, 1, mask);
+}
+// shared: torch_conv end
 
-long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw);
+long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K);
 cudaError_t forward_launch(const void* x, const void* weight, const void* bias, const void* gn_weight,
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
-                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh, int kw,
-                           double eps, cudaStream_t stream);
+                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int K, double eps,
+                           cudaStream_t stream);
+bool conv3d_hardswish_gn_mean_fused(int C_in, int C_out, int W, int kd, int kh, int kw);
+bool conv3d_hardswish_gn_mean_tc_backward(int C_in, int C_out, int W, int kd, int kh, int kw);
+int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K);
+cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
+                                             double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
+                                             double eps, cudaStream_t stream);
+cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* y, const void* gn_weight,
+                                              const double* stats, void* grad_y, double* param_terms,
+                                              void* grad_weight, void* grad_bias, int conv_type, int norm_type,
+                                              int B, int C, int G, int S, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
-long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
-                                     int kw, int sms);
+long long backward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K, int sms);
 int grad_y_tail();
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                           int conv_type, int x_misalign);
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
-                            int kh, int kw, bool tf32, int sms, cudaStream_t stream);
+                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int K,
+                            bool tf32, int sms, cudaStream_t stream);
 
 static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean_all_custom: ", what, " failed: ",
@@ -2454,13 +1769,28 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 }
 // shared: converted end
 
+// The plan's two decisions, from the conv's channels and kernel, the input's width (so a Meta kernel decides them as
+// the CUDA one does: a symbolic size is specialised only where the rule reads it).
+static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
+static bool fused_path(const Tensor& x, const Tensor& weight) {
+    return conv3d_hardswish_gn_mean_fused((int)static_size(weight, 1), (int)static_size(weight, 0),
+                                          (int)static_size(x, 4), (int)static_size(weight, 2),
+                                          (int)static_size(weight, 3), (int)static_size(weight, 4));
+}
+static bool tc_backward_path(const Tensor& x, const Tensor& weight) {
+    return conv3d_hardswish_gn_mean_tc_backward((int)weight.size(1), (int)weight.size(0), (int)x.size(4),
+                                                (int)weight.size(2), (int)weight.size(3), (int)weight.size(4));
+}
+
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it calls:
-//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, C), stats (B, C + 2G) float64);
-//   backward(grad_out, x, weight, bias, gn_weight, stats, groups, input_grad) -> the gradients of x (if
+//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, C), stats (B, C + 2G) float64, y: PyTorch's
+//     conv output (B, C, Do, Ho, Wo) on its path, kept for the backward as eager keeps it; empty on the fused path);
+//   backward(grad_out, x, weight, bias, gn_weight, stats, y, groups, input_grad) -> the gradients of x (if
 //     input_grad; else an empty tensor), weight, bias (empty if None), gn_weight and gn_bias.
-std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight_in, const OptTensor& bias,
-                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
+std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight_in, const OptTensor& bias,
+                                                const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
+                                                double eps) {
     TORCH_CHECK(input.is_cuda() && input.dim() == 5, "conv3d_hardswish_groupnorm_mean_all_custom: input must be a "
                 "5-D CUDA tensor");
     // Dtypes as the reference takes them: the conv's input and parameters of one floating dtype, the
@@ -2483,70 +1813,119 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     auto x = input.contiguous(), weight = weight_in.contiguous();
     const int64_t B = x.size(0), C = weight.size(0);
     const int kd = (int)weight.size(2), kh = (int)weight.size(3), kw = (int)weight.size(4);
+    const int64_t Do = x.size(2) - kd + 1, Ho = x.size(3) - kh + 1, Wo = x.size(4) - kw + 1;
+    const bool fused = fused_path(x, weight);
     auto out = at::empty({B, C}, gn_weight.options());
     auto stats = at::empty({B, C + 2 * groups}, x.options().dtype(torch::kFloat64));
-    if (B == 0) return {out, stats};
-    auto partials = at::empty({forward_workspace_doubles(B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd, kh, kw)},
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    if (!fused) {   // PyTorch's conv path: its conv, then the chain over its output
+        auto y = B == 0 ? at::empty({0, C, Do, Ho, Wo}, x.options())
+                        : torch_conv(x, weight, bias, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
+        TORCH_CHECK(Do * Ho * Wo < (int64_t(1) << 31), "conv3d_hardswish_groupnorm_mean_all_custom: one channel's "
+                    "output must have fewer than 2^31 elements");
+        if (B > 0)
+            check(hardswish_gn_mean_forward_launch(y.data_ptr(), gn_weight.contiguous().data_ptr(),
+                                                   gn_bias.contiguous().data_ptr(), out.data_ptr(),
+                                                   stats.data_ptr<double>(), dtype_code(y), dtype_code(gn_weight), B,
+                                                   C, groups, Do * Ho * Wo, eps, stream), "forward launch");
+        return {out, stats, y};
+    }
+    auto y = at::empty({0}, x.options());
+    if (B == 0) return {out, stats, y};
+    auto partials = at::empty({forward_workspace_doubles(B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd)},
                               x.options().dtype(torch::kFloat64));
     check(forward_launch(x.data_ptr(), weight.data_ptr(), bias.has_value() ? bias->contiguous().data_ptr() : nullptr,
                          gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(), partials.data_ptr<double>(),
                          out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, x.size(1), C,
-                         groups, x.size(2), x.size(3), x.size(4), kd, kh, kw, eps, c10::cuda::getCurrentCUDAStream()),
+                         groups, x.size(2), x.size(3), x.size(4), kd, eps, stream),
           "forward launch");
-    return {out, stats};
+    return {out, stats, y};
 }
 
-// In half precision the backward runs in float32 on float copies of its inputs (exact), and each gradient is
-// rounded to its tensor's dtype.
+// The backward. PyTorch's conv path (and a fused forward past the tensor-core bounds, whose y PyTorch's conv
+// recomputes): the chain's backward over y, then PyTorch's convolution backward. Else the tensor-core kernels in
+// float32 on float copies of half inputs (exact), each gradient rounded to its tensor's dtype, with PyTorch's
+// convolution backward for dL/dx or dL/dW where their kernels' bounds do not hold.
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out_in, const Tensor& input, const Tensor& weight_in, const OptTensor& bias_in,
-        const Tensor& gn_weight_in, const Tensor& stats, int64_t groups, bool input_grad) {
+        const Tensor& gn_weight_in, const Tensor& stats, const Tensor& y_in, int64_t groups, bool input_grad) {
     const c10::cuda::CUDAGuard guard(input.device());
+    const int64_t B = input.size(0), C_in = input.size(1), C = weight_in.size(0);
+    const int kd = (int)weight_in.size(2), kh = (int)weight_in.size(3), kw = (int)weight_in.size(4);
+    const int64_t D = input.size(2), H = input.size(3), W = input.size(4);
+    const int64_t Do = D - kd + 1, Ho = H - kh + 1, Wo = W - kw + 1;
+    const bool has_bias = bias_in.has_value() && bias_in->defined();
+    if (B == 0)
+        return {input_grad ? at::empty_like(input) : at::empty({0}, input.options()), at::zeros_like(weight_in),
+                has_bias ? at::zeros_like(*bias_in) : at::empty({0}, weight_in.options()), at::zeros_like(gn_weight_in),
+                at::zeros_like(gn_weight_in)};
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    if (!tc_backward_path(input, weight_in)) {
+        auto y = y_in.numel() > 0 ? y_in : torch_conv(input, weight_in, bias_in, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
+        auto grad_y = at::empty_like(y);
+        auto grad_gn_weight = at::empty({C}, gn_weight_in.options()), grad_gn_bias = at::empty({C}, gn_weight_in.options());
+        auto param_terms = at::empty({B, 2 * C}, y.options().dtype(torch::kFloat64));
+        check(hardswish_gn_mean_backward_launch(
+                  grad_out_in.contiguous().data_ptr(), y.data_ptr(), gn_weight_in.contiguous().data_ptr(),
+                  stats.data_ptr<double>(), grad_y.data_ptr(), param_terms.data_ptr<double>(),
+                  grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(), dtype_code(y), dtype_code(gn_weight_in), B, C,
+                  groups, Do * Ho * Wo, stream), "backward launch");
+        auto conv = torch_conv_backward(grad_y, input, weight_in, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0},
+                                        {input_grad, true, has_bias});
+        return {input_grad ? std::get<0>(conv) : at::empty({0}, input.options()), std::get<1>(conv),
+                has_bias ? std::get<2>(conv) : at::empty({0}, weight_in.options()), grad_gn_weight, grad_gn_bias};
+    }
     auto x = converted(input, at::kFloat), weight = converted(weight_in, at::kFloat);
     const auto bias = converted(bias_in, at::kFloat);
     const auto gn_weight = converted(gn_weight_in, at::kFloat), grad_out = converted(grad_out_in, at::kFloat);
-    const int64_t B = x.size(0), C_in = x.size(1), C = weight.size(0);
-    const int kd = (int)weight.size(2), kh = (int)weight.size(3), kw = (int)weight.size(4);
-    const int64_t D = x.size(2), H = x.size(3), W = x.size(4);
-    auto grad_x = input_grad ? at::empty_like(x) : at::empty({0}, x.options());   // every entry written below
-    auto grad_weight = at::empty_like(weight);
-    auto grad_bias = at::empty({bias.has_value() ? C : 0}, x.options());
+    const int torch_grads = conv3d_hardswish_gn_mean_torch_grads(x.data_ptr<float>(), B, C_in, C, D, H, W, kd);
+    const bool ours_x = input_grad && !(torch_grads & 1), ours_w = !(torch_grads & 2);
+    auto grad_x = ours_x ? at::empty_like(x) : at::empty({0}, x.options());   // every entry written below
+    auto grad_weight = ours_w ? at::empty_like(weight) : Tensor();
+    auto grad_bias = at::empty({has_bias ? C : 0}, x.options());
     auto grad_gn_weight = at::empty({C}, x.options()), grad_gn_bias = at::empty({C}, x.options());
-    if (B == 0) {
-        for (auto* t : {&grad_weight, &grad_bias, &grad_gn_weight, &grad_gn_bias}) t->zero_();
-        return {converted(grad_x, input.scalar_type()), converted(grad_weight, weight_in.scalar_type()),
-                converted(grad_bias, weight_in.scalar_type()), converted(grad_gn_weight, gn_weight_in.scalar_type()),
-                converted(grad_gn_bias, gn_weight_in.scalar_type())};
-    }
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
     // dL/dy (B, C, Do, Ho, Wo) and a tail the input gradient's last row may read past (its columns past Wo).
-    auto grad_y = at::empty({B * C * (D - kd + 1) * (H - kh + 1) * (W - kw + 1) + grad_y_tail()}, x.options());
-    auto work = at::empty({backward_workspace_doubles(x.data_ptr<float>(), B, C_in, C, D, H, W, kd, kh, kw, sms)},
-                          x.options().dtype(torch::kFloat64));
+    auto grad_y = at::empty({B * C * Do * Ho * Wo + grad_y_tail()}, x.options());
+    auto work = at::empty({backward_workspace_doubles(B, C_in, C, D, H, W, kd, sms)}, x.options().dtype(torch::kFloat64));
     check(backward_launch(grad_out.contiguous().data_ptr<float>(), x.data_ptr<float>(), weight.data_ptr<float>(),
-                          bias.has_value() ? bias->data_ptr<float>() : nullptr, gn_weight.contiguous().data_ptr<float>(),
+                          has_bias ? bias->data_ptr<float>() : nullptr, gn_weight.contiguous().data_ptr<float>(),
                           stats.data_ptr<double>(), work.data_ptr<double>(), grad_y.data_ptr<float>(),
-                          input_grad ? grad_x.data_ptr<float>() : nullptr, grad_weight.data_ptr<float>(),
-                          bias.has_value() ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
-                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw,
-                          input.scalar_type() == at::kFloat && allow_tf32_conv(), sms,
-                          c10::cuda::getCurrentCUDAStream()), "backward launch");
-    return {converted(grad_x, input.scalar_type()), converted(grad_weight, weight_in.scalar_type()),
-            converted(grad_bias, weight_in.scalar_type()), converted(grad_gn_weight, gn_weight_in.scalar_type()),
+                          ours_x ? grad_x.data_ptr<float>() : nullptr, ours_w ? grad_weight.data_ptr<float>() : nullptr,
+                          has_bias ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
+                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd,
+                          input.scalar_type() == at::kFloat && allow_tf32_conv(), sms, stream), "backward launch");
+    auto gx = converted(grad_x, input.scalar_type()), gw = converted(grad_weight, weight_in.scalar_type());
+    const bool torch_x = input_grad && !ours_x, torch_w = !ours_w;
+    if (torch_x || torch_w) {   // PyTorch's convolution backward on dL/dy in the conv's dtype (as eager's)
+        const auto gy = converted(grad_y.narrow(0, 0, B * C * Do * Ho * Wo).view({B, C, Do, Ho, Wo}), input.scalar_type());
+        auto r = torch_conv_backward(gy, input, weight_in, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0},
+                                     {torch_x, torch_w, false});
+        if (torch_x) gx = std::get<0>(r);
+        if (torch_w) gw = std::get<1>(r);
+    }
+    return {gx, gw, converted(grad_bias, weight_in.scalar_type()), converted(grad_gn_weight, gn_weight_in.scalar_type()),
             converted(grad_gn_bias, gn_weight_in.scalar_type())};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
-std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const OptTensor& bias,
-                                        const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups, double eps) {
+std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                                                const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
+                                                double eps) {
+    std::vector<c10::SymInt> y_shape{0};
+    if (!fused_path(x, weight)) {
+        y_shape = {x.sym_size(0), weight.sym_size(0)};
+        for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
+    }
     return {at::empty_symint({x.sym_size(0), weight.sym_size(0)}, gn_weight.options()),
-            at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64))};
+            at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64)),
+            at::empty_symint(y_shape, x.options())};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
-        const Tensor& gn_weight, const Tensor& stats, int64_t groups, bool input_grad) {
+        const Tensor& gn_weight, const Tensor& stats, const Tensor& y, int64_t groups, bool input_grad) {
     return {input_grad ? at::empty_like(x) : at::empty({0}, x.options()), at::empty_like(weight),
             bias.has_value() ? at::empty_symint({weight.sym_size(0)}, weight.options()) : at::empty({0}, weight.options()),
             at::empty_like(gn_weight), at::empty_like(gn_weight)};
@@ -2564,12 +1943,13 @@ static auto& backward_op() {
 // backward's Autograd kernel: the gradients, each refusing to be differentiated again (refuse_double_backward).
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
-        const Tensor& gn_weight, const Tensor& stats, int64_t groups, bool input_grad) {
+        const Tensor& gn_weight, const Tensor& stats, const Tensor& y, int64_t groups, bool input_grad) {
     auto r = [&] {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        return backward_op().call(grad_out, x, weight, bias, gn_weight, stats, groups, input_grad);
+        return backward_op().call(grad_out, x, weight, bias, gn_weight, stats, y, groups, input_grad);
     }();
-    refuse_double_backward("conv3d_hardswish_groupnorm_mean_all_custom", {grad_out, x, weight, bias.has_value() ? *bias : Tensor(), gn_weight},
+    refuse_double_backward("conv3d_hardswish_groupnorm_mean_all_custom",
+                           {grad_out, x, weight, bias.has_value() ? *bias : Tensor(), gn_weight, y},
                            {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r), &std::get<3>(r), &std::get<4>(r)});
     return r;
 }
@@ -2584,7 +1964,7 @@ Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias,
 // model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
 // an output of the forward operator, so that CUDA graph pools track them): x, weight, bias (undefined if None),
 // gn_weight (the inputs as given); stats (B, C + 2G) float64, each channel's HardSwish mean and each group's
-// mean and 1/std. Nothing of the conv output's size is kept: the backward recomputes it.
+// mean and 1/std; y, PyTorch's conv output on its path (empty on the fused path, whose backward recomputes it).
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const OptTensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
@@ -2592,7 +1972,7 @@ struct Model : torch::autograd::Function<Model> {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
         auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps);
         const bool has_bias = bias.has_value() && bias->defined();
-        ctx->save_for_backward({x, weight, has_bias ? *bias : Tensor(), gn_weight, std::get<1>(r)});
+        ctx->save_for_backward({x, weight, has_bias ? *bias : Tensor(), gn_weight, std::get<1>(r), std::get<2>(r)});
         ctx->saved_data["groups"] = groups;
         ctx->saved_data["input_grad"] = x.requires_grad();
         return std::get<0>(r);
@@ -2603,7 +1983,7 @@ struct Model : torch::autograd::Function<Model> {
         const auto s = ctx->get_saved_variables();
         const bool input_grad = ctx->saved_data["input_grad"].toBool();
         auto r = backward_op().call(grads[0], s[0], s[1], s[2].defined() ? OptTensor(s[2]) : OptTensor(), s[3], s[4],
-                                    ctx->saved_data["groups"].toInt(), input_grad);
+                                    s[5], ctx->saved_data["groups"].toInt(), input_grad);
         return {input_grad ? std::get<0>(r) : Tensor(), std::get<1>(r), s[2].defined() ? std::get<2>(r) : Tensor(),
                 std::get<3>(r), std::get<4>(r), Tensor(), Tensor()};
     }
@@ -2645,8 +2025,8 @@ std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type, int
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("plan(int[] x_shape, int[] weight_shape, int dtype, int x_misalign) -> str", plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
-          "-> (Tensor, Tensor)");
-    m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor stats, "
+          "-> (Tensor, Tensor, Tensor)");
+    m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor stats, Tensor y, "
           "int groups, bool input_grad) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     m.def("model(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> Tensor");

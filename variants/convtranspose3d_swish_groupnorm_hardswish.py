@@ -191,544 +191,6 @@ __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b
 }
 // shared: split_tf32 end
 
-// shared: conv_igemm begin
-// The tensor-core conv engine: a 3-D convolution as an implicit GEMM on mma.sync (m16n8k8, TF32 operands, fp32
-// sums), for the files' general paths (tests/test_conv_engine.py checks it alone against float64). Needs the
-// element_types and split_tf32 blocks before it (and C++17: if constexpr).
-//
-// The GEMM: rows = output positions (b, od, oh, ow), columns = output channels, depth = (tap, ci), channels
-// innermost, so a thread's row finds its input position once a tap and then steps through channels. Conv3d gathers
-// x[b, ci, od s - p + kd, ...]. ConvTranspose3d (also a Conv3d's data gradient) is split by output parity: outputs
-// od = c + s j (c < s) take only the taps kd = r + s u, r = (c + p) mod s, from x[.., j + (c + p) / s - u, ..], so
-// each class (grid z) is a dense stride-1 GEMM over its own taps and no product is a zero of the stride. Any kernel,
-// stride and padding per axis; 64-bit indices. The weights are first packed as [class][tap of the class][ci][co]
-// (conv_igemm_pack_kernel, a workspace of the weight's size): a class's GEMM depth d is its packed row d, so a stage's
-// weight loads are one pointer step and coalesce. A block of 4 warps computes IgTile's BM x BN outputs, a warp
-// (BM / 2) x (BN / 2); a stage stages 16 depths of the gathered input and of the weights in shared memory: float
-// operands by cp.async, IG_STAGES - 1 stages in flight while the tensor cores work on one; 16-bit ones through
-// registers, one stage ahead. Where C_in is a multiple of 16 a stage is 16 channels of one tap: a thread's input
-// elements of a stage share one bounds test and one base pointer (the gather's cost per element is a pointer add);
-// other channel counts step each element through (tap, channel).
-// Products (IgProducts): IG_SPLIT, three TF32 products a step (fp32-level accuracy, the split_tf32 block);
-// IG_TF32, the operands rounded to TF32 to nearest even and one product (PyTorch's conv under allow_tf32);
-// IG_EXACT, one product of operands already exact in TF32 (float16 and bfloat16 values). The tensor cores add a
-// step's products without rounding to nearest (their sum truncates), so each stage sums into a fresh accumulator
-// that is then added (rounded to nearest) to the running one: the error stays that of fp32 sums at any depth.
-// The epilogue gets each output value with its (sample, channel, position) and stores it (a file's epilogue fuses
-// what follows the conv). Depths are added in a fixed order: the same input gives the same bits. The weight
-// gradient is a second GEMM (the _conv_igemm_wgrad block).
-struct ConvGeom {
-    int B, C_in, C_out, D, H, W, Do, Ho, Wo;
-    int k[3], s[3], p[3];
-    bool transposed;
-};
-enum IgProducts { IG_SPLIT = 0, IG_TF32 = 1, IG_EXACT = 2 };
-constexpr int IG_BK = 16, IG_THREADS = 128;
-
-// A block's tile: 2 x 2 warps of MI 16-row by NJ 8-column MMA tiles. A thread stages A_LOADS input values (one row,
-// depths A_STEP apart) and B_LOADS weights (one column, depths B_STEP apart) a stage.
-template <int MI, int NJ> struct IgTile {
-    static constexpr int BM = 32 * MI, BN = 16 * NJ;
-    static constexpr int A_STEP = IG_THREADS / BM, A_LOADS = IG_BK / A_STEP;
-    static constexpr int B_STEP = IG_THREADS / BN, B_LOADS = IG_BK / B_STEP;
-    static_assert(IG_THREADS % BM == 0 && IG_THREADS % BN == 0, "tile");
-};
-// Shared memory of one stage: a [depth][row], b [depth][column]; the pad of 8 makes a warp's fragment reads (rows or
-// columns g at depths t, lanes (g, t)) hit 32 different banks.
-template <int MI, int NJ> struct IgSmem {
-    float a[IG_BK][32 * MI + 8];
-    float b[IG_BK][16 * NJ + 8];
-};
-
-// One stage's products for a warp's (16 MI) x (8 NJ) outputs at (wm, wn) of the block's tile, into acc; (gq, tq) the
-// lane's (lane / 4, lane % 4). IG_SPLIT: the small products first, then big x big.
-template <int P, int MI, int NJ>
-__device__ __forceinline__ void ig_stage_mma(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn,
-                                             int gq, int tq) {
-#pragma unroll
-    for (int ks = 0; ks < IG_BK; ks += 8) {
-        uint32_t a_big[MI][4], a_small[MI][4];
-#pragma unroll
-        for (int i = 0; i < MI; ++i) {
-            const int r = wm + 16 * i + gq;
-            const float v[4] = {s.a[ks + tq][r], s.a[ks + tq][r + 8], s.a[ks + tq + 4][r], s.a[ks + tq + 4][r + 8]};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (P == IG_SPLIT) {
-                    const Split sp = split(v[e]);
-                    a_big[i][e] = sp.big;
-                    a_small[i][e] = sp.small;
-                } else {
-                    a_big[i][e] = __float_as_uint(P == IG_TF32 ? round_tf32(v[e]) : v[e]);
-                }
-            }
-        }
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn) {
-            const int c = wn + 8 * jn + gq;
-            const float u0 = s.b[ks + tq][c], u1 = s.b[ks + tq + 4][c];
-            if (P == IG_SPLIT) {
-                const Split b0 = split(u0), b1 = split(u1);
-#pragma unroll
-                for (int i = 0; i < MI; ++i) {
-                    mma(acc[i][jn], a_small[i], b0.big, b1.big);
-                    mma(acc[i][jn], a_big[i], b0.small, b1.small);
-                    mma(acc[i][jn], a_big[i], b0.big, b1.big);
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < MI; ++i) mma(acc[i][jn], a_big[i], __float_as_uint(u0), __float_as_uint(u1));
-            }
-        }
-    }
-}
-
-// A stage's products summed apart and added to acc (rounded to nearest): see the header on truncated sums.
-template <int P, int MI, int NJ>
-__device__ __forceinline__ void ig_stage(const IgSmem<MI, NJ>& s, float (&acc)[MI][NJ][4], int wm, int wn, int gq,
-                                         int tq) {
-    float part[MI][NJ][4] = {};
-    ig_stage_mma<P>(s, part, wm, wn, gq, tq);
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][jn][e] += part[i][jn][e];
-}
-
-// f(row, column, value) for each of a warp's accumulators, row and column within the block's tile (the m16n8k8
-// result layout: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 tile).
-template <int MI, int NJ, typename F>
-__device__ __forceinline__ void ig_for_each_result(const float (&acc)[MI][NJ][4], int wm, int wn, int gq, int tq,
-                                                   F&& f) {
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int jn = 0; jn < NJ; ++jn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                f(wm + 16 * i + gq + (e >= 2 ? 8 : 0), wn + 8 * jn + 2 * tq + (e & 1), acc[i][jn][e]);
-}
-
-// One axis of a parity class: its n outputs o = c + ostep j, its taps t = r + tstep u (u < taps), the input index
-// j mul + off + dir u of output j through tap u.
-struct IgAxis { int n, ostep, c, taps, r, tstep, mul, off, dir; };
-__device__ __forceinline__ IgAxis ig_class_axis(int out, int k, int s, int p, bool transposed, int c) {
-    if (!transposed) return {out, 1, 0, k, 0, 1, s, -p, 1};
-    const int r = (c + p) % s;
-    return {c < out ? (out - c + s - 1) / s : 0, s, c, r < k ? (k - r + s - 1) / s : 0, r, s, 1, (c + p) / s, -1};
-}
-
-// Epilogue: y[b, co, position] = v + bias[co] (bias may be null), rounded to T.
-template <typename T> struct StoreWithBias {
-    T* y;
-    const T* bias;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        y[((size_t)b * C_out + co) * plane + pos] = from_float<T>(bias != nullptr ? v + to_float(bias[co]) : v);
-    }
-};
-
-// Epilogue: y[b, co, position] = v as summed, in float32 (the bias and any rounding left to the kernel reading y).
-struct StoreSum {
-    float* y;
-    __device__ __forceinline__ void operator()(long long b, int co, long long pos, long long plane, int C_out,
-                                               float v) const {
-        y[((size_t)b * C_out + co) * plane + pos] = v;
-    }
-};
-
-// 4 bytes global -> shared (dst: a shared-memory address), asynchronously (cp.async, sm_80 on); zeros where !ok
-// (then nothing is read at `any`, a valid global address).
-__device__ __forceinline__ void ig_copy_async(unsigned dst, const float* src, bool ok, const float* any) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(dst), "l"(ok ? src : any), "r"(ok ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void ig_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void ig_copy_wait() {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-}
-constexpr int IG_STAGES = 3;   // float operands: stages in flight in shared memory
-
-// The parity classes (one unless transposed), and the class of index cls's three axes (output sizes unused: 0).
-__device__ __forceinline__ int ig_classes(const ConvGeom& g) { return g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1; }
-__device__ __forceinline__ void ig_class_axes(const ConvGeom& g, int cls, IgAxis& ad, IgAxis& ah, IgAxis& aw,
-                                              bool sized) {
-    const int sh = g.transposed ? g.s[1] : 1, sw = g.transposed ? g.s[2] : 1;
-    ad = ig_class_axis(sized ? g.Do : 0, g.k[0], g.s[0], g.p[0], g.transposed, cls / (sh * sw));
-    ah = ig_class_axis(sized ? g.Ho : 0, g.k[1], g.s[1], g.p[1], g.transposed, cls / sw % sh);
-    aw = ig_class_axis(sized ? g.Wo : 0, g.k[2], g.s[2], g.p[2], g.transposed, cls % sw);
-}
-// The taps of the classes before cls (the classes partition the kernel's taps): where cls's packed rows begin, / C_in.
-__device__ __forceinline__ int ig_taps_before(const ConvGeom& g, int cls) {
-    int before = 0;
-    for (int c = 0; c < cls; ++c) {
-        IgAxis ad, ah, aw;
-        ig_class_axes(g, c, ad, ah, aw, false);
-        before += ad.taps * ah.taps * aw.taps;
-    }
-    return before;
-}
-
-// The weights as [class][tap of the class (ud, uh, uw)][ci][co] (IG_TF32: rounded to TF32), from (C_out, C_in,
-// taps), or (C_in, C_out, taps) when transposed.
-template <typename T, int P>
-__global__ void conv_igemm_pack_kernel(const T* __restrict__ w, T* __restrict__ packed, ConvGeom g) {
-    const int C_in = g.C_in, C_out = g.C_out, taps = g.k[0] * g.k[1] * g.k[2], classes = ig_classes(g);
-    const long long n = (long long)taps * C_in * C_out;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const int co = (int)(i % C_out), ci = (int)(i / C_out % C_in);
-        int q = (int)(i / C_out / C_in);   // the packed tap: its class's, then its index in the class
-        IgAxis ad, ah, aw;
-        for (int cls = 0; cls < classes; ++cls) {
-            ig_class_axes(g, cls, ad, ah, aw, false);
-            const int in_class = ad.taps * ah.taps * aw.taps;
-            if (q < in_class) break;
-            q -= in_class;
-        }
-        const int ud = q / (ah.taps * aw.taps), uh = q / aw.taps % ah.taps, uw = q % aw.taps;
-        const int t = ((ad.r + ad.tstep * ud) * g.k[1] + ah.r + ah.tstep * uh) * g.k[2] + aw.r + aw.tstep * uw;
-        const T v = w[g.transposed ? ((size_t)ci * C_out + co) * taps + t : ((size_t)co * C_in + ci) * taps + t];
-        packed[i] = P == IG_TF32 ? from_float<T>(round_tf32(to_float(v))) : v;   // (A: as its fragments load)
-    }
-}
-
-template <typename T, int P, int MI, int NJ, typename Epilogue>
-__global__ void __launch_bounds__(IG_THREADS) conv_igemm_kernel(const T* __restrict__ x,
-                                                                const T* __restrict__ packed, ConvGeom g,
-                                                                Epilogue epilogue)
-{
-    using Tile = IgTile<MI, NJ>;
-    // This block's parity class (one class unless transposed) and its GEMM.
-    const int cls = blockIdx.z;
-    IgAxis ad, ah, aw;
-    ig_class_axes(g, cls, ad, ah, aw, true);
-    const long long cplane = (long long)ad.n * ah.n * aw.n, rows = (long long)g.B * cplane;
-    const long long m0 = (long long)blockIdx.x * Tile::BM;
-    if (m0 >= rows) return;
-    const int taps = ad.taps * ah.taps * aw.taps, depth = taps * g.C_in;
-    const int n0 = blockIdx.y * Tile::BN;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    const int wm = warp / 2 * 16 * MI, wn = warp % 2 * 8 * NJ;
-    const long long in_plane = (long long)g.D * g.H * g.W;
-    // A: this thread stages row a_row at depths a_k, a_k + A_STEP, ... of each stage.
-    const int a_row = threadIdx.x % Tile::BM, a_k = threadIdx.x / Tile::BM;
-    const long long m = m0 + a_row;
-    const bool row_ok = m < rows;
-    const long long rest = row_ok ? m : 0;
-    const int jw = (int)(rest % aw.n), jh = (int)(rest / aw.n % ah.n), jd = (int)(rest / aw.n / ah.n % ad.n);
-    const T* xb = x + (size_t)(rest / cplane) * g.C_in * in_plane;
-    const int bd = jd * ad.mul + ad.off, bh = jh * ah.mul + ah.off, bw = jw * aw.mul + aw.off;
-    const long long a_step = (long long)Tile::A_STEP * in_plane;
-    // x at (row, tap (ud, uh, uw) of the class, channel ci); null: outside the input.
-    const auto a_point = [&](int ud, int uh, int uw, int ci) -> const T* {
-        const int id = bd + ad.dir * ud, ih = bh + ah.dir * uh, iw = bw + aw.dir * uw;
-        return row_ok && (unsigned)id < (unsigned)g.D && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W
-                   ? xb + (size_t)ci * in_plane + ((size_t)id * g.H + ih) * g.W + iw : nullptr;
-    };
-    // C_in a multiple of 16: a stage is channels a_ci - a_k .. + 15 of tap (ud, uh, uw), and a_src this thread's
-    // first element of it. Else the next element is at tap a_tap, channel a_ci (a_src; null: a zero).
-    const bool whole_taps = g.C_in % IG_BK == 0;
-    int a_tap = whole_taps ? 0 : a_k / g.C_in, a_ci = whole_taps ? a_k : a_k % g.C_in, ud = 0, uh = 0, uw = 0;
-    const T* a_src = nullptr;
-    const auto a_at_tap = [&]() {
-        a_src = a_tap < taps ? a_point(a_tap / (ah.taps * aw.taps), a_tap / aw.taps % ah.taps, a_tap % aw.taps, a_ci)
-                             : nullptr;
-    };
-    if (whole_taps) a_src = taps > 0 ? a_point(0, 0, 0, a_ci) : nullptr;
-    else a_at_tap();
-    const auto a_next = [&]() -> const T* {   // (not whole_taps) this element, moving on one
-        const T* src = a_src;
-        a_ci += Tile::A_STEP;
-        if (a_ci >= g.C_in) {
-            while (a_ci >= g.C_in) { a_ci -= g.C_in; ++a_tap; }
-            a_at_tap();
-        } else if (a_src != nullptr) {
-            a_src += a_step;
-        }
-        return src;
-    };
-    const auto a_next_stage = [&]() {         // (whole_taps) on to the next stage's 16 channels
-        a_ci += IG_BK;
-        if (a_ci >= g.C_in) {
-            a_ci -= g.C_in;
-            if (++uw == aw.taps) {
-                uw = 0;
-                if (++uh == ah.taps) { uh = 0; ++ud; }
-            }
-            a_src = ud < ad.taps ? a_point(ud, uh, uw, a_ci) : nullptr;
-        } else if (a_src != nullptr) {
-            a_src += (long long)IG_BK * in_plane;
-        }
-    };
-    // B: this thread stages column b_col at depths b_k, b_k + B_STEP, ...: the class's packed rows in order.
-    const int b_col = threadIdx.x % Tile::BN, b_k = threadIdx.x / Tile::BN, n = n0 + b_col;
-    const bool b_ok = n < g.C_out;
-    const long long b_step = (long long)Tile::B_STEP * g.C_out;
-    const T* b_src = packed + ((long long)ig_taps_before(g, cls) * g.C_in + b_k) * g.C_out + n;
-    int b_left = depth - b_k;   // the class's depths from this thread's first of the stage on
-    const int stages = (depth + IG_BK - 1) / IG_BK;
-    float acc[MI][NJ][4] = {};
-    if constexpr (std::is_same<T, float>::value) {
-        // IG_STAGES - 1 stages in flight (cp.async) while the tensor cores work on one.
-        __shared__ IgSmem<MI, NJ> s[IG_STAGES];
-        const unsigned s0 = (unsigned)__cvta_generic_to_shared(&s[0]);
-        const unsigned a_dst = (unsigned)__cvta_generic_to_shared(&s[0].a[a_k][a_row]) - s0;
-        const unsigned b_dst = (unsigned)__cvta_generic_to_shared(&s[0].b[b_k][b_col]) - s0;
-        const auto issue = [&](int buf) {
-            const unsigned base = s0 + buf * (unsigned)sizeof(IgSmem<MI, NJ>);
-            if (whole_taps) {
-                const bool ok = a_src != nullptr;
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j)
-                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), a_src + j * a_step,
-                                  ok, x);
-                a_next_stage();
-            } else {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) {
-                    const float* src = a_next();
-                    ig_copy_async(base + a_dst + j * Tile::A_STEP * (unsigned)sizeof(s[0].a[0]), src, src != nullptr,
-                                  x);
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j)
-                ig_copy_async(base + b_dst + j * Tile::B_STEP * (unsigned)sizeof(s[0].b[0]), b_src + j * b_step,
-                              b_ok && j * Tile::B_STEP < b_left, x);
-            b_src += (long long)IG_BK * g.C_out;
-            b_left -= IG_BK;
-        };
-#pragma unroll
-        for (int i = 0; i < IG_STAGES - 1; ++i) {
-            if (i < stages) issue(i);
-            ig_copy_commit();
-        }
-        for (int k = 0; k < stages; ++k) {
-            ig_copy_wait<IG_STAGES - 2>();
-            __syncthreads();   // stage k is in; every warp is done with stage k - 1's buffer
-            if (k + IG_STAGES - 1 < stages) issue((k + IG_STAGES - 1) % IG_STAGES);
-            ig_copy_commit();
-            ig_stage<P>(s[k % IG_STAGES], acc, wm, wn, gq, tq);
-        }
-    } else {
-        // 16-bit operands (no 2-byte cp.async): the next stage in registers while the tensor cores work.
-        __shared__ IgSmem<MI, NJ> s;
-        float av[Tile::A_LOADS], bv[Tile::B_LOADS];
-        const auto load = [&]() {
-            if (whole_taps) {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) av[j] = a_src != nullptr ? to_float(a_src[j * a_step]) : 0.f;
-                a_next_stage();
-            } else {
-#pragma unroll
-                for (int j = 0; j < Tile::A_LOADS; ++j) {
-                    const T* src = a_next();
-                    av[j] = src != nullptr ? to_float(*src) : 0.f;
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j)
-                bv[j] = b_ok && j * Tile::B_STEP < b_left ? to_float(b_src[j * b_step]) : 0.f;
-            b_src += (long long)IG_BK * g.C_out;
-            b_left -= IG_BK;
-        };
-        load();
-        for (int k = 0; k < stages; ++k) {
-#pragma unroll
-            for (int j = 0; j < Tile::A_LOADS; ++j) s.a[a_k + Tile::A_STEP * j][a_row] = av[j];
-#pragma unroll
-            for (int j = 0; j < Tile::B_LOADS; ++j) s.b[b_k + Tile::B_STEP * j][b_col] = bv[j];
-            __syncthreads();
-            if (k + 1 < stages) load();   // in flight during this stage's products
-            ig_stage<P>(s, acc, wm, wn, gq, tq);
-            __syncthreads();
-        }
-    }
-    const long long plane = (long long)g.Do * g.Ho * g.Wo;
-    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
-        const long long row = m0 + r;
-        const int co = n0 + c;
-        if (row < rows && co < g.C_out) {
-            const long long q = row % cplane;
-            const int od = ad.c + ad.ostep * (int)(q / aw.n / ah.n), oh = ah.c + ah.ostep * (int)(q / aw.n % ah.n),
-                      ow = aw.c + aw.ostep * (int)(q % aw.n);
-            epilogue(row / cplane, co, ((long long)od * g.Ho + oh) * g.Wo + ow, plane, g.C_out, v);
-        }
-    });
-}
-
-// Tile shapes: 1: 64 x 32 (at most 32 output channels), 2: 64 x 64. (Measured on an H200 across the channel sweep's
-// convs, batch 32: 128 x 32, 128 x 64 and 64 x 128 tiles won nowhere by more than 10% and lost up to 2x: fewer
-// blocks, fewer warps a stage's latency hides behind.)
-inline int conv_igemm_tile(const ConvGeom& g) { return g.C_out <= 32 ? 1 : 2; }
-
-// The packed weights' elements (the workspace conv_igemm_launch needs).
-inline long long conv_igemm_packed_size(const ConvGeom& g) {
-    return (long long)g.k[0] * g.k[1] * g.k[2] * g.C_in * g.C_out;
-}
-
-template <typename T, int P, int MI, int NJ, typename Epilogue>
-cudaError_t conv_igemm_launch_tile(const T* x, const T* packed, const ConvGeom& g, Epilogue epilogue,
-                                   cudaStream_t stream) {
-    using Tile = IgTile<MI, NJ>;
-    const int classes = g.transposed ? g.s[0] * g.s[1] * g.s[2] : 1;
-    const auto per_class = [&](int out, int s) { return g.transposed ? (out + s - 1) / s : out; };
-    const long long rows = (long long)g.B * per_class(g.Do, g.s[0]) * per_class(g.Ho, g.s[1]) * per_class(g.Wo, g.s[2]);
-    const dim3 grid((unsigned)((rows + Tile::BM - 1) / Tile::BM), (g.C_out + Tile::BN - 1) / Tile::BN, classes);
-    conv_igemm_kernel<T, P, MI, NJ><<<grid, IG_THREADS, 0, stream>>>(x, packed, g, epilogue);
-    return cudaGetLastError();
-}
-
-// packed: conv_igemm_packed_size(g) elements of workspace. tile: conv_igemm_tile's code (0: conv_igemm_tile(g)).
-template <typename T, int P, typename Epilogue>
-cudaError_t conv_igemm_launch(const T* x, const T* w, T* packed, const ConvGeom& g, Epilogue epilogue,
-                              cudaStream_t stream, int tile = 0) {
-    if (tile == 0) tile = conv_igemm_tile(g);
-    const long long rows = (long long)g.B * g.Do * g.Ho * g.Wo, n_packed = conv_igemm_packed_size(g);
-    if (rows == 0 || g.C_out == 0) return cudaSuccess;
-    if (n_packed > 0) {
-        const int blocks = (int)std::min<long long>((n_packed + 255) / 256, 4096);
-        conv_igemm_pack_kernel<T, P><<<blocks, 256, 0, stream>>>(w, packed, g);
-        const cudaError_t err = cudaGetLastError();
-        if (err != cudaSuccess) return err;
-    }
-    return tile == 1 ? conv_igemm_launch_tile<T, P, 2, 2>(x, packed, g, epilogue, stream)
-                     : conv_igemm_launch_tile<T, P, 2, 4>(x, packed, g, epilogue, stream);
-}
-// shared: conv_igemm end
-
-// shared: finish_weight_grad_tiled begin
-// dL/dW: each weight's split totals added in order.
-__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
-                                                long long n, int splits)
-{
-    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    double v = 0.0;
-    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
-    grad_weight[i] = (float)v;
-}
-// shared: finish_weight_grad_tiled end
-
-// shared: conv_igemm_wgrad begin
-// The conv engine's weight gradient. Needs the conv_igemm and finish_weight_grad_tiled blocks before it.
-// The weight gradient as a GEMM, for both convs: W'[r][c][t] = sum over (b, pos) of Dir[b][r][pos] x
-// Gat[b][c][pos s - p + t] (zero outside), pos running over Dir's positions. A Conv3d's dL/dW: Dir = dL/dy (r = co),
-// Gat = x (c = ci), W' laid out as its weight (C_out, C_in, taps); a ConvTranspose3d's: Dir = x (r = ci), Gat = dL/dy
-// (c = co), W' as its weight (C_in, C_out, taps). Rows = r, columns = (c, t), depth = (b, pos), split into `splits`
-// contiguous ranges (grid z) whose totals (double) are added in order by finish_weight_grad_tiled_kernel (its block).
-// A thread stages one depth (consecutive threads consecutive positions: the loads coalesce) of 8 rows and 8 columns.
-// Products P: IG_SPLIT (exact fp32 level) or IG_TF32 (both operands rounded to TF32 to nearest even, one product:
-// PyTorch's conv backward under allow_tf32); Gat is rounded as staged, Dir as its fragments load.
-__device__ __forceinline__ int ig_in(int i, int in) { return (unsigned)i < (unsigned)in ? i : -1; }
-struct WgradGeom {
-    int B, R, C;              // samples, Dir's channels, Gat's channels
-    int Dd, Dh, Dw;           // Dir's positions
-    int Gd, Gh, Gw;           // Gat's
-    int k[3], s[3], p[3];
-};
-
-template <int P>
-__global__ void __launch_bounds__(IG_THREADS) conv_igemm_wgrad_kernel(const float* __restrict__ dir,
-                                                                      const float* __restrict__ gat,
-                                                                      double* __restrict__ partials, WgradGeom g)
-{
-    constexpr int MI = 2, NJ = 4, BM = 64, BN = 64;
-    __shared__ IgSmem<MI, NJ> s;     // a: [depth][row] Dir, b: [depth][column] Gat gathered
-    __shared__ int col_c[BN], col_t[BN];   // a column's Gat channel (-1: none) and tap (tz << 20 | ty << 10 | tx)
-    const int taps = g.k[0] * g.k[1] * g.k[2], cols = g.C * taps;
-    const long long plane = (long long)g.Dd * g.Dh * g.Dw, depth = (long long)g.B * plane;
-    const long long gplane = (long long)g.Gd * g.Gh * g.Gw;
-    const long long q0 = blockIdx.z * depth / gridDim.z, q1 = (blockIdx.z + 1) * depth / gridDim.z;
-    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-    const int wm = warp / 2 * 32, wn = warp % 2 * 32;
-    if (threadIdx.x < BN) {   // each column's Gat channel and tap (-1: no such column)
-        const int n = n0 + threadIdx.x;
-        const int t = n % taps;
-        col_c[threadIdx.x] = n < cols ? n / taps : -1;
-        col_t[threadIdx.x] = t / (g.k[1] * g.k[2]) << 20 | t / g.k[2] % g.k[1] << 10 | t % g.k[2];
-    }
-    __syncthreads();
-    const int k_off = threadIdx.x % IG_BK, lead = threadIdx.x / IG_BK;   // rows / columns lead + 8 j
-    // This thread's depth q = (b, pos), pos = (od, oh, ow), moved on by IG_BK a stage.
-    long long q = q0 + k_off;
-    long long b = q / plane;
-    long long pos = q % plane;
-    int ow = (int)(pos % g.Dw), oh = (int)(pos / g.Dw % g.Dh), od = (int)(pos / g.Dw / g.Dh);
-    float av[8], bv[8];
-    const auto load = [&]() {
-        const bool ok = q < q1;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int r = m0 + lead + 8 * j;
-            av[j] = ok && r < g.R ? dir[((size_t)b * g.R + r) * plane + pos] : 0.f;
-            const int c = col_c[lead + 8 * j], t = col_t[lead + 8 * j];
-            float u = 0.f;
-            if (ok && c >= 0) {
-                const int id = ig_in(od * g.s[0] - g.p[0] + (t >> 20), g.Gd);
-                const int ih = ig_in(oh * g.s[1] - g.p[1] + (t >> 10 & 1023), g.Gh);
-                const int iw = ig_in(ow * g.s[2] - g.p[2] + (t & 1023), g.Gw);
-                if ((id | ih | iw) >= 0) u = gat[((size_t)b * g.C + c) * gplane + ((size_t)id * g.Gh + ih) * g.Gw + iw];
-            }
-            bv[j] = u;
-        }
-        q += IG_BK;
-        for (ow += IG_BK; ow >= g.Dw; ow -= g.Dw)
-            if (++oh == g.Dh) { oh = 0; if (++od == g.Dd) od = 0; }
-        for (pos += IG_BK; pos >= plane; pos -= plane) ++b;
-    };
-    float acc[MI][NJ][4] = {};
-    load();
-    for (long long k0 = q0; k0 < q1; k0 += IG_BK) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            s.a[k_off][lead + 8 * j] = av[j];
-            s.b[k_off][lead + 8 * j] = P == IG_TF32 ? round_tf32(bv[j]) : bv[j];
-        }
-        __syncthreads();
-        if (k0 + IG_BK < q1) load();
-        ig_stage<P>(s, acc, wm, wn, gq, tq);
-        __syncthreads();
-    }
-    const long long n_w = (long long)g.R * cols;
-    ig_for_each_result(acc, wm, wn, gq, tq, [&](int r, int c, float v) {
-        const int row = m0 + r, col = n0 + c;
-        if (row < g.R && col < cols) partials[(size_t)blockIdx.z * n_w + (size_t)row * cols + col] = (double)v;
-    });
-}
-
-// A stride-1, unpadded Conv3d's dL/dW as this GEMM: Dir = dL/dy (C_out channels, the output's positions), Gat = x.
-inline WgradGeom conv3d_wgrad_geom(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    return WgradGeom{B, C_out, C_in, D - kd + 1, H - kh + 1, W - kw + 1, D, H, W, {kd, kh, kw}, {1, 1, 1}, {0, 0, 0}};
-}
-
-// Splits of the depth: enough blocks for two waves of `sms` SMs, each split at least 64 depths.
-inline int conv_igemm_wgrad_splits(const WgradGeom& g, int sms) {
-    const int cols = g.C * g.k[0] * g.k[1] * g.k[2];
-    const long long tiles = (long long)((g.R + 63) / 64) * ((cols + 63) / 64);
-    const long long depth = (long long)g.B * g.Dd * g.Dh * g.Dw;
-    const long long want = (2LL * sms + tiles - 1) / tiles;
-    return (int)std::max(1LL, std::min(want, (depth + 63) / 64));
-}
-
-// partials: splits x R x C x taps doubles; grad_weight: R x C x taps floats.
-template <int P = IG_SPLIT>
-inline cudaError_t conv_igemm_wgrad_launch(const float* dir, const float* gat, const WgradGeom& g, int splits,
-                                           double* partials, float* grad_weight, cudaStream_t stream) {
-    const long long n_w = (long long)g.R * g.C * g.k[0] * g.k[1] * g.k[2];
-    if (n_w == 0) return cudaSuccess;
-    const dim3 grid((g.R + 63) / 64, (unsigned)((n_w / g.R + 63) / 64), splits);
-    conv_igemm_wgrad_kernel<P><<<grid, IG_THREADS, 0, stream>>>(dir, gat, partials, g);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(partials, grad_weight, n_w,
-                                                                                       splits);
-    return cudaGetLastError();
-}
-// shared: conv_igemm_wgrad end
 
 // A transposed conv's shape: channels, input and output sizes, and per axis (d, h, w) kernel, stride, padding.
 struct ConvShape {
@@ -819,9 +281,12 @@ __device__ __forceinline__ float rcp_approx(float v) {
 // output, the bias added, the sigmoid, the product. The sigmoid by ex2 and rcp (PyTorch: expf and a division):
 // measured the same outputs outside the half tolerance as with expf and a division, in half the time.
 template <typename T>
-__device__ __forceinline__ float swish_rounded(float conv, float bias) {
-    const float y = round_to<T>(round_to<T>(conv) + bias);
+__device__ __forceinline__ float swish_of_rounded(float y) {   // y: the conv's output as PyTorch rounds it
     return round_to<T>(round_to<T>(rcp_approx(1.f + exp2_approx(fminf(-LOG2E * y, 63.f)))) * y);
+}
+template <typename T>
+__device__ __forceinline__ float swish_rounded(float conv, float bias) {
+    return swish_of_rounded<T>(round_to<T>(round_to<T>(conv) + bias));
 }
 
 // *dst = ok ? *src : 0, asynchronously where the GPU can (sm_80+): the loads of a whole tile are in
@@ -1826,36 +1291,41 @@ __global__ void __launch_bounds__(GN_THREADS, 2) group_norm_hardswish_kernel(
     }
 }
 
-// The general path's GroupNorm and HardSwish in float32, split over GN_CHUNK-element pieces of each (sample, group)
-// so that small batches fill the GPU (group_norm_hardswish_kernel takes a block per (sample, group): 64 blocks at
-// 16 x 4; it stays for the half types, whose rounded mean and 1/std need PyTorch's order of sums).
-// gn_partials_kernel: a block per piece, its Welford state; gn_finalize_kernel: per (sample, group) the pieces
-// combined in order, then mean and 1/std as group_norm_hardswish_kernel forms them; gn_apply_kernel: a block per
-// piece normalises it in place and applies HardSwish. Scratch: gn_scratch_bytes.
+// PyTorch's conv path in float32: Swish, GroupNorm and HardSwish over PyTorch's conv output y, split over
+// GN_CHUNK-element pieces of each (sample, group) so that small batches fill the GPU (group_norm_hardswish_kernel
+// takes a block per (sample, group): 64 blocks at 16 x 4; it stays for the half types, whose rounded mean and 1/std
+// need PyTorch's order of sums). gn_partials_kernel: a block per piece, the Welford state of its Swish(y);
+// gn_finalize_kernel: per (sample, group) the pieces combined in order, then mean and 1/std as
+// group_norm_hardswish_kernel forms them; gn_apply_kernel: a block per piece writes HardSwish(GroupNorm(Swish(y))).
+// Two reads of y and one write of the output, nothing between. SWISH false (autocast: GroupNorm in float32 over the
+// half Swish values that swish_half_kernel wrote into the output): y holds the Swish values, normalised in place.
+// Scratch: gn_scratch_bytes.
 constexpr long long GN_CHUNK = 65536;
 constexpr int GN_SPLIT_THREADS = 256;
 static long long gn_chunks(long long n) { return (n + GN_CHUNK - 1) / GN_CHUNK; }
 long long gn_scratch_bytes(long long B, int C_out, int groups, long long vol) {
     return B * groups * (gn_chunks((long long)(C_out / groups) * vol) * (long long)sizeof(Welford) + 2 * sizeof(float));
 }
-template <typename TO>
-__global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_partials_kernel(const TO* __restrict__ out,
+__device__ __forceinline__ float swish(float y) { return y * (1.f / (1.f + expf(-y))); }   // as PyTorch writes it
+template <bool SWISH>
+__global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_partials_kernel(const float* __restrict__ y,
                                                                       Welford* __restrict__ part, long long n, int chunks)
 {
+    const auto value = [](float v) { return SWISH ? swish(v) : v; };
     __shared__ Welford warps[GN_SPLIT_THREADS / 32];
     const long long bg = blockIdx.x / chunks, lo = (blockIdx.x % chunks) * GN_CHUNK, hi = min(n, lo + GN_CHUNK);
-    const TO* const x = out + bg * n;   // the group's channels: contiguous
+    const float* const x = y + bg * n;   // the group's channels: contiguous
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     Welford w = {0.f, 0.f, 0.f};
     long long j = lo + threadIdx.x;
     for (; j + 7LL * GN_SPLIT_THREADS < hi; j += 8LL * GN_SPLIT_THREADS) {   // eight loads in flight, then in order
         float v[8];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = to_float(x[j + k * GN_SPLIT_THREADS]);
+        for (int k = 0; k < 8; ++k) v[k] = x[j + k * GN_SPLIT_THREADS];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) w = welford_add(w, v[k]);
+        for (int k = 0; k < 8; ++k) w = welford_add(w, value(v[k]));
     }
-    for (; j < hi; j += GN_SPLIT_THREADS) w = welford_add(w, to_float(x[j]));
+    for (; j < hi; j += GN_SPLIT_THREADS) w = welford_add(w, value(x[j]));
     w = welford_warp(w);
     if (lane == 0) warps[warp] = w;
     __syncthreads();
@@ -1864,7 +1334,6 @@ __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_partials_kernel(const TO*
         if (lane == 0) part[blockIdx.x] = w;
     }
 }
-template <typename TO>
 __global__ void gn_finalize_kernel(const Welford* __restrict__ part, float* __restrict__ mean_rstd,
                                    double* __restrict__ stats, int chunks, long long n_bg, float eps)
 {
@@ -1872,29 +1341,31 @@ __global__ void gn_finalize_kernel(const Welford* __restrict__ part, float* __re
     if (bg >= n_bg) return;
     Welford w = part[bg * chunks];
     for (int k = 1; k < chunks; ++k) w = welford_combine(w, part[bg * chunks + k]);
-    const float mean = w.mean, rstd = rsqrtf(w.m2 / w.nf + round_to<TO>(eps));
-    mean_rstd[bg * 2] = round_to<TO>(mean);
-    mean_rstd[bg * 2 + 1] = round_to<TO>(rstd);
-    stats[bg * 2] = mean;   // the backward's statistics unrounded
+    const float mean = w.mean, rstd = rsqrtf(w.m2 / w.nf + eps);
+    mean_rstd[bg * 2] = mean;
+    mean_rstd[bg * 2 + 1] = rstd;
+    stats[bg * 2] = mean;
     stats[bg * 2 + 1] = rstd;
 }
-template <typename TO>
+template <bool SWISH>
 __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
-    TO* __restrict__ out, const float* __restrict__ mean_rstd, const float* __restrict__ gn_weight,
-    const float* __restrict__ gn_bias, int C_out, int groups, long long vol, int chunks)
+    const float* y, float* out, const float* __restrict__ mean_rstd,
+    const float* __restrict__ gn_weight, const float* __restrict__ gn_bias, int C_out, int groups, long long vol,
+    int chunks)
 {
     const int cpg = C_out / groups;
     const long long n = (long long)cpg * vol, bg = blockIdx.x / chunks;
     const long long lo = (blockIdx.x % chunks) * GN_CHUNK, hi = min(n, lo + GN_CHUNK);
-    TO* const x = out + bg * n;
+    const float* const x = y + bg * n;
+    float* const o = out + bg * n;
     const int grp = (int)(bg % groups);
     for (int c = (int)(lo / vol); c < cpg && (long long)c * vol < hi; ++c) {   // the channels the piece spans
         const int ch = grp * cpg + c;
         const float a = mean_rstd[bg * 2 + 1] * gn_weight[ch], b = -a * mean_rstd[bg * 2] + gn_bias[ch];
         const long long end = min(hi, (long long)(c + 1) * vol);
         for (long long i = max(lo, (long long)c * vol) + threadIdx.x; i < end; i += GN_SPLIT_THREADS) {
-            const float z = round_to<TO>(a * to_float(x[i]) + b);
-            x[i] = from_float<TO>(z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f));
+            const float z = a * (SWISH ? swish(x[i]) : x[i]) + b;
+            o[i] = z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f);
         }
     }
 }
@@ -1909,92 +1380,77 @@ __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
 // chunk_len consecutive positions of channel c of sample b, a thread each in turn.
 constexpr int BWD_THREADS = 256, BWD_CHUNK = 16 * BWD_THREADS;
 
-// The general path's first kernel (any ConvShape): the transposed conv on the tensor cores (the conv_igemm engine:
-// the parity split, split TF32 for exact fp32, one TF32 product under allow_tf32, one exact product of half values),
-// its epilogue adding the bias and applying Swish, written to `out` for the GroupNorm kernels. fp32: sigmoid as
-// PyTorch writes it (1 / (1 + exp(-y))); half (T): rounded where PyTorch rounds (swish_rounded); `out` in TO
-// (autocast: float32 holding the rounded values).
-template <typename T, typename TO> struct SwishStore {
-    TO* out;
-    const float* bias;
-    __device__ __forceinline__ void operator()(long long b, int c, long long pos, long long vol, int C_out,
-                                               float acc) const {
-        const float bc = bias ? __ldg(bias + c) : 0.f;
-        float v;
-        if (is_half<T>()) {
-            v = swish_rounded<T>(acc, bc);
-        } else {
-            const float y = acc + bc;
-            v = y * (1.f / (1.f + expf(-y)));
-        }
-        out[((size_t)b * C_out + c) * vol + pos] = from_float<TO>(v);
-    }
-};
-// A conv on the engine of float inputs (x, weight; half precision: float copies of half values), with the products
-// the conv's semantics ask for: half values one exact product (they are exact in TF32); float32 one TF32 product
-// under allow_tf32 (`tf32`), else split TF32. packed: the weight's size of workspace.
-template <typename T, typename Epilogue>
-cudaError_t conv_by_engine(const float* x, const float* weight, float* packed, const ConvGeom& g, bool tf32,
-                           Epilogue epilogue, cudaStream_t stream) {
-    if constexpr (is_half<T>())
-        return conv_igemm_launch<float, IG_EXACT>(x, weight, packed, g, epilogue, stream);
-    else
-        return tf32 ? conv_igemm_launch<float, IG_TF32>(x, weight, packed, g, epilogue, stream)
-                    : conv_igemm_launch<float, IG_SPLIT>(x, weight, packed, g, epilogue, stream);
-}
-// The model's transposed conv (conv_by_engine).
-template <typename T, typename Epilogue>
-cudaError_t convt_by_engine(const float* x, const float* weight, float* packed, int B, const ConvShape& cs, bool tf32,
-                            Epilogue epilogue, cudaStream_t stream) {
-    const ConvGeom g{B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W, cs.Do, cs.Ho, cs.Wo,
-                     {cs.k[0], cs.k[1], cs.k[2]}, {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, true};
-    return conv_by_engine<T>(x, weight, packed, g, tf32, epilogue, stream);
+// PyTorch's conv path in half precision: Swish of PyTorch's conv output y (T, bias included, rounded as PyTorch
+// rounds it) into out (TO; autocast: float32 holding the rounded values), the sigmoid and the product rounded.
+template <typename T, typename TO>
+__global__ void swish_half_kernel(const T* __restrict__ y, TO* __restrict__ out, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = from_float<TO>(swish_of_rounded<T>(to_float(y[i])));
 }
 
-// Caller (the tuned configuration, convt_tuned): convt_items < 2^30 (the ticket counter overshoots by the
-// grid size); `data` of convt_data_bytes; counters (1 int), done and ready (B ints each) zero, and only this
-// launch using them. Any other configuration: the general path (`data`: gn_scratch_bytes; `packed`: the weight's
-// size, for the conv engine's packed weights). The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types)
-// of the model's conv and GroupNorm; `out` in the GroupNorm's.
-cudaError_t convt_swish_gn_hardswish_launch(
-    const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, float* packed, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
-    int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream)
-{
+// GroupNorm and HardSwish in place over the half Swish output written to `out` (TO), in PyTorch's order.
+template <typename TO>
+static cudaError_t normalise_half(TO* out, const float* gn_weight, const float* gn_bias, double* stats, int B,
+                                  const ConvShape& cs, int groups, double eps, cudaStream_t stream) {
     const long long vol = (long long)cs.Do * cs.Ho * cs.Wo;
-    const auto normalise = [&](auto to) {   // GroupNorm and HardSwish over the Swish output written to `out`
-        using TO = decltype(to);
-        const int threads = (long long)(cs.C_out / groups) * vol < GN_THREADS ? 32 : GN_THREADS;
-        group_norm_hardswish_kernel<TO><<<B * groups, threads, 0, stream>>>(
-            static_cast<TO*>(out), gn_weight, gn_bias, stats, cs.C_out, groups, vol, (float)eps);
+    const int threads = (long long)(cs.C_out / groups) * vol < GN_THREADS ? 32 : GN_THREADS;
+    group_norm_hardswish_kernel<TO><<<B * groups, threads, 0, stream>>>(out, gn_weight, gn_bias, stats, cs.C_out,
+                                                                        groups, vol, (float)eps);
+    return cudaGetLastError();
+}
+
+// PyTorch's conv path (every configuration but convt_tuned's): y, PyTorch's ConvTranspose3d output (the conv's dtype,
+// bias included), to `out` (the GroupNorm's dtype). float32: the split GroupNorm kernels with Swish on the fly;
+// half: swish_half_kernel, then GroupNorm in the dtype's order (or, under autocast, the split kernels in float32).
+// data: gn_scratch_bytes.
+cudaError_t torch_conv_chain_launch(const void* y, void* out, const float* gn_weight, const float* gn_bias, void* data,
+                                    double* stats, int conv_type, int norm_type, int B, const ConvShape& cs,
+                                    int groups, double eps, cudaStream_t stream) {
+    const long long vol = (long long)cs.Do * cs.Ho * cs.Wo;
+    const long long n = (long long)(cs.C_out / groups) * vol, n_bg = (long long)B * groups;
+    const int chunks = (int)gn_chunks(n);
+    const auto split = [&](const float* src, auto swish_on) {   // the statistics in 64K pieces, then the output
+        constexpr bool SWISH = decltype(swish_on)::value;
+        Welford* part = static_cast<Welford*>(data);
+        float* mean_rstd = reinterpret_cast<float*>(part + n_bg * chunks);
+        gn_partials_kernel<SWISH><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(src, part, n, chunks);
+        cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+        gn_finalize_kernel<<<(unsigned)((n_bg + 127) / 128), 128, 0, stream>>>(part, mean_rstd, stats, chunks, n_bg,
+                                                                              (float)eps);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        gn_apply_kernel<SWISH><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
+            src, static_cast<float*>(out), mean_rstd, gn_weight, gn_bias, cs.C_out, groups, vol, chunks);
         return cudaGetLastError();
     };
-    if (!convt_tuned(cs)) {
-        return with_types(conv_type, norm_type, [&](auto t, auto to) {
-            using TO = decltype(to);
-            using T = decltype(t);
-            cudaError_t err = convt_by_engine<T>(x, weight, packed, B, cs, tf32,
-                                                 SwishStore<T, TO>{static_cast<TO*>(out), bias}, stream);
+    return with_types(conv_type, norm_type, [&](auto t, auto to) {
+        using T = decltype(t);
+        using TO = decltype(to);
+        if constexpr (!is_half<T>()) {
+            return split(static_cast<const float*>(y), std::true_type());
+        } else {
+            const long long total = n * n_bg;
+            swish_half_kernel<T, TO><<<(unsigned)std::min<long long>((total + 255) / 256, 1 << 16), 256, 0, stream>>>(
+                static_cast<const T*>(y), static_cast<TO*>(out), total);
+            const cudaError_t err = cudaGetLastError();
             if (err != cudaSuccess) return err;
-            if constexpr (is_half<TO>()) {
-                return normalise(to);   // PyTorch's order of the statistics
-            } else {   // float32: the statistics in 64K pieces (the half types never instantiate these kernels)
-                const long long n = (long long)(cs.C_out / groups) * vol, n_bg = (long long)B * groups;
-                const int chunks = (int)gn_chunks(n);
-                Welford* part = static_cast<Welford*>(data);
-                float* mean_rstd = reinterpret_cast<float*>(part + n_bg * chunks);
-                gn_partials_kernel<TO><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
-                    static_cast<const TO*>(out), part, n, chunks);
-                if ((err = cudaGetLastError()) != cudaSuccess) return err;
-                gn_finalize_kernel<TO><<<(unsigned)((n_bg + 127) / 128), 128, 0, stream>>>(part, mean_rstd, stats, chunks,
-                                                                                        n_bg, (float)eps);
-                if ((err = cudaGetLastError()) != cudaSuccess) return err;
-                gn_apply_kernel<TO><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
-                    static_cast<TO*>(out), mean_rstd, gn_weight, gn_bias, cs.C_out, groups, vol, chunks);
-                return cudaGetLastError();
-            }
-        });
-    }
+            if constexpr (is_half<TO>())
+                return normalise_half(static_cast<TO*>(out), gn_weight, gn_bias, stats, B, cs, groups, eps, stream);
+            else
+                return split(static_cast<const float*>(out), std::false_type());   // autocast: GroupNorm in float32
+        }
+    });
+}
+
+// The tuned configuration (convt_tuned): convt_items < 2^30 (the ticket counter overshoots by the grid size);
+// `data` of convt_data_bytes; counters (1 int), done and ready (B ints each) zero, and only this launch using them.
+// The inputs as floats (half precision: converted); conv_type, norm_type: the dtype codes (with_types) of the
+// model's conv and GroupNorm; `out` in the GroupNorm's.
+cudaError_t convt_swish_gn_hardswish_launch(
+    const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
+    void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
+    int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream)
+{
     Params p;
     p.g = make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W);
     p.x = x; p.weight = weight; p.bias = bias; p.gn_weight = gn_weight; p.gn_bias = gn_bias; p.out = out;
@@ -2009,13 +1465,14 @@ cudaError_t convt_swish_gn_hardswish_launch(
         using TO = decltype(to);
         const cudaError_t err = launch_convt<false, decltype(t), TO>(p, B, stream);
         if (err != cudaSuccess || !is_half<TO>()) return err;
-        return normalise(to);   // RAW: the Swish output written
+        return normalise_half(static_cast<TO*>(out), gn_weight, gn_bias, stats, B, cs, groups, eps, stream);   // RAW
     });
 }
 
 // T: dL/dy's element type (float32, which the conv's gradient kernels read); TO: the output gradient's.
 // In half precision the chain's gradient is computed in float from float copies of the inputs.
-// The general path's sweeps (a thread an element): y = the conv + bias read from y_saved (the engine's recompute).
+// PyTorch's conv path's sweeps (a thread an element): y = the conv + bias read from y_saved (the forward's saved
+// conv output, as floats).
 template <bool WRITE, typename T, typename TO>
 __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     const float* __restrict__ y_saved,    // (B, C_out, Do, Ho, Wo): the conv with its bias
@@ -2116,15 +1573,9 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, TO* __rest
     (kind ? grad_gn_weight : grad_gn_bias)[c] = from_float<TO>((float)v);
 }
 
-// Doubles: the sweeps' partials and sums; on the general path then y (floats: B x C_out x positions) and the
-// engine's packed weights (floats).
-static long long chain_sums_doubles(long long B, const ConvShape& cs) {
-    return B * cs.C_out * sweep_chunks(B, cs) * 2 + B * cs.C_out * 2;
-}
+// Doubles: the sweeps' partials and sums.
 long long chain_backward_workspace(long long B, const ConvShape& cs) {
-    if (convt_tuned(cs)) return chain_sums_doubles(B, cs);
-    const long long floats = B * cs.C_out * cs.Do * cs.Ho * cs.Wo + (long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1] * cs.k[2];
-    return chain_sums_doubles(B, cs) + (floats + 1) / 2;
+    return B * cs.C_out * sweep_chunks(B, cs) * 2 + B * cs.C_out * 2;
 }
 
 template <bool WRITE, bool TF32, typename TO>
@@ -2142,22 +1593,15 @@ static cudaError_t launch_sweep(const SweepParams& p, cudaStream_t stream) {
 // dL/dy (B, C_out, Do, Ho, Wo) in float32 and the GroupNorm parameters' gradients in the GroupNorm's dtype
 // (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace, whose partials
 // then hold the WRITE sweep's sums of dL/dy (conv_grads_launch's bias gradient). The tuned path's sweeps recompute
-// y (convt_backward_sweep_kernel); the general path's read it from the engine's one recompute.
+// y (convt_backward_sweep_kernel); PyTorch's conv path's read y_saved, the forward's conv output as floats.
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                  const float* gn_bias, const double* stats, const void* grad_out, double* work,
-                                  void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
-                                  int B, const ConvShape& cs, int groups, bool tf32, int sms, cudaStream_t stream) {
+                                  const float* gn_bias, const double* stats, const float* y_saved,
+                                  const void* grad_out, double* work, void* grad_y, void* grad_gn_weight,
+                                  void* grad_gn_bias, int conv_type, int norm_type, int B, const ConvShape& cs,
+                                  int groups, bool tf32, int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
-        using T = decltype(t);
         using TO = decltype(to);
         const bool tuned = convt_tuned(cs);
-        float* y_saved = reinterpret_cast<float*>(work + chain_sums_doubles(B, cs));
-        if (!tuned) {   // y = the conv + bias once, on the tensor cores (the engine; as the forward's products)
-            float* packed = y_saved + (size_t)B * cs.C_out * cs.Do * cs.Ho * cs.Wo;
-            const cudaError_t err = convt_by_engine<T>(x, weight, packed, B, cs, tf32,
-                                                       StoreWithBias<float>{y_saved, bias}, stream);
-            if (err != cudaSuccess) return err;
-        }
         const int C_out = cs.C_out;
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
         const int len = bwd_chunk(B, C_out, S), chunks = sweep_chunks(B, cs);
@@ -2398,31 +1842,18 @@ __global__ void __launch_bounds__(BG_THREADS) bias_grad_convt_kernel(const doubl
     if (threadIdx.x == 0) grad_bias[c] = from_float<T>((float)red[0]);
 }
 
-// The general path's weight gradient as the conv engine's GEMM: Dir = x, Gat = dL/dy.
-static WgradGeom convt_wgrad_geom(int B, const ConvShape& cs) {
-    return WgradGeom{B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W, cs.Do, cs.Ho, cs.Wo,
-                     {cs.k[0], cs.k[1], cs.k[2]}, {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}};
-}
-// Doubles: the tuned dL/dW's partials; on the general path the engine's dL/dW split totals, then dL/dx's packed
-// weights (floats). sms: the device's SM count.
+// Doubles: the tuned dL/dW's partials.
 long long conv_grads_workspace(long long B, const ConvShape& cs, int sms) {
-    if (convt_tuned(cs)) return B * wt_parts(B, cs) * cs.C_out * cs.C_in * TAPS;
-    const long long n_w = (long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1] * cs.k[2];
-    return conv_igemm_wgrad_splits(convt_wgrad_geom((int)B, cs), sms) * n_w + (n_w + 1) / 2;
+    return convt_tuned(cs) ? B * wt_parts(B, cs) * cs.C_out * cs.C_in * TAPS : 0;
 }
 
-// The conv's gradients (grad_x, grad_weight null: not wanted); grad_bias (the conv's dtype code) from the
-// partials the WRITE sweep left in chain_backward_launch's workspace. tf32 (allow_tf32, float32): the engine's
-// dL/dx and dL/dW take one TF32 product a step, as PyTorch's conv backward under the flag (docs/DESIGN.md); the
-// tuned path's FP32 kernels stay exact.
+// The conv's gradients (grad_x, grad_weight null: not wanted, or PyTorch's: every configuration but the tuned one);
+// grad_bias (the conv's dtype code) from the partials the WRITE sweep left in chain_backward_launch's workspace.
+// The tuned path's FP32 kernels stay exact under allow_tf32 too.
 cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
                               double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
-                              const ConvShape& cs, bool tf32, int sms, cudaStream_t stream) {
+                              const ConvShape& cs, int sms, cudaStream_t stream) {
     cudaError_t err;
-    const bool tuned = convt_tuned(cs);
-    const WgradGeom wg = convt_wgrad_geom(B, cs);
-    const int splits = tuned ? 0 : conv_igemm_wgrad_splits(wg, sms);
-    const long long n_w = (long long)cs.C_in * cs.C_out * cs.k[0] * cs.k[1] * cs.k[2];
     if (grad_bias != nullptr) {
         const int chunks = sweep_chunks(B, cs);
         err = with_type(conv_type, [&](auto t) {
@@ -2433,7 +1864,8 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         });
         if (err != cudaSuccess) return err;
     }
-    if (grad_x != nullptr && tuned) {
+    if (!convt_tuned(cs)) return cudaSuccess;
+    if (grad_x != nullptr) {
         err = with_ci_rows(B, cs, sms, [&](auto ci, auto rows) {
             constexpr int CI = decltype(ci)::value, R = decltype(rows)::value;
             const long long blocks = (long long)B * cs.D * ((cs.H + R * GX_WARPS - 1) / (R * GX_WARPS)) * ((cs.W + 31) / 32);
@@ -2441,25 +1873,14 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
             return cudaGetLastError();
         });
         if (err != cudaSuccess) return err;
-    } else if (grad_x != nullptr) {   // the plain conv of dL/dy with the weight, as the engine's
-        const ConvGeom g{B, cs.C_out, cs.C_in, cs.Do, cs.Ho, cs.Wo, cs.D, cs.H, cs.W, {cs.k[0], cs.k[1], cs.k[2]},
-                         {cs.s[0], cs.s[1], cs.s[2]}, {cs.p[0], cs.p[1], cs.p[2]}, false};
-        float* packed = reinterpret_cast<float*>(work + splits * n_w);
-        err = conv_by_engine<float>(grad_y, weight, packed, g, tf32, StoreWithBias<float>{grad_x, nullptr}, stream);
-        if (err != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
-    if (tuned) {
-        const int parts = wt_parts(B, cs);
-        grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * parts * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI)),
-                                         WT_THREADS, 0, stream>>>(grad_y, x, work, cs, parts);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        finish_weight_grad_convt_kernel<<<(cs.C_in * cs.C_out * TAPS + 127) / 128, 128, 0, stream>>>(work, grad_weight,
-                                                                                                     cs, B * parts);
-    } else {
-        return tf32 ? conv_igemm_wgrad_launch<IG_TF32>(x, grad_y, wg, splits, work, grad_weight, stream)
-                    : conv_igemm_wgrad_launch<IG_SPLIT>(x, grad_y, wg, splits, work, grad_weight, stream);
-    }
+    const int parts = wt_parts(B, cs);
+    grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * parts * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI)),
+                                     WT_THREADS, 0, stream>>>(grad_y, x, work, cs, parts);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    finish_weight_grad_convt_kernel<<<(cs.C_in * cs.C_out * TAPS + 127) / 128, 128, 0, stream>>>(work, grad_weight,
+                                                                                                 cs, B * parts);
     return cudaGetLastError();
 }
 
@@ -2475,27 +1896,27 @@ std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, in
              "parity split, one "
              "persistent kernel\n";
     else
-        s += "forward: conv_igemm_kernel + SwishStore; general path, the tensor-core conv engine, its tile from the "
-             "output's channels (the tuned one takes kernel 3, stride 2, padding 1, C_in <= 4, >= 512 input positions a "
-             "sample)\n";
+        s += std::string("forward conv: PyTorch's convolution (at::_convolution, transposed); PyTorch's conv path: ") +
+             "outside the tuned envelope (kernel 3, stride 2, padding 1, C_in <= 4, >= 512 input positions a sample)\n" +
+             (conv_type != 0 ? "forward Swish: swish_half_kernel; half precision: Swish rounded as PyTorch's\n" : "");
     if (half_norm)
         s += "forward GroupNorm: group_norm_hardswish_kernel; half-precision output: PyTorch's order of the "
              "statistics\n";
     else if (!tuned)
-        s += "forward GroupNorm: gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel; general path, float32 "
-             "output\n";
+        s += std::string("forward GroupNorm: gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel; ") +
+             (conv_type == 0 ? "float32: Swish on the fly over PyTorch's conv output\n"
+                             : "autocast: GroupNorm in float32 over the half Swish values\n");
     else
         s += "forward GroupNorm: in convt_swish_gn_kernel (phase 2); tuned, float32 output\n";
     s += tuned ? "backward sweeps: convt_backward_sweep_kernel (two sweeps) + chain_sums_kernel + "
                  "gn_param_grad_kernel; tuned, y recomputed in each sweep as the forward computes it\n"
-               : "backward sweeps: conv_igemm_kernel + chain_backward_kernel (two sweeps) + chain_sums_kernel + "
-                 "gn_param_grad_kernel; general path, y recomputed once by the engine\n";
+               : "backward sweeps: chain_backward_kernel (two sweeps) + chain_sums_kernel + gn_param_grad_kernel; "
+                 "over the forward's saved conv output\n";
     s += "backward dL/dbias: bias_grad_convt_kernel; always\n";
     s += tuned ? "backward dL/dx: grad_input_convt_tuned_kernel; tuned\n"
-               : "backward dL/dx: conv_igemm_kernel; general path, the engine's plain conv of dL/dy (split TF32)\n";
+               : "backward dL/dx: PyTorch's convolution backward (at::convolution_backward); PyTorch's conv path\n";
     s += tuned ? "backward dL/dW: grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel; tuned\n"
-               : "backward dL/dW: conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel; general path, the "
-                 "engine's weight-gradient GEMM\n";
+               : "backward dL/dW: PyTorch's convolution backward (at::convolution_backward); PyTorch's conv path\n";
     return s;
 }
 """
@@ -2593,6 +2014,33 @@ static void refuse_double_backward(const char* file, std::vector<Tensor> inputs,
         if (t->defined()) *t = wrapped[i++];
 }
 // shared: host end
+// shared: torch_conv begin
+// PyTorch's own convolution, as the module the file replaces runs it (nn.Conv2d, nn.Conv3d, nn.ConvTranspose3d):
+// at::_convolution under the user's cuDNN settings (benchmark, deterministic, enabled, allow_tf32 for convs), in the
+// input's dtype, on contiguous input (cuDNN's channels-last path takes TF32 where the contiguous one stays fp32), so
+// the conv's output is eager's bit for bit. The plan calls it where cuDNN beats the file's fused kernels; it is
+// never a fallback for an error.
+static Tensor torch_conv(const Tensor& x, const Tensor& weight, const OptTensor& bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, bool transposed, at::IntArrayRef output_padding) {
+    const auto& ctx = at::globalContext();
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    return at::_convolution(x.contiguous(), weight, bias, stride, padding, dilation, transposed, output_padding, 1,
+                            ctx.benchmarkCuDNN(), ctx.deterministicCuDNN(), ctx.userEnabledCuDNN(), allow_tf32_conv())
+        .contiguous();
+}
+// Its gradients (dL/dx, dL/dW, dL/dbias where mask asks) from dL/dy, as autograd computes them for that conv:
+// at::convolution_backward under the same settings (deterministic only with torch.backends.cudnn.deterministic or
+// torch.use_deterministic_algorithms, as eager's).
+static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad_y, const Tensor& x,
+                                                             const Tensor& weight, at::IntArrayRef stride,
+                                                             at::IntArrayRef padding, bool transposed,
+                                                             at::IntArrayRef output_padding, std::array<bool, 3> mask) {
+    const std::vector<int64_t> dilation(stride.size(), 1);
+    const int64_t bias_size = weight.size(transposed ? 1 : 0);
+    return at::convolution_backward(grad_y.contiguous(), x.contiguous(), weight, at::IntArrayRef(&bias_size, 1),
+                                    stride, padding, dilation, transposed, output_padding, 1, mask);
+}
+// shared: torch_conv end
 
 long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W);
 long long gn_scratch_bytes(long long B, int C_out, int groups, long long vol);
@@ -2604,17 +2052,21 @@ struct ConvShape {   // as in the CUDA source
 bool convt_tuned(const ConvShape& cs);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
-    void* data, float* packed, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
+    void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
     int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream);
+cudaError_t torch_conv_chain_launch(const void* y, void* out, const float* gn_weight, const float* gn_bias, void* data,
+                                    double* stats, int conv_type, int norm_type, int B, const ConvShape& cs,
+                                    int groups, double eps, cudaStream_t stream);
 long long chain_backward_workspace(long long B, const ConvShape& cs);
 long long conv_grads_workspace(long long B, const ConvShape& cs, int sms);
 cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
                               double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
-                              const ConvShape& cs, bool tf32, int sms, cudaStream_t stream);
+                              const ConvShape& cs, int sms, cudaStream_t stream);
 cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                  const float* gn_bias, const double* stats, const void* grad_out, double* work,
-                                  void* grad_y, void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
-                                  int B, const ConvShape& cs, int groups, bool tf32, int sms, cudaStream_t stream);
+                                  const float* gn_bias, const double* stats, const float* y_saved,
+                                  const void* grad_out, double* work, void* grad_y, void* grad_gn_weight,
+                                  void* grad_gn_bias, int conv_type, int norm_type, int B, const ConvShape& cs,
+                                  int groups, bool tf32, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type);
 
@@ -2706,11 +2158,29 @@ static ConvShape conv_shape(const Tensor& x, const Tensor& w, at::IntArrayRef st
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, stride, padding, groups, eps) -> (out (B, C_out, Do, Ho, Wo),
-//     stats (B, groups, 2) float64: each group's mean and 1/std of the Swish output); `bias` may be None;
-//   backward(grad_out, x, weight, bias, gn_weight, gn_bias, stats, stride, padding, conv_mask) -> the gradients
-//     of x, weight, bias (PyTorch's convolution backward of our dL/dy, where conv_mask asks), gn_weight, gn_bias.
+//     stats (B, groups, 2) float64: each group's mean and 1/std of the Swish output, y: PyTorch's conv output on
+//     its path (B, C_out, Do, Ho, Wo), kept for the backward as eager keeps it; empty on the tuned path);
+//     `bias` may be None;
+//   backward(grad_out, x, weight, bias, gn_weight, gn_bias, stats, y, stride, padding, conv_mask) -> the gradients
+//     of x, weight, bias (where conv_mask asks), gn_weight, gn_bias.
 // Shapes and devices are checked by ModelNew; these checks guard direct calls.
-std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const OptTensor& bias,
+// Whether an input takes the tuned path (else PyTorch's conv path): convt_tuned of its shape, read from the
+// weight, the input's spatial size, stride and padding (a Meta kernel with symbolic sizes specialises those).
+static bool tuned_path(const Tensor& x, const Tensor& w, at::IntArrayRef stride, at::IntArrayRef padding) {
+    ConvShape cs = {};
+    cs.C_in = (int)w.sym_size(0).guard_int(__FILE__, __LINE__);
+    cs.C_out = (int)w.sym_size(1).guard_int(__FILE__, __LINE__);
+    int in[3];
+    for (int a = 0; a < 3; ++a) {
+        in[a] = (int)x.sym_size(2 + a).guard_int(__FILE__, __LINE__);
+        cs.k[a] = (int)w.sym_size(2 + a).guard_int(__FILE__, __LINE__);
+        cs.s[a] = (int)stride[a];
+        cs.p[a] = (int)padding[a];
+    }
+    cs.D = in[0]; cs.H = in[1]; cs.W = in[2];
+    return convt_tuned(cs);
+}
+std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const OptTensor& bias,
                                         const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
                                         at::IntArrayRef padding, int64_t groups, double eps) {
     TORCH_CHECK(input.is_cuda() && input.dim() == 5, "convt_swish_gn_hardswish: input must be a 5-D CUDA tensor");
@@ -2727,37 +2197,47 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weigh
     // at::empty: torch::empty's autograd wrapping cost some 3 us of host time per call (0.996 and 0.995)
     auto out = at::empty({B, cs.C_out, cs.Do, cs.Ho, cs.Wo}, gn_weight.options());
     auto stats = at::empty({B, groups, 2}, x.options().dtype(torch::kFloat64));
-    if (out.numel() == 0) return {out, stats};
     const bool tuned = convt_tuned(cs);
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    if (!tuned) {   // PyTorch's conv path: its transposed conv (bias included), then the chain over its output
+        auto y = out.numel() == 0 ? at::empty(out.sizes(), x.options())
+                                  : torch_conv(x, w, bias, stride, padding, true, {0, 0, 0});
+        if (out.numel() == 0) return {out, stats, y};
+        const auto scratch = at::empty({gn_scratch_bytes(B, cs.C_out, groups, (int64_t)cs.Do * cs.Ho * cs.Wo)},
+                                       x.options().dtype(at::kByte));
+        const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
+        const cudaError_t err = torch_conv_chain_launch(y.data_ptr(), out.data_ptr(), gwf.data_ptr<float>(),
+                                                        gbf.data_ptr<float>(), scratch.data_ptr(),
+                                                        stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight),
+                                                        B, cs, groups, eps, stream);
+        TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
+        return {out, stats, y};
+    }
+    auto y = at::empty({0}, x.options());
+    if (out.numel() == 0) return {out, stats, y};
     TORCH_CHECK(!tuned || convt_items(B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W) < (int64_t(1) << 30),
                 "convt_swish_gn_hardswish: the input needs 2^30 or more work items; split the batch");
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    const Workspace ws = tuned ? workspace_for(x, stream, B, convt_data_bytes(B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W))
-                               : Workspace();
-    // The general path's GroupNorm scratch (its pieces' Welford states, each group's mean and 1/std).
-    const auto gn_scratch = tuned ? Tensor()
-        : at::empty({gn_scratch_bytes(B, cs.C_out, groups, (int64_t)cs.Do * cs.Ho * cs.Wo)}, x.options().dtype(at::kByte));
-    const auto packed = tuned ? Tensor() : at::empty({w.numel()}, x.options().dtype(at::kFloat));   // the engine's weights
+    const Workspace ws = workspace_for(x, stream, B, convt_data_bytes(B, cs.C_in, cs.C_out, cs.D, cs.H, cs.W));
     // Half precision: the inputs as floats (exact), the roundings in the kernel.
     const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
     const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
     const auto bf = converted(bias, at::kFloat);
     const cudaError_t err = convt_swish_gn_hardswish_launch(
         xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
-        gwf.data_ptr<float>(), gbf.data_ptr<float>(), tuned ? ws.data() : gn_scratch.data_ptr(),
-        tuned ? nullptr : packed.data_ptr<float>(), tuned ? ws.counters() : nullptr,
-        tuned ? ws.done() : nullptr, tuned ? ws.ready() : nullptr, out.data_ptr(), stats.data_ptr<double>(),
+        gwf.data_ptr<float>(), gbf.data_ptr<float>(), ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr(),
+        stats.data_ptr<double>(),
         dtype_code(x), dtype_code(gn_weight), B, cs, groups, eps, x.scalar_type() == at::kFloat && allow_tf32_conv(),
         stream);
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
-    return {out, stats};
+    return {out, stats, y};
 }
 
-// The backward's conv recompute follows the flag as it stands when the backward runs, as PyTorch's
-// convolution backward does.
+// The tuned backward's conv recompute follows the flag as it stands when the backward runs, as PyTorch's
+// convolution backward does. PyTorch's conv path: the sweeps over the forward's y, then PyTorch's convolution
+// backward of dL/dy (in the conv's dtype, as eager's) for dL/dx and dL/dW.
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out, const Tensor& input, const Tensor& weight, const OptTensor& bias,
-        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, at::IntArrayRef stride,
+        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, const Tensor& y, at::IntArrayRef stride,
         at::IntArrayRef padding, Mask conv_mask) {
     const c10::cuda::CUDAGuard guard(input.device());
     auto x = input.contiguous();
@@ -2776,8 +2256,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     };
     auto grad_gn_weight = made({C_out}, gn_weight.options());
     auto grad_gn_bias = made({C_out}, gn_weight.options());
-    auto grad_x = conv_mask[0] ? made(x.sizes(), f32) : Tensor();
-    auto grad_w = conv_mask[1] ? made(w.sizes(), f32) : Tensor();
+    const bool tuned = convt_tuned(cs);
+    auto grad_x = conv_mask[0] && tuned ? made(x.sizes(), f32) : Tensor();
+    auto grad_w = conv_mask[1] && tuned ? made(w.sizes(), f32) : Tensor();
     auto grad_b = conv_mask[2] && bias.has_value() ? made({C_out}, bias->options()) : Tensor();
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "convt_swish_gn_hardswish: the output's gradient "
                 "must have the output's dtype");
@@ -2790,38 +2271,50 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
     const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
         const auto bf = converted(bias, at::kFloat);
+        const auto yf = tuned ? Tensor() : converted(y, at::kFloat);
         cudaError_t err = chain_backward_launch(
             xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
-            gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(), grad_out.contiguous().data_ptr(),
-            work.data_ptr<double>(), grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
-            dtype_code(x), dtype_code(gn_weight), B, cs, groups, x.scalar_type() == at::kFloat && tf32, sms, stream);
+            gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(),
+            tuned ? nullptr : yf.data_ptr<float>(), grad_out.contiguous().data_ptr(), work.data_ptr<double>(),
+            grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(), dtype_code(x),
+            dtype_code(gn_weight), B, cs, groups, x.scalar_type() == at::kFloat && tf32, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
         auto conv_work = at::empty({conv_grads_workspace(B, cs, sms)}, x.options().dtype(torch::kFloat64));
         err = conv_grads_launch(grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
                                 work.data_ptr<double>(), conv_work.data_ptr<double>(),
                                 grad_x.defined() ? grad_x.data_ptr<float>() : nullptr,
                                 grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
-                                grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs,
-                                x.scalar_type() == at::kFloat && tf32, sms, stream);
+                                grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
+        if (!tuned && (conv_mask[0] || conv_mask[1])) {
+            auto r = torch_conv_backward(converted(grad_y, x.scalar_type()), x, w, stride, padding, true, {0, 0, 0},
+                                         {conv_mask[0], conv_mask[1], false});
+            grad_x = std::get<0>(r);
+            grad_w = std::get<1>(r);
+        }
+    } else if (!tuned) {
+        grad_x = conv_mask[0] ? at::zeros_like(x) : Tensor();
+        grad_w = conv_mask[1] ? at::zeros_like(w) : Tensor();
     }
     return {converted(grad_x, x.scalar_type()), converted(grad_w, w.scalar_type()), grad_b, grad_gn_weight,
             grad_gn_bias};
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
-std::tuple<Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const OptTensor& bias,
-                                        const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
-                                        at::IntArrayRef padding, int64_t groups, double eps) {
+std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                                                const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
+                                                at::IntArrayRef padding, int64_t groups, double eps) {
     std::vector<c10::SymInt> shape{x.sym_size(0), weight.sym_size(1)};
     for (int d = 2; d < 5; ++d) shape.push_back((x.sym_size(d) - 1) * stride[d - 2] - 2 * padding[d - 2] + weight.sym_size(d));
+    const std::vector<c10::SymInt> y_shape = tuned_path(x, weight, stride, padding) ? std::vector<c10::SymInt>{0} : shape;
     return {at::empty_symint(shape, gn_weight.options()),
-            at::empty_symint({x.sym_size(0), groups, 2}, x.options().dtype(torch::kFloat64))};
+            at::empty_symint({x.sym_size(0), groups, 2}, x.options().dtype(torch::kFloat64)),
+            at::empty_symint(y_shape, x.options())};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
-        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, at::IntArrayRef stride,
+        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, const Tensor& y, at::IntArrayRef stride,
         at::IntArrayRef padding, Mask conv_mask) {
     return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(weight) : Tensor(),
             conv_mask[2] ? at::empty_symint({weight.sym_size(1)}, weight.options()) : Tensor(), at::empty_like(gn_weight),
@@ -2840,11 +2333,11 @@ static auto& backward_op() {
 // backward's Autograd kernel: the gradients, each refusing to be differentiated again (refuse_double_backward).
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const OptTensor& bias,
-        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, at::IntArrayRef stride,
+        const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, const Tensor& y, at::IntArrayRef stride,
         at::IntArrayRef padding, Mask conv_mask) {
     auto r = [&] {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        return backward_op().call(grad_out, x, weight, bias, gn_weight, gn_bias, stats, stride, padding, conv_mask);
+        return backward_op().call(grad_out, x, weight, bias, gn_weight, gn_bias, stats, y, stride, padding, conv_mask);
     }();
     refuse_double_backward("convtranspose3d_swish_groupnorm_hardswish", {grad_out, x, weight, bias.has_value() ? *bias : Tensor(), gn_weight, gn_bias},
                            {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r), &std::get<3>(r), &std::get<4>(r)});
@@ -2861,7 +2354,8 @@ Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias,
 // model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
 // an output of the forward operator, so that CUDA graph pools track them): x, weight, bias (undefined if None),
 // gn_weight, gn_bias (the inputs as given); stats (B, groups, 2) float64, each group's mean and 1/std of the
-// Swish output. Nothing of the output's size is kept: the backward recomputes the transposed conv.
+// Swish output; y, PyTorch's conv output on its path (empty on the tuned path, whose backward recomputes the
+// transposed conv).
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const OptTensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
@@ -2871,7 +2365,8 @@ struct Model : torch::autograd::Function<Model> {
         ctx->saved_data["stride"] = stride.vec();
         ctx->saved_data["padding"] = padding.vec();
         const bool has_bias = bias.has_value() && bias->defined();
-        ctx->save_for_backward({x, weight, has_bias ? *bias : Tensor(), gn_weight, gn_bias, std::get<1>(r)});
+        ctx->save_for_backward({x, weight, has_bias ? *bias : Tensor(), gn_weight, gn_bias, std::get<1>(r),
+                                std::get<2>(r)});
         ctx->saved_data["mask"] = c10::List<bool>({x.requires_grad(), weight.requires_grad(),
                                                    has_bias && bias->requires_grad()});
         return std::get<0>(r);
@@ -2883,7 +2378,7 @@ struct Model : torch::autograd::Function<Model> {
         const auto m = ctx->saved_data["mask"].toBoolList();
         const auto stride = ctx->saved_data["stride"].toIntVector(), padding = ctx->saved_data["padding"].toIntVector();
         auto r = backward_op().call(grads[0], s[0], s[1], s[2].defined() ? OptTensor(s[2]) : OptTensor(), s[3], s[4],
-                                    s[5], stride, padding, Mask{m[0], m[1], m[2]});
+                                    s[5], s[6], stride, padding, Mask{m[0], m[1], m[2]});
         return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r), std::get<4>(r), Tensor(), Tensor(),
                 Tensor(), Tensor()};
     }
@@ -2931,9 +2426,10 @@ DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("plan(int[] x_shape, int[] weight_shape, int[3] stride, int[3] padding, int dtype, int norm_dtype) -> str",
           plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int[3] stride, "
-          "int[3] padding, int groups, float eps) -> (Tensor, Tensor)");
+          "int[3] padding, int groups, float eps) -> (Tensor, Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, "
-          "Tensor stats, int[3] stride, int[3] padding, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+          "Tensor stats, Tensor y, int[3] stride, int[3] padding, bool[3] conv_mask) "
+          "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     m.def("model(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int[3] stride, "
           "int[3] padding, int groups, float eps) -> Tensor");
 }
