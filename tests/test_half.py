@@ -176,8 +176,8 @@ def test_problem_60_group_statistics_are_pytorchs(dtype):
         x = make_input(problem.input_shape, seed, DEVICE).to(HALF_DTYPES[dtype])
         with torch.no_grad():
             nc = new.conv_transpose
-            _, stats = load(name)["_ops"].forward(x, nc.weight, nc.bias, new.group_norm.weight, new.group_norm.bias,
-                                                  nc.stride, nc.padding, gn.num_groups, gn.eps)
+            _, stats, _ = load(name)["_ops"].forward(x, nc.weight, nc.bias, new.group_norm.weight,
+                                                     new.group_norm.bias, nc.stride, nc.padding, gn.num_groups, gn.eps)
             y = ct(x)
             swish = torch.sigmoid(y) * y
             _, mean, rstd = torch.ops.aten.native_group_norm(swish, gn.weight, gn.bias, swish.shape[0], swish.shape[1],

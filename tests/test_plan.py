@@ -51,18 +51,27 @@ def test_problem23():
                   "forward finish": "gn_mean_finalize_kernel", "backward coefficients": "gn_mean_backward_coef_kernel",
                   "backward dL/dy": "grad_y_from_conv_kernel", "backward parameters": "gn_param_grad_kernel",
                   "backward dL/dx": TORCH_BWD, "backward dL/dW": TORCH_BWD}
-    assert plan(P23, "general") == torch_path
+    tiled_path = {"forward": "conv_stats_general_kernel", "forward finish": "gn_mean_finalize_kernel",
+                  "backward coefficients": "gn_mean_backward_coef_kernel",
+                  "backward dL/dy": "conv_grad_y_general_kernel", "backward parameters": "gn_param_grad_kernel",
+                  "backward dL/dx": "grad_input_tiled_kernel",
+                  "backward dL/dW": "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel"}
+    assert plan(P23, "general") == tiled_path   # float32, 3 channels, kernel 5
+    assert plan(P23, "general", torch.bfloat16) == torch_path
     Case = type(PROBLEMS[P23].benchmark)
-    for c_in, k, dtype, tuned in ((7, 3, torch.float32, True), (8, 3, torch.float32, False),
-                                  (16, 3, torch.bfloat16, True), (17, 3, torch.bfloat16, False),
-                                  (3, 5, torch.float32, False), (3, 5, torch.float16, False)):
-        # the plan's rule: kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half; else PyTorch's conv
+    for c_in, k, dtype, path in ((7, 3, torch.float32, "tuned"), (8, 3, torch.float32, torch_path),
+                                 (16, 3, torch.bfloat16, "tuned"), (17, 3, torch.bfloat16, torch_path),
+                                 (7, 5, torch.float32, tiled_path), (8, 5, torch.float32, torch_path),
+                                 (3, 5, torch.float16, torch_path)):
+        # the plan's rule: tuned (kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half), tiled (float32,
+        # C_in <= 7), else PyTorch's conv
         stages = plan(P23, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)), dtype)
-        assert (stages["forward"].startswith("conv_gn_stats") if tuned else stages == torch_path), (c_in, k, dtype)
+        assert (stages["forward"].startswith("conv_gn_stats") if path == "tuned" else stages == path), (c_in, k, dtype)
     assert plan(P23, "benchmark", torch.bfloat16)["forward"] == "conv_gn_stats_half_kernel<VEC>"
-    wide = plan(P23, Case("wide rows", (3, 16, 3, 4), (2, 3, 6, 7, 40)))   # tuned forward, W > 32: PyTorch's grads
-    assert (wide["forward"], wide["backward dL/dx"], wide["backward dL/dW"]) == (
-        "conv_gn_stats_kernel", TORCH_BWD, TORCH_BWD)
+    wide = Case("wide rows", (3, 16, 3, 4), (2, 3, 6, 7, 40))   # tuned forward, W > 32: the tensor-core grads' bounds
+    assert [plan(P23, wide)[s] for s in ("forward", "backward dL/dx", "backward dL/dW")] == [
+        "conv_gn_stats_kernel", "grad_input_tiled_kernel", "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel"]
+    assert [plan(P23, wide, torch.float16)[s] for s in ("backward dL/dx", "backward dL/dW")] == [TORCH_BWD, TORCH_BWD]
 
 
 def test_problem27_conv_kept():
@@ -85,23 +94,34 @@ def test_problem27_all_custom():
                   "backward conv": "the forward's saved output (PyTorch's conv path)",
                   "backward chain": "hardswish_gn_mean_backward_kernel + gn_param_grad_kernel",
                   "backward dL/dx, dL/dW": TORCH_BWD}
-    assert plan(P27AC, "general") == torch_path   # kernel 5
+    tiled = {"forward": "conv_hswish_sums_general_kernel", "forward finish": "gn_mean_finalize_kernel",
+             "backward coefficients": "gn_mean_backward_coef_kernel", "backward dL/dy": "grad_y_general_kernel",
+             "backward dL/dx": "grad_input_tiled_kernel<4>",
+             "backward dL/dW": "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel",
+             "backward channel gradients": "finish_channel_grads_kernel"}
+    assert plan(P27AC, "general") == tiled   # float32, 3 channels, kernel 5
+    assert plan(P27AC, "general", torch.bfloat16) == torch_path
     Case = type(PROBLEMS[P27AC].benchmark)
-    wide = plan(P27AC, Case("rows wider than 32", (3, 16, 3, 4), (2, 3, 8, 8, 64)))   # plain FP32 forward
-    six = plan(P27AC, Case("C_in 6", (6, 16, 3, 4), (2, 6, 8, 8, 32)))   # tensor-core forward, not dL/dx's bounds
+    wide_case = Case("rows wider than 32", (3, 16, 3, 4), (2, 3, 8, 8, 64))   # plain FP32 forward
+    wide, six = plan(P27AC, wide_case), plan(P27AC, Case("C_in 6", (6, 16, 3, 4), (2, 6, 8, 8, 32)))
     assert (wide["forward"], six["forward"]) == ("conv_hswish_sums_kernel", "conv_rows_tc_kernel")
-    for c_in, k, kernel in ((7, 5, None), (8, 3, None), (16, 3, None), (8, 4, None), (4, 4, "conv_rows_tc_kernel"),
-                            (7, 3, "conv_rows_tc_kernel"), (5, 4, "conv_hswish_sums_kernel")):
-        # fused: a cubic kernel of 3 or 4 and C_in K^2 <= 64 (W <= 32 here), or C_in <= 7 (plain FP32); else
-        # PyTorch's conv
+    for c_in, k, kernel in ((7, 5, "conv_hswish_sums_general_kernel"), (8, 5, None), (8, 3, None), (16, 3, None),
+                            (8, 4, None), (4, 4, "conv_rows_tc_kernel"), (7, 3, "conv_rows_tc_kernel"),
+                            (5, 4, "conv_hswish_sums_kernel")):
+        # fused: a cubic kernel of 3 or 4 and C_in K^2 <= 64 (W <= 32 here), or C_in <= 7 (plain FP32); tiled:
+        # float32, C_in <= 7; else PyTorch's conv
         stages = plan(P27AC, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)))
         assert (stages["forward"] == kernel if kernel else stages == torch_path), (c_in, k)
     assert plan(P27AC, Case("wide, 8", (8, 16, 3, 4), (2, 8, 6, 7, 64))) == torch_path   # plain FP32 to 7 channels
-    # the fused forward's backward: PyTorch's conv recomputes y past the tensor-core bounds
-    assert (wide["backward conv"], wide["backward dL/dx, dL/dW"]) == (
-        "PyTorch's convolution (at::_convolution) recomputes y", TORCH_BWD)
+    # the backward stage by stage: each tensor-core kernel where its bounds hold, else float32's tiled kernel, else
+    # (half precision) PyTorch's conv path's backward, y recomputed by PyTorch's conv
+    assert (wide["backward dL/dy"], wide["backward dL/dx"], wide["backward dL/dW"]) == (
+        "grad_y_general_kernel", "grad_input_tiled_kernel<4>", "grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel")
     assert (six["backward dL/dy"], six["backward dL/dx"], six["backward dL/dW"]) == (
-        "conv_rows_tc_kernel (GRAD)", TORCH_BWD, "grad_weight_tc_kernel + finish_weight_grad_tc_kernel")
+        "conv_rows_tc_kernel (GRAD)", "grad_input_tiled_kernel<8>", "grad_weight_tc_kernel + finish_weight_grad_tc_kernel")
+    wide_half = plan(P27AC, wide_case, torch.bfloat16)
+    assert (wide_half["backward conv"], wide_half["backward dL/dx, dL/dW"]) == (
+        "PyTorch's convolution (at::_convolution) recomputes y", TORCH_BWD)
 
 
 def test_problem60():
@@ -147,8 +167,12 @@ def test_problem92():
                   "backward sums": "backward_tiled_kernel<false> + backward_coef_general_kernel",
                   "backward dL/dy": "backward_tiled_kernel<true> + channel_grads_general_kernel",
                   "backward dL/dx, dL/dW": TORCH_BWD}
-    assert plan(P92, "previous") == torch_path   # 30-column output rows
-    assert plan(P92, "general") == torch_path   # kernel 5
+    tiled_path = dict(torch_path)
+    del tiled_path["forward conv"]
+    tiled_path["forward statistics"] = "gn_sums_tiled_kernel<COMPUTE> + gn_stats_general_kernel"
+    assert plan(P92, "previous") == tiled_path   # 30-column output rows, 3 channels, float32: the tiled conv
+    assert plan(P92, "previous", torch.bfloat16)["forward conv"] == TORCH_FWD
+    assert plan(P92, "general") == torch_path   # kernel 5, 8 channels
     Case = type(PROBLEMS[P92].benchmark)
     for c_in, c_out, w, tuned in ((16, 64, 40, True), (17, 64, 40, False), (8, 80, 40, False), (8, 64, 34, False),
                                   (8, 64, 35, True)):

@@ -1859,11 +1859,82 @@ __device__ __forceinline__ void store_tile_sums(double (&v)[32], double (&warp_s
 }
 
 struct TileConv {
-    int C_out, H, W;     // the conv's output channels, its input's height and width
+    int C_in, C_out, H, W, ci_t;   // the conv's channels, its input's height and width; ci_t: tile_conv's stage
     Kernel2 k;
+    __host__ __device__ int in_cols() const { return TILE_W + k.w - 1; }
+    __host__ __device__ int in_floats() const { return ((TILE_H + k.h - 1) * in_cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
+    __host__ __device__ int w_floats() const { return k.h * k.w * CO_T; }                    // per input channel
     __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
     __host__ __device__ int tiles() const { return (H - k.h + 1 + TILE_H - 1) / TILE_H * tiles_w(); }
+    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
 };
+
+// acc[p][j] = conv of output channel co0 + j at this thread's pixel p, (oh0 + ty + p ROW_STEP, ow0 + tx), of sample b.
+// first: the block's first call for this tile (where all input channels fit one stage, later calls keep its rows).
+// The tiled path's conv (float32): per chunk of ci_t input channels it stages the input rows the tile reads and the
+// chunk's weights (transposed to [ci][kh][kw][co], so a tap's CO_T weights are four broadcast float4 loads) in
+// shared memory; a tap is then PIX input loads, four weight loads and PIX x CO_T multiply-adds, summed over (ci, kh,
+// kw) in that order. Dynamic shared memory: t.smem_bytes().
+constexpr int COT = CO_T, PIXT = PIX;
+__device__ __forceinline__ void tile_conv(const TileConv& t, const float* __restrict__ x, const float* __restrict__ weight,
+                                          long long b, int oh0, int ow0, int co0, bool first, float* smem,
+                                          float (&acc)[PIXT][COT])
+{
+    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float* in_s = smem;
+    float* w_s = smem + (size_t)t.ci_t * t.in_floats();
+    const int taps = t.k.h * t.k.w, rows = TILE_H + t.k.h - 1, cols = t.in_cols();
+    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
+#pragma unroll
+    for (int p = 0; p < PIXT; ++p)
+#pragma unroll
+        for (int i = 0; i < COT; ++i) acc[p][i] = 0.f;
+    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
+        const int nci = min(t.ci_t, t.C_in - ci0);
+        __syncthreads();
+        for (int ci = 0; ci < (first || nci < t.C_in ? nci : 0); ++ci) {   // a warp per input row, lanes along it
+            const float* xc = x + ((size_t)b * t.C_in + ci0 + ci) * t.H * t.W;
+            for (int r = warp; r < rows; r += GEN_THREADS / 32) {
+                const int ih = oh0 + r;
+                for (int col = lane; col < cols; col += 32) {
+                    const int iw = ow0 + col;
+                    const bool in = ih < t.H && iw < t.W;
+                    in_s[(ci * rows + r) * cols + col] = in ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
+                }
+            }
+        }
+        {   // w_s[(ci taps + tap) CO_T + j] = weight[co][ci0 + ci][tap]: (ci, tap) contiguous in the weight
+            const float* wc = weight + ((size_t)co * t.C_in + ci0) * taps;
+            for (int ct = threadIdx.x / COT; ct < nci * taps; ct += GEN_THREADS / COT)
+                w_s[ct * COT + j] = co < t.C_out ? __ldg(wc + ct) : 0.f;
+        }
+        __syncthreads();
+        for (int ci = 0; ci < nci; ++ci) {
+            const float* in_r = in_s + (ci * rows + ty) * cols + tx;
+            const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps * COT);
+            for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
+#pragma unroll 4
+                for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
+                    float v[PIXT];
+#pragma unroll
+                    for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
+#pragma unroll
+                    for (int q = 0; q < COT / 4; ++q) {
+                        const float4 w = w4[q];
+#pragma unroll
+                        for (int p = 0; p < PIXT; ++p) {
+                            acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
+                            acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
+                            acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
+                            acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 
 // acc[p][j]: the conv (B, C_out, Ho, Wo), before the bias, of output channel co0 + j at this thread's pixel p,
 // (oh0 + ty + p ROW_STEP, ow0 + tx), of sample b; 0 outside the output.
@@ -1879,16 +1950,32 @@ __device__ __forceinline__ void kept_conv(const TileConv& t, const float* conv, 
             acc[p][j] = inside ? conv[(((size_t)b * t.C_out + co0 + j) * Ho + oh + p * ROW_STEP) * Wo + ow] : 0.f;
         }
 }
+// kept_conv's inverse: acc written to conv inside the output.
+__device__ __forceinline__ void store_conv(const TileConv& t, float* conv, long long b, int oh0, int ow0, int co0,
+                                           const float (&acc)[PIX][CO_T]) {
+    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+#pragma unroll
+    for (int p = 0; p < PIX; ++p)
+#pragma unroll
+        for (int j = 0; j < CO_T; ++j)
+            if (oh + p * ROW_STEP < Ho && ow < Wo && co0 + j < t.C_out)
+                conv[(((size_t)b * t.C_out + co0 + j) * Ho + oh + p * ROW_STEP) * Wo + ow] = acc[p][j];
+}
 
 // Block (b tiles + tile, chunk): per output channel of chunks chunk, chunk + gridDim.y, ... the tile's sum and sum
-// of squares of y = conv + bias (double, fixed order) into partials (B, C_out, tiles, 2).
-template <typename T>
+// of squares of y = conv + bias (double, fixed order) into partials (B, C_out, tiles, 2). COMPUTE (the tiled path,
+// float32): the conv computed here (tile_conv) and written to conv; else read from it (PyTorch's conv output).
+template <typename T, bool COMPUTE>
 __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
+    const float* __restrict__ x,          // COMPUTE: (B, C_in, H, W)
+    const float* __restrict__ weight,     // COMPUTE: (C_out, C_in, kh, kw)
     const float* __restrict__ bias,       // (C_out)
     double* __restrict__ partials,        // (B, C_out, tiles, 2)
-    const float* __restrict__ conv,       // (B, C_out, Ho, Wo), before the bias
+    float* __restrict__ conv,             // (B, C_out, Ho, Wo), before the bias
     TileConv t)
 {
+    extern __shared__ float4 smem4[];
     __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
     const int tile = (int)(blockIdx.x % t.tiles());
     const long long b = blockIdx.x / t.tiles();
@@ -1896,7 +1983,13 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
     for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
         float acc[PIX][CO_T];
-        kept_conv(t, conv, b, oh0, ow0, co0, acc);
+        if (COMPUTE) {
+            tile_conv(t, x, weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4),
+                      acc);
+            store_conv(t, conv, b, oh0, ow0, co0, acc);
+        } else {
+            kept_conv(t, conv, b, oh0, ow0, co0, acc);
+        }
         double v[2 * CO_T] = {};   // (sum, square) of each channel, the thread's pixels in order
 #pragma unroll
         for (int p = 0; p < PIX; ++p) {
@@ -2137,19 +2230,37 @@ __global__ void __launch_bounds__(32) channel_grads_general_kernel(
 // TUNED (conv_kernel, gram_kernel: the conv never written): kernel 3, C_in <= TUNED_MAX_C_IN, C_out <= C_PAD, and
 // output rows wider than 32 (a unit is 128 columns of a row; at KernelBench's previous 30-column rows the tuned
 // kernels lost to the tiled ones 2.9x, and those to eager).
+// TILED: float32 with at most TILED_MAX_C_IN input channels elsewhere: the forward's conv on the CUDA cores in tiles
+// (gn_sums_tiled_kernel<COMPUTE>), which writes it for the output's sweep and the backward, whose sweeps and
+// gradients are then PyTorch's conv path's (H200, fp32 forward: at KernelBench's previous size, 128x3x32x32,
+// 1.54x PyTorch's conv path; 3 -> 16 channels 1.15x to 1.27x; 8 -> 64 kernel 5 only 1.07x, so 8 stays PyTorch's).
 // TORCH_CONV: everywhere else, PyTorch's conv (cuDNN, the user's flags and dtype), then the chain's tiled kernels
-// over its output; the backward's dL/dx and dL/dW from PyTorch's convolution backward. The implicit-GEMM engine and
-// the CUDA-core tiled convs that served here before lost to cuDNN (docs/conv2d_groupnorm_tanh_hardswish_
-// residualadd_logsumexp.md).
-constexpr int TUNED_MAX_C_IN = 16;
+// over its output; the backward's dL/dx and dL/dW from PyTorch's convolution backward. The implicit-GEMM engine that
+// served from 16 input channels lost to it 1.2x to 4x (docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md).
+constexpr int TUNED_MAX_C_IN = 16, TILED_MAX_C_IN = 4;
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W) {
     return kh == K && kw == K && C_in <= TUNED_MAX_C_IN && C_out <= C_PAD && W - K + 1 > 32;
+}
+enum class Path { TUNED, TILED, TORCH_CONV };
+static Path conv2d_gn_lse_path(int C_in, int C_out, int kh, int kw, int W, bool half) {
+    if (tuned_config(C_in, C_out, kh, kw, W)) return Path::TUNED;
+    return !half && C_in <= TILED_MAX_C_IN ? Path::TILED : Path::TORCH_CONV;
+}
+int conv2d_gn_lse_path_code(int C_in, int C_out, int kh, int kw, int W, bool half) {
+    return (int)conv2d_gn_lse_path(C_in, C_out, kh, kw, W, half);
+}
+// The tiled conv's stage: as many input channels as fit 40 KB of shared memory (at least one; above 48 KB with the
+// static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
+static TileConv tile_plan(int C_in, int C_out, int H, int W, Kernel2 k) {
+    TileConv t{C_in, C_out, H, W, 1, k};
+    t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / t.smem_bytes()));
+    return t;
 }
 
 // PyTorch's conv path's workspace (doubles): partials (B, C, tiles, 2), then sums (B, 2C) and coef (B, G, 2) for
 // the backward.
 long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw) {
-    const int parts = TileConv{0, H, W, {kh, kw}}.tiles();
+    const int parts = TileConv{0, 0, H, W, 1, {kh, kw}}.tiles();
     return (long long)B * C_out * parts * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2;
 }
 
@@ -2159,20 +2270,32 @@ static int sums_splits(int B, const TileConv& t) {
     return (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * device_info().sms / std::max<long long>(1, blocks)));
 }
 
-// PyTorch's conv path's forward over conv (B, C_out, Ho, Wo: PyTorch's conv before its bias, as floats): the
-// statistics, norm (half: then half_norm_kernel into half_norm), the output. Dtype codes as forward_launch's.
-cudaError_t general_forward_launch(const float* conv, const float* bias, const float* gn_weight, const float* gn_bias,
-                                   double* workspace, float* norm, float* group_stats, float* half_norm, void* out,
-                                   int conv_type, int norm_type, int B, int C_out, int groups, int H, int W, int kh,
-                                   int kw, double eps, cudaStream_t stream) {
-    const TileConv t{C_out, H, W, {kh, kw}};
+// The tiled and PyTorch's conv paths' forward over conv (B, C_out, Ho, Wo, floats: the conv before its bias; the
+// tiled path computes it there from x and the weight, float32; PyTorch's conv path reads PyTorch's, half precision
+// as floats): the statistics, norm (half: then half_norm_kernel into half_norm), the output. Dtype codes as
+// forward_launch's.
+cudaError_t general_forward_launch(const float* x, const float* weight, float* conv, const float* bias,
+                                   const float* gn_weight, const float* gn_bias, double* workspace, float* norm,
+                                   float* group_stats, float* half_norm, void* out, int conv_type, int norm_type,
+                                   int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw, bool tiled,
+                                   double eps, cudaStream_t stream) {
+    const TileConv t = tile_plan(C_in, C_out, H, W, {kh, kw});
     const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
     return with_types(conv_type, norm_type, [&](auto type, auto to) {
         using T = decltype(type);
         using TO = decltype(to);
         cudaError_t err;
         const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
-        gn_sums_tiled_kernel<T><<<grid, GEN_THREADS, 0, stream>>>(bias, workspace, conv, t);
+        if (tiled) {
+            const size_t smem = t.smem_bytes();
+            if (smem > (40u << 10) &&
+                (err = cudaFuncSetAttribute(gn_sums_tiled_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)smem)) != cudaSuccess)
+                return err;
+            gn_sums_tiled_kernel<T, true><<<grid, GEN_THREADS, smem, stream>>>(x, weight, bias, workspace, conv, t);
+        } else {
+            gn_sums_tiled_kernel<T, false><<<grid, GEN_THREADS, 0, stream>>>(x, weight, bias, workspace, conv, t);
+        }
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         gn_stats_general_kernel<<<B, GEN_THREADS, 2 * C_out * sizeof(double), stream>>>(
             workspace, gn_weight, gn_bias, norm, group_stats, C_out, groups, t.tiles(), n_channel, eps);
@@ -2199,7 +2322,7 @@ cudaError_t general_backward_launch(const float* bias, const float* gn_weight, c
                                     float* grad_bias, float* grad_gn_weight, float* grad_gn_bias, int B, int C_out,
                                     int groups, int H, int W, int kh, int kw, cudaStream_t stream) {
     const Kernel2 k{kh, kw};
-    const TileConv t{C_out, H, W, k};
+    const TileConv t{0, C_out, H, W, 1, k};
     const int chunks = t.tiles();   // partials a (sample, channel): one per tile
     const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
     double* partials = workspace;
@@ -2248,15 +2371,23 @@ std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw
         s += "backward dL/dx: grad_input_kernel; tuned, bands of rows sized to fill the GPU (backward_plan)\n";
         return s;
     }
-    s += "forward conv: PyTorch's convolution (at::_convolution); PyTorch's conv path: outside the tuned envelope "
-         "(kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32)\n";
-    s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel" + half_norm + "; over PyTorch's conv "
-         "output\n";
-    s += "forward output: lse_tiled_kernel; over PyTorch's conv output\n";
+    const Path path = conv2d_gn_lse_path(C_in, C_out, kh, kw, W, half);
+    if (path == Path::TILED) {
+        s += "forward statistics: gn_sums_tiled_kernel<COMPUTE> + gn_stats_general_kernel; tiled: float32, C_in <= " +
+             std::to_string(TILED_MAX_C_IN) + " (the conv on the CUDA cores, written for the output and the "
+             "backward)\n";
+    } else {
+        s += "forward conv: PyTorch's convolution (at::_convolution); PyTorch's conv path: outside the tuned envelope "
+             "(kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32) and the tiled one (float32, C_in <= " +
+             std::to_string(TILED_MAX_C_IN) + ")\n";
+        s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel" + half_norm + "; over PyTorch's conv "
+             "output\n";
+    }
+    s += "forward output: lse_tiled_kernel; over the conv output\n";
     s += std::string("backward sums: ") + (half ? "lse_tiled_kernel (the output recomputed unrounded) + " : "") +
          "backward_tiled_kernel<false> + backward_coef_general_kernel; over the forward's saved conv output\n";
-    s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; PyTorch's conv path\n";
-    s += "backward dL/dx, dL/dW: PyTorch's convolution backward (at::convolution_backward); PyTorch's conv path\n";
+    s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; over the saved conv output\n";
+    s += "backward dL/dx, dL/dW: PyTorch's convolution backward (at::convolution_backward); off the tuned path\n";
     return s;
 }
 """
@@ -2397,10 +2528,12 @@ long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
 std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw, int conv_type);
 long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw);
-cudaError_t general_forward_launch(const float* conv, const float* bias, const float* gn_weight, const float* gn_bias,
-                                   double* workspace, float* norm, float* group_stats, float* half_norm, void* out,
-                                   int conv_type, int norm_type, int B, int C_out, int groups, int H, int W, int kh,
-                                   int kw, double eps, cudaStream_t stream);
+cudaError_t general_forward_launch(const float* x, const float* weight, float* conv, const float* bias,
+                                   const float* gn_weight, const float* gn_bias, double* workspace, float* norm,
+                                   float* group_stats, float* half_norm, void* out, int conv_type, int norm_type,
+                                   int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw, bool tiled,
+                                   double eps, cudaStream_t stream);
+int conv2d_gn_lse_path_code(int C_in, int C_out, int kh, int kw, int W, bool half);
 cudaError_t general_backward_launch(const float* bias, const float* gn_weight, const float* norm,
                                     const float* group_stats, const float* out, float* out_float,
                                     const float* grad_out, double* workspace, float* grad_conv, bool conv_grads,
@@ -2466,16 +2599,20 @@ static void check_smem(int64_t C_in) {
 // Whether an input takes the tuned path (else PyTorch's conv path): the plan's rule (tuned_config), from the conv's
 // channels and kernel and the input's width (a Meta kernel with symbolic sizes specialises only those).
 static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
-static bool tuned_path(const Tensor& x, const Tensor& weight) {
-    return tuned_config((int)static_size(weight, 1), (int)static_size(weight, 0), (int)static_size(weight, 2),
-                        (int)static_size(weight, 3), (int)static_size(x, 3));
+enum PathCode { TUNED = 0, TILED = 1, TORCH_CONV = 2 };   // the CUDA source's Path
+static int path_of(const Tensor& x, const Tensor& weight) {
+    return conv2d_gn_lse_path_code((int)static_size(weight, 1), (int)static_size(weight, 0), (int)static_size(weight, 2),
+                                   (int)static_size(weight, 3), (int)static_size(x, 3),
+                                   weight.scalar_type() != at::kFloat);
 }
+static bool tuned_path(const Tensor& x, const Tensor& weight) { return path_of(x, weight) == TUNED; }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, 1, Ho, Wo), norm (B, C, 2),
-//     group_stats (B, G, 2), conv: PyTorch's conv output before its bias (B, C, Ho, Wo) on its path, kept for the
-//     backward as eager keeps it; empty on the tuned path);
+//     group_stats (B, G, 2), conv: the conv output before its bias (B, C, Ho, Wo) on the tiled path (float32) and
+//     PyTorch's conv path (PyTorch's, in the input's dtype), kept for the backward as eager keeps it; empty on the
+//     tuned path);
 //   backward(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv, conv_mask) -> the gradients of x,
 //     weight, bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor& weight_in,
@@ -2503,21 +2640,24 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
         return {out, norm, group_stats, conv};
     }
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
-    if (!tuned) {   // PyTorch's conv path: its conv (before the bias, which the chain adds as eager's conv does)
+    if (!tuned) {   // the tiled path computes the conv (before the bias) into conv; PyTorch's conv path takes PyTorch's
         const auto stream = c10::cuda::getCurrentCUDAStream();
-        conv = torch_conv(x, weight, OptTensor(), {1, 1}, {0, 0}, false, {0, 0});
+        const bool tiled = path_of(x, weight) == TILED;
+        if (!tiled) conv = torch_conv(x, weight, OptTensor(), {1, 1}, {0, 0}, false, {0, 0});
         auto workspace = at::empty({general_workspace_doubles(B, C_out, groups, H, W, kh, kw)},
                                    x.options().dtype(torch::kFloat64));
         auto [out, norm, group_stats] = empty_outputs();
-        const auto cf = converted(conv, at::kFloat), bf = converted(bias, at::kFloat);
+        auto cf = converted(conv, at::kFloat);
+        const auto bf = converted(bias, at::kFloat);
         const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
         auto half_norm = x.scalar_type() != at::kFloat ? at::empty({B, C_out, 2}, f32) : Tensor();
-        check(general_forward_launch(cf.data_ptr<float>(), bf.data_ptr<float>(), gwf.data_ptr<float>(),
+        check(general_forward_launch(tiled ? x.data_ptr<float>() : nullptr, tiled ? weight.data_ptr<float>() : nullptr,
+                                     cf.data_ptr<float>(), bf.data_ptr<float>(), gwf.data_ptr<float>(),
                                      gbf.data_ptr<float>(), workspace.data_ptr<double>(), norm.data_ptr<float>(),
                                      group_stats.data_ptr<float>(),
                                      half_norm.defined() ? half_norm.data_ptr<float>() : nullptr, out.data_ptr(),
-                                     dtype_code(x), dtype_code(gn_weight), B, C_out, groups, H, W, kh, kw, eps,
-                                     stream), "forward");
+                                     dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, kh, kw, tiled,
+                                     eps, stream), "forward");
         return {out, norm, group_stats, conv};
     }
     // The first kernel is launched before the outputs are allocated (on an idle GPU, every microsecond

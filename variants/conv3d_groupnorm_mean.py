@@ -784,6 +784,203 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
     }
 }
 
+// ---- The tiled path (float32, fewer than 8 input channels, outside the tuned envelope: any kernel size per axis):
+// the conv on the CUDA cores, its sums kept in registers, forward and backward.
+struct Kernel3 { int d, h, w; };
+
+// The general path's tiles (the forward's statistics where input channels are few, dL/dy, and dL/dx's flipped
+// conv): a block takes TILE_H x TILE_W output
+// positions of one output depth od of one sample (PIX a thread: rows ty, ty + ROW_STEP, ...) and CO_T output
+// channels at a time (PIX x CO_T accumulators a thread). Per input depth od + kd and chunk of ci_t input channels it
+// stages the rows the tile reads and the chunk's weights of that depth (transposed to [ci][kh][kw][co], so a tap's
+// CO_T weights are four broadcast float4 loads) in shared memory; a tap is then PIX input loads and PIX x CO_T
+// multiply-adds, in fp32 (half values exact), summed over (ci chunk, kd, ci, kh, kw). conv_stats_general_kernel
+// writes each channel's sum and sum of squares over the tile (the conv without its bias in fp32; in half precision
+// each value rounded as the tuned path rounds it, bias included) in double, in a fixed order, to partials
+// (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats.
+constexpr int GEN_THREADS = 256, TILE_W = 32, CO_T = 16, PIX = 2, ROW_STEP = GEN_THREADS / TILE_W;
+constexpr int TILE_H = PIX * ROW_STEP;
+static_assert(2 * CO_T == 32, "a channel's two sums a lane");
+
+struct TileConv3 {
+    int C_in, C_out, D, H, W, ci_t;
+    Kernel3 k;
+    int co_t = CO_T;     // output channels at a time (tile_conv3's COT)
+    int th = TILE_H;     // the tile's rows (tile_conv3's PIXT ROW_STEP)
+    __host__ __device__ int rows() const { return th + k.h - 1; }
+    __host__ __device__ int cols() const { return TILE_W + k.w - 1; }
+    __host__ __device__ int in_floats() const { return (rows() * cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
+    __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }               // a channel's at one kd
+    __host__ __device__ int tiles_w() const { return (W - k.w + 1 + TILE_W - 1) / TILE_W; }
+    __host__ __device__ int tiles_hw() const { return (H - k.h + 1 + th - 1) / th * tiles_w(); }
+    __host__ __device__ int tiles() const { return (D - k.d + 1) * tiles_hw(); }
+    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
+};
+
+// The warp's sums of 32 values at once, lane l ending with value l's in v[0]: each of five steps halves the values
+// a lane holds (it keeps the half its lane bit selects and adds its partner's), 31 shuffles, a fixed order.
+template <int HALF = 16>
+__device__ __forceinline__ void warp_sum_transposed(double (&v)[32]) {
+    const bool upper = threadIdx.x & HALF;
+#pragma unroll
+    for (int i = 0; i < HALF; ++i) {
+        const double keep = upper ? v[i + HALF] : v[i], give = upper ? v[i] : v[i + HALF];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, give, HALF);
+    }
+    if constexpr (HALF > 1) warp_sum_transposed<HALF / 2>(v);
+}
+
+// acc[p][i] = the conv (no bias) of output channel co0 + i at this thread's position p, (od, oh0 + ty + p ROW_STEP,
+// ow0 + tx), of sample b, summed over (ci chunk, kd, ci, kh, kw); in_s and w_s: the block's staging (t.smem_bytes()).
+// FLIP (dL/dx from dL/dy): the conv's transpose, a conv of `x` (here dL/dy, t.C_in = the model's C_out channels,
+// t.D x t.H x t.W its size) padded by k - 1 with the weights flipped and their channels swapped (t.C_out = the
+// model's C_in). COT (= t.co_t) output channels at a time: 4 or 8 for few of them, PIXT (t.th = PIXT ROW_STEP) rows.
+template <typename T, bool FLIP = false, int COT = CO_T, int PIXT = PIX>
+__device__ __forceinline__ void tile_conv3(const TileConv3& t, const T* __restrict__ x, const T* __restrict__ weight,
+                                           long long b, int od, int oh0, int ow0, int co0, float* in_s, float* w_s,
+                                           float (&acc)[PIXT][COT])
+{
+    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int rows = t.rows(), cols = t.cols(), taps2 = t.k.h * t.k.w, taps3 = t.k.d * taps2;
+    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
+#pragma unroll
+    for (int p = 0; p < PIXT; ++p)
+#pragma unroll
+        for (int i = 0; i < COT; ++i) acc[p][i] = 0.f;
+    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
+        const int nci = min(t.ci_t, t.C_in - ci0);
+        for (int kd = 0; kd < t.k.d; ++kd) {
+            const int id = od + kd - (FLIP ? t.k.d - 1 : 0);
+            if (FLIP && (id < 0 || id >= t.D)) continue;   // the padding: no products (uniform across the block)
+            __syncthreads();
+            for (int ci = 0; ci < nci; ++ci) {   // a warp per input row, lanes along it
+                const T* xc = x + (((size_t)b * t.C_in + ci0 + ci) * t.D + id) * t.H * t.W;
+                for (int r = warp; r < rows; r += GEN_THREADS / 32) {
+                    const int ih = oh0 + r - (FLIP ? t.k.h - 1 : 0);
+                    for (int col = lane; col < cols; col += 32) {
+                        const int iw = ow0 + col - (FLIP ? t.k.w - 1 : 0);
+                        const bool in = (!FLIP || (ih >= 0 && iw >= 0)) && ih < t.H && iw < t.W;
+                        in_s[ci * t.in_floats() + r * cols + col] = in ? load_float(xc + (size_t)ih * t.W + iw) : 0.f;
+                    }
+                }
+            }
+            if (FLIP) {   // w_s[(ci taps2 + tap) COT + j] = weight[ci0 + ci][co][k.d - 1 - kd][taps2 - 1 - tap]
+                for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
+                    w_s[ct * COT + j] = co < t.C_out ? load_float(weight + ((size_t)(ci0 + ct / taps2) * t.C_out + co) * taps3
+                                                                 + (size_t)(t.k.d - 1 - kd) * taps2 + taps2 - 1 - ct % taps2)
+                                                     : 0.f;
+            } else {      // w_s[(ci taps2 + tap) COT + j] = weight[co][ci0 + ci][kd][tap]
+                const T* wc = weight + ((size_t)co * t.C_in + ci0) * taps3 + (size_t)kd * taps2;
+                for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
+                    w_s[ct * COT + j] = co < t.C_out ? load_float(wc + (size_t)(ct / taps2) * taps3 + ct % taps2) : 0.f;
+            }
+            __syncthreads();
+            for (int ci = 0; ci < nci; ++ci) {
+                const float* in_r = in_s + ci * t.in_floats() + ty * cols + tx;
+                const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps2 * COT);
+                for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
+#pragma unroll 4
+                    for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
+                        float v[PIXT];
+#pragma unroll
+                        for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
+#pragma unroll
+                        for (int q = 0; q < COT / 4; ++q) {
+                            const float4 w = w4[q];
+#pragma unroll
+                            for (int p = 0; p < PIXT; ++p) {
+                                acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
+                                acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
+                                acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
+                                acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Block (b tiles + tile, split): channels in chunks of CO_T from split CO_T, gridDim.y CO_T apart.
+template <typename T>
+__global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
+    double* __restrict__ partials, TileConv3 t)
+{
+    extern __shared__ float4 smem4[];
+    __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
+    float* in_s = reinterpret_cast<float*>(smem4);
+    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
+    const int tile = (int)(blockIdx.x % t.tiles());
+    const long long b = blockIdx.x / t.tiles();
+    const int od = tile / t.tiles_hw(), oh0 = tile % t.tiles_hw() / t.tiles_w() * TILE_H;
+    const int ow0 = tile % t.tiles_w() * TILE_W;
+    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
+        float acc[PIX][CO_T];
+        tile_conv3(t, x, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
+        double v[2 * CO_T] = {};   // (sum, square) of each channel, the thread's positions in order
+#pragma unroll
+        for (int p = 0; p < PIX; ++p) {
+            const bool inside = oh0 + ty + p * ROW_STEP < t.H - t.k.h + 1 && ow0 + tx < t.W - t.k.w + 1;
+#pragma unroll
+            for (int i = 0; i < CO_T; ++i) {
+                float y = acc[p][i];
+                if (exact_in_tf32<T>() && co0 + i < t.C_out)
+                    y = round_to<T>(round_to<T>(y) + (bias ? load_float(bias + co0 + i) : 0.f));
+                y = inside && co0 + i < t.C_out ? y : 0.f;
+                v[2 * i] += y;
+                v[2 * i + 1] += (double)y * y;
+            }
+        }
+        warp_sum_transposed(v);   // lane l: the warp's sum of value l
+        warp_sums[warp][lane] = v[0];
+        __syncthreads();
+        if (threadIdx.x < 2 * CO_T && co0 + threadIdx.x / 2 < t.C_out) {
+            double total = 0.0;
+            for (int w = 0; w < GEN_THREADS / 32; ++w) total += warp_sums[w][threadIdx.x];
+            partials[(((size_t)b * t.C_out + co0 + threadIdx.x / 2) * t.tiles() + tile) * 2 + threadIdx.x % 2] = total;
+        }
+    }
+}
+
+// dL/dy on the general path, tiled as conv_stats_general_kernel (block b tiles + tile, chunk blockIdx.y of CO_T
+// output channels): y recomputed by tile_conv3, then dL/dy = A + B (y - mu) from coef, as the tuned path writes it.
+template <typename T>
+__global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ coef,
+    float* __restrict__ grad_y, TileConv3 t)
+{
+    extern __shared__ float4 smem4[];
+    float* in_s = reinterpret_cast<float*>(smem4);
+    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
+    const int tile = (int)(blockIdx.x % t.tiles()), co0 = blockIdx.y * CO_T;
+    const long long b = blockIdx.x / t.tiles();
+    const int od = tile / t.tiles_hw(), oh0 = tile % t.tiles_hw() / t.tiles_w() * TILE_H;
+    const int ow0 = tile % t.tiles_w() * TILE_W;
+    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+    float acc[PIX][CO_T];
+    tile_conv3(t, x, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
+    const long long S = (long long)(t.D - t.k.d + 1) * Ho * Wo;
+#pragma unroll
+    for (int p = 0; p < PIX; ++p) {
+        if (oh + p * ROW_STEP >= Ho || ow >= Wo) break;
+        const long long s = ((long long)od * Ho + oh + p * ROW_STEP) * Wo + ow;
+#pragma unroll
+        for (int j = 0; j < CO_T; ++j) {
+            const int c = co0 + j;
+            if (c >= t.C_out) break;
+            const float* cf = coef + ((size_t)b * t.C_out + c) * 3;
+            const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[p][j]) + to_float(bias[c]))
+                                               : acc[p][j] + to_float(bias[c]);
+            grad_y[((size_t)b * t.C_out + c) * S + s] = cf[0] + cf[1] * (y - cf[2]);
+        }
+    }
+}
+
+
 // ---- The PyTorch-conv path (every input outside the tuned envelope, conv3d_groupnorm_mean_tuned): PyTorch's own
 // convolution writes y, the conv and its bias in the input's dtype (eager's bits), and these two kernels read it.
 // conv_sums_kernel: block (plane (b, c), chunk of SUM_CHUNK positions): the chunk's sum of y and of y^2 (double,
@@ -1443,6 +1640,182 @@ __host__ __device__ inline bool rows_weight_grad(const GradDims& d) {
 }
 
 
+// dL/dx elsewhere (any kernel size, any channels), tiled: block (b tiles + tile of dL/dx, chunk of COT input
+// channels), tile_conv3<FLIP> over dL/dy (t: the conv's transpose, t.D x t.H x t.W = Do x Ho x Wo). Sums over
+// (output channel chunk, kd, output channel, kh, kw) in fp32, a fixed order.
+template <int COT, int PIXT>
+__global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv3 t)
+{
+    extern __shared__ float4 smem4[];
+    float* in_s = reinterpret_cast<float*>(smem4);
+    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
+    constexpr int TH = PIXT * ROW_STEP;
+    const int D = t.D + t.k.d - 1, H = t.H + t.k.h - 1, W = t.W + t.k.w - 1;
+    const int tiles_w = (W + TILE_W - 1) / TILE_W, tiles_hw = (H + TH - 1) / TH * tiles_w;
+    const int tile = (int)(blockIdx.x % ((long long)D * tiles_hw)), co0 = blockIdx.y * COT;
+    const long long b = blockIdx.x / ((long long)D * tiles_hw);
+    const int od = tile / tiles_hw, oh0 = tile % tiles_hw / tiles_w * TH, ow0 = tile % tiles_w * TILE_W;
+    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
+    float acc[PIXT][COT];
+    tile_conv3<float, true, COT, PIXT>(t, grad_y, weight, b, od, oh0, ow0, co0, in_s, w_s, acc);
+#pragma unroll
+    for (int p = 0; p < PIXT; ++p)
+        if (oh + p * ROW_STEP < H && ow < W)
+#pragma unroll
+            for (int j = 0; j < COT; ++j)
+                if (co0 + j < t.C_out)
+                    grad_x[((((size_t)b * t.C_out + co0 + j) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][j];
+}
+
+using WgradDims = GradDims;
+// shared: wgrad_tiled_3d begin
+// WgradDims: the file's dims type (B, C_in, C_out, Do, Ho, Wo, D, H, W), named before this block.
+// dL/dW, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items (sample,
+// output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of the
+// chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so that
+// neither the staging stores nor the loads conflict) and the input rows the tile reads at each kd of each of its
+// input channels. A thread owns a quad of output channels, an input channel, WG_TAPS taps (tap group) and a part of
+// the tile's rows (row part): per position one float4 of dL/dy and WG_TAPS input loads feed 4 WG_TAPS multiply-adds.
+// Each item's products are summed in fp32, the items in double; the row parts' totals are added in order through
+// shared memory into partials (splits, C_out, C_in, taps), added in split order by finish_weight_grad_tiled_kernel.
+constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
+struct WgradPlan {
+    int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
+                                      // quads x groups x ci_c (up to GEN_THREADS a round); row parts
+    __host__ __device__ WgradPlan(int C_in, Kernel3 k) {
+        const int ci_floats = k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
+        groups = (k.d * k.h * k.w + WG_TAPS - 1) / WG_TAPS;
+        ci_c = max(1, min(min(C_in, GEN_THREADS / (WG_QUADS * groups)), (16 << 10) / ci_floats));
+        units = min(WG_QUADS * groups * ci_c, GEN_THREADS);
+        parts = 1;
+        while (parts < TILE_H && 2 * parts * units <= GEN_THREADS) parts *= 2;   // a power of 2 dividing TILE_H
+    }
+};
+static size_t wgrad_smem_bytes(int C_in, Kernel3 k) {
+    const WgradPlan plan(C_in, k);
+    const size_t stage = (size_t)TILE_H * TILE_W * CO_T + (size_t)plan.ci_c * k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
+    const size_t totals = (size_t)GEN_THREADS * WG_TAPS * 4 * 2;   // doubles, as floats
+    return (stage > totals ? stage : totals) * sizeof(float);
+}
+__device__ __forceinline__ int wg_swizzle(int pos, int quad) { return pos * CO_T + 4 * (quad ^ ((pos >> 1) & 3)); }
+__global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, WgradDims d, Kernel3 k,
+    int splits)
+{
+    static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
+    extern __shared__ float4 smem4[];
+    float* gy_s = reinterpret_cast<float*>(smem4);                 // [TILE_H TILE_W][CO_T], swizzled quads
+    float* x_s = gy_s + TILE_H * TILE_W * CO_T;                    // [ci_c][kd][rows][cols]
+    double* totals_s = reinterpret_cast<double*>(smem4);           // after the items: [thread][WG_TAPS 4]
+    const int taps = k.d * k.h * k.w, rows = TILE_H + k.h - 1, cols = TILE_W + k.w - 1;
+    const WgradPlan plan(d.C_in, k);
+    const int co0 = blockIdx.x * CO_T, ci0 = blockIdx.y * plan.ci_c, split = blockIdx.z;
+    const int nci = min(plan.ci_c, d.C_in - ci0), n_units = WG_QUADS * plan.groups * nci;
+    const int rows_a_part = TILE_H / plan.parts;
+    const int tiles_w = (d.Wo + TILE_W - 1) / TILE_W, tiles_hw = (d.Ho + TILE_H - 1) / TILE_H * tiles_w;
+    const long long S = (long long)d.Do * d.Ho * d.Wo, items = (long long)d.B * d.Do * tiles_hw;
+    for (int u0 = 0; u0 < n_units; u0 += plan.units) {   // rounds of units (more than GEN_THREADS: huge kernels)
+        const int unit = u0 + (int)threadIdx.x % plan.units, part = (int)threadIdx.x / plan.units;
+        const bool active = part < plan.parts && unit < n_units;
+        const int quad = unit % WG_QUADS, group = unit / WG_QUADS % plan.groups, ci = unit / (WG_QUADS * plan.groups);
+        int offset[WG_TAPS];   // each tap's input offset ((kd rows + kh) cols + kw); taps past the last read tap 0's
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i) {
+            const int tap = min(group * WG_TAPS + i, taps - 1);
+            offset[i] = (tap / (k.h * k.w) * rows + tap / k.w % k.h) * cols + tap % k.w;
+        }
+        double total[WG_TAPS][4] = {};
+        for (long long item = split; item < items; item += splits) {
+            const long long b = item / ((long long)d.Do * tiles_hw);
+            const int od = (int)(item / tiles_hw % d.Do), tile = (int)(item % tiles_hw);
+            const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
+            __syncthreads();
+            for (int i = threadIdx.x; i < WG_QUADS * TILE_H * TILE_W; i += GEN_THREADS) {   // lanes along positions
+                const int q = i / (TILE_H * TILE_W), pos = i % (TILE_H * TILE_W);
+                const int oh = oh0 + pos / TILE_W, ow = ow0 + pos % TILE_W;
+                float v[4];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * q + c;
+                    v[c] = co < d.C_out && oh < d.Ho && ow < d.Wo
+                        ? __ldg(grad_y + ((size_t)b * d.C_out + co) * S + ((size_t)od * d.Ho + oh) * d.Wo + ow) : 0.f;
+                }
+                *reinterpret_cast<float4*>(gy_s + wg_swizzle(pos, q)) = make_float4(v[0], v[1], v[2], v[3]);
+            }
+            for (int i = threadIdx.x; i < nci * k.d * rows * cols; i += GEN_THREADS) {
+                const int c = i / (k.d * rows * cols), kd = i / (rows * cols) % k.d;
+                const int ih = oh0 + i / cols % rows, iw = ow0 + i % cols;
+                x_s[i] = ih < d.H && iw < d.W
+                    ? __ldg(x + (((size_t)b * d.C_in + ci0 + c) * d.D + od + kd) * d.H * d.W + (size_t)ih * d.W + iw) : 0.f;
+            }
+            __syncthreads();
+            if (!active) continue;
+            float sum[WG_TAPS][4] = {};
+            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py)
+            for (int px0 = 0; px0 < TILE_W; px0 += 8) {   // the swizzle repeats every 8 positions: constant offsets
+                const float* xr = x_s + (size_t)ci * k.d * rows * cols + py * cols + px0;
+                const float* gr = gy_s + (py * TILE_W + px0) * CO_T;
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    const float4 g = *reinterpret_cast<const float4*>(gr + wg_swizzle(r, quad));
+#pragma unroll
+                    for (int i = 0; i < WG_TAPS; ++i) {
+                        const float v = xr[offset[i] + r];
+                        sum[i][0] = fmaf(g.x, v, sum[i][0]);
+                        sum[i][1] = fmaf(g.y, v, sum[i][1]);
+                        sum[i][2] = fmaf(g.z, v, sum[i][2]);
+                        sum[i][3] = fmaf(g.w, v, sum[i][3]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) total[i][c] += sum[i][c];
+        }
+        __syncthreads();   // the stage's last reads done: its memory now holds the totals
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) totals_s[(size_t)threadIdx.x * WG_TAPS * 4 + i * 4 + c] = total[i][c];
+        __syncthreads();
+        if (active && part == 0) {   // the row parts in order
+            for (int p = 1; p < plan.parts; ++p)
+#pragma unroll
+                for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        total[i][c] += totals_s[((size_t)p * plan.units + threadIdx.x) * WG_TAPS * 4 + i * 4 + c];
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i) {
+                const int tap = group * WG_TAPS + i;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * quad + c;
+                    if (tap < taps && co < d.C_out)
+                        partials[(((size_t)split * d.C_out + co) * d.C_in + ci0 + ci) * taps + tap] = total[i][c];
+                }
+            }
+        }
+        __syncthreads();   // the totals read before the next round's stage
+    }
+}
+// shared: wgrad_tiled_3d end
+
+// shared: finish_weight_grad_tiled begin
+// dL/dW: each weight's split totals added in order.
+__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                                long long n, int splits)
+{
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double v = 0.0;
+    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
+    grad_weight[i] = (float)v;
+}
+// shared: finish_weight_grad_tiled end
+
 // shared: convert begin
 // A tensor's elements converted between float32 and a half type (to nearest even): the half-precision paths'
 // float copies of their inputs and their gradients' roundings. Dtype codes as with_type's.
@@ -1539,19 +1912,55 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
 // kernel 3 on every axis and at most TUNED_MAX_C_IN input channels (16 in half: 16-bit MMA, the weights in shared
 // memory). float32 stops at 7: the tuned kernel's tensor-core sums run the whole depth (C_in x 9) in one
 // accumulator, and at 15 -> 30 channels missed the fp32 rule (1.11e-5 against float64, 1e-5 allowed; H200).
+// TILED: float32 with at most TILED_MAX_C_IN input channels, any other kernel: the tiled CUDA-core conv, its sums
+// in registers, and its tiled gradients. cuDNN's exact float32 convs of so few channels are slow, its backward most
+// (H200, 16x3x24x32x32, kernel 5: forward 1.4x, forward + backward 3.7x faster than PyTorch's conv path).
 // TORCH_CONV: everywhere else, PyTorch's own convolution (cuDNN, under the user's flags and dtype), then
 // conv_sums_kernel over its output, and in the backward grad_y_from_conv_kernel and PyTorch's convolution backward.
-// From 8 input channels on the conv is compute-bound and cuDNN's kernels beat any of ours by 3 to 5x
-// (docs/conv3d_groupnorm_mean.md); the tiled CUDA-core kernels and the implicit-GEMM engine that served here
-// before were measured slower than this path (docs/history/).
-constexpr int TUNED_MAX_C_IN = 7, TUNED_MAX_C_IN_HALF = 16;
-enum class Path { TUNED, TORCH_CONV };
+// From 8 input channels on the conv is compute-bound and cuDNN beats any conv of ours, and in half precision it
+// beats the tiled kernels' backward 2x (docs/conv3d_groupnorm_mean.md).
+constexpr int TUNED_MAX_C_IN = 7, TUNED_MAX_C_IN_HALF = 16, TILED_MAX_C_IN = 7;
+enum class Path { TUNED, TILED, TORCH_CONV };
 Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half) {
     const bool k3 = kd == K && kh == K && kw == K;
-    return k3 && C_in <= (half ? TUNED_MAX_C_IN_HALF : TUNED_MAX_C_IN) ? Path::TUNED : Path::TORCH_CONV;
+    if (k3 && C_in <= (half ? TUNED_MAX_C_IN_HALF : TUNED_MAX_C_IN)) return Path::TUNED;
+    return !half && C_in <= TILED_MAX_C_IN ? Path::TILED : Path::TORCH_CONV;
+}
+int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half) {
+    return (int)conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
 }
 bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw, bool half) {
     return conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half) == Path::TUNED;
+}
+
+// The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; beyond 48 KB
+// with the static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
+static TileConv3 tile_plan(int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw, int co_t = CO_T,
+                           int th = TILE_H) {
+    TileConv3 t{C_in, C_out, D, H, W, 1, Kernel3{kd, kh, kw}, co_t, th};
+    t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_in, (40u << 10) / t.smem_bytes()));
+    return t;
+}
+// The tiled path's statistics: partials (B, C_out, tiles, 2), the conv without its bias (the finalize adds it).
+long long conv3d_groupnorm_mean_tiled_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return (long long)B * C_out * tile_plan(1, 1, D, H, W, kd, kh, kw).tiles() * 2;   // doubles
+}
+cudaError_t conv3d_groupnorm_mean_tiled_stats(const float* x, const float* weight, double* partials, int B, int C_in,
+                                              int C_out, int D, int H, int W, int kd, int kh, int kw, int sms,
+                                              cudaStream_t stream) {
+    const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
+    const size_t smem = t.smem_bytes();
+    if (smem > (40u << 10)) {
+        const cudaError_t err = cudaFuncSetAttribute(conv_stats_general_kernel<float>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return err;
+    }
+    // chunks of CO_T output channels split over blocks where tiles are few: about two blocks an SM
+    const long long blocks = (long long)B * t.tiles(), chunks = (C_out + CO_T - 1) / CO_T;
+    const int splits = (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * sms / std::max(1LL, blocks)));
+    conv_stats_general_kernel<float><<<dim3((unsigned)blocks, splits), GEN_THREADS, smem, stream>>>(
+        x, weight, nullptr, partials, t);
+    return cudaGetLastError();
 }
 
 // The PyTorch-conv path's statistics: conv_sums_kernel over y (B, C_out, S) into partials (B, C_out, chunks, 2).
@@ -1570,28 +1979,31 @@ cudaError_t conv3d_groupnorm_mean_conv_sums(const void* y, double* partials, int
     });
 }
 
-// TUNED: the partials of conv3d_groupnorm_mean_stats (the bias added here); else those of
-// conv3d_groupnorm_mean_conv_sums (y holds the bias: bias is null).
+// The partials of conv3d_groupnorm_mean_stats (TUNED) or _tiled_stats (TILED), the bias added here; or those of
+// conv3d_groupnorm_mean_conv_sums (TORCH_CONV: y holds the bias, bias is null). path: the Path's code.
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
                                            int norm_type, int B, int C_out, int groups, int D, int H, int W, int kd,
-                                           int kh, int kw, bool tuned, double eps, int sms, cudaStream_t stream) {
+                                           int kh, int kw, int path, double eps, int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
+        const bool tuned = path == (int)Path::TUNED;
         const int ups = tuned ? units_per_sample(D, H, W) : 0;
         const long long S = (long long)(D - kd + 1) * (H - kh + 1) * (W - kw + 1);
+        const int chunks = tuned ? 0 : path == (int)Path::TILED ? tile_plan(1, 1, D, H, W, kd, kh, kw).tiles()
+                                                                : sum_chunks(S);
         gn_mean_finalize_kernel<T, TO><<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
             partials, static_cast<const T*>(bias), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
             static_cast<TO*>(out), stats, C_out, groups, ups, (long long)B * ups,
-            tuned ? conv_blocks(B, D, H, W, sms, is_half<T>()) : 0, (double)S, eps, tuned ? 0 : sum_chunks(S));
+            tuned ? conv_blocks(B, D, H, W, sms, is_half<T>()) : 0, (double)S, eps, chunks);
         return cudaGetLastError();
     });
 }
 
 // The backward's kernels up to dL/dy and the parameters' gradients (grad_bias null: not wanted); coef (B, C_out, 3)
-// floats and param_terms (B, 3 C_out) doubles of workspace. TUNED: the forward's conv recomputed, dL/dy written in
-// float32 to grad_y; TORCH_CONV: dL/dy from the forward's y (the conv's dtype), written in that dtype to grad_y.
+// floats and param_terms (B, 3 C_out) doubles of workspace. TUNED and TILED: the forward's conv recomputed, dL/dy
+// written in float32 to grad_y; TORCH_CONV: dL/dy from the forward's y (the conv's dtype), written in that dtype.
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight, const void* y,
                                            float* coef, double* param_terms, void* grad_y, void* grad_bias,
@@ -1607,10 +2019,22 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
             groups, (double)S);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
-        if (conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, is_half<T>())) {   // the forward's conv, writing dL/dy
+        const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, is_half<T>());
+        if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
             err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                          static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
                                          C_in, C_out, D, H, W, sms, stream);
+        } else if (path == Path::TILED) {   // tiles of output positions, CO_T channels a block
+            const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
+            if (t.smem_bytes() > (40u << 10) &&
+                (err = cudaFuncSetAttribute(conv_grad_y_general_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)t.smem_bytes())) != cudaSuccess)
+                return err;
+            conv_grad_y_general_kernel<T><<<dim3((unsigned)((long long)B * t.tiles()), (C_out + CO_T - 1) / CO_T),
+                                            GEN_THREADS, t.smem_bytes(), stream>>>(
+                static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
+                static_cast<float*>(grad_y), t);
+            err = cudaGetLastError();
         } else {
             const long long n = (long long)B * C_out * S;
             grad_y_from_conv_kernel<T><<<(unsigned)std::min<long long>((n + 255) / 256, 8LL * sms), 256, 0, stream>>>(
@@ -1626,37 +2050,39 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
 }
 
 
-// The conv's gradients on the tuned path: the tensor-core kernels where their bounds hold (dL/dx: W <= 32,
-// C_in <= 4, C_out <= 24; dL/dW: W <= 32 and a multiple of 4, C_in <= 7, the input 16-byte aligned), PyTorch's
-// convolution backward otherwise (the TORCH path, as on the PyTorch-conv path). Workspace (doubles):
-// grad_weight_tc_kernel's partials where it runs.
+// The conv's gradients on the tuned and tiled paths: the tensor-core kernels where their bounds hold (the tuned path;
+// dL/dx: W <= 32, C_in <= 4, C_out <= 24; dL/dW: W <= 32 and a multiple of 4, C_in <= 7, the input 16-byte aligned),
+// else the tiled kernels in float32 (exact; cuDNN's float32 gradients of so few channels are slow), else (half
+// precision) PyTorch's convolution backward, as on PyTorch's conv path. Workspace (doubles): the dL/dW kernels'
+// partials where they run.
 static GradDims grad_dims(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
     return GradDims{B, C_in, C_out, D, H, W, D - kd + 1, H - kh + 1, W - kw + 1};
 }
 static bool aligned16(const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; }
 // dL/dx: STREAM (grad_input_stream_kernel, a block a sample) where its bounds hold and the samples fill the GPU
-// (2 B >= SMs); else TC (grad_input_tc_kernel, blocks splitting the rows) where its bounds hold; else TORCH.
-enum class DxPath { STREAM, TC, TORCH };
-static DxPath dx_path(const GradDims& d, bool tuned, int sms) {
-    if (tuned && stream_input_grad(d) && 2 * d.B >= sms) return DxPath::STREAM;
-    if (tuned && tc_input_grad(d)) return DxPath::TC;
-    return DxPath::TORCH;
+// (2 B >= SMs); else TC (grad_input_tc_kernel, blocks splitting the rows) where its bounds hold; else TILED
+// (float32), else TORCH.
+enum class DxPath { STREAM, TC, TILED, TORCH };
+static DxPath dx_path(const GradDims& d, Path path, bool half, int sms) {
+    if (path == Path::TUNED && stream_input_grad(d) && 2 * d.B >= sms) return DxPath::STREAM;
+    if (path == Path::TUNED && tc_input_grad(d)) return DxPath::TC;
+    return path != Path::TORCH_CONV && !half ? DxPath::TILED : DxPath::TORCH;
 }
 // dL/dW: ROWS (grad_weight_rows_kernel: rows = depths, every output channel a column) where C_in K^2 <= 2 x 16 and
 // C_out <= WR_CO; else TC (grad_weight_tc_kernel); both need tc_weight_grad (W <= 32 and a multiple of 4, C_in <= 7,
-// the float input 16-byte aligned); else TORCH.
-enum class DwPath { ROWS, TC, TORCH };
-static DwPath dw_path(const GradDims& d, bool tuned, bool x_aligned) {
-    if (!(tuned && tc_weight_grad(d) && x_aligned)) return DwPath::TORCH;
-    return rows_weight_grad(d) ? DwPath::ROWS : DwPath::TC;
+// the float input 16-byte aligned); else TILED (float32), else TORCH.
+enum class DwPath { ROWS, TC, TILED, TORCH };
+static DwPath dw_path(const GradDims& d, Path path, bool half, bool x_aligned) {
+    if (path == Path::TUNED && tc_weight_grad(d) && x_aligned) return rows_weight_grad(d) ? DwPath::ROWS : DwPath::TC;
+    return path != Path::TORCH_CONV && !half ? DwPath::TILED : DwPath::TORCH;
 }
 // Which of the conv's gradients PyTorch's convolution backward computes: bit 0 dL/dx, bit 1 dL/dW.
 int conv3d_groupnorm_mean_torch_grads(const void* x_float, int B, int C_in, int C_out, int D, int H, int W, int kd,
                                       int kh, int kw, bool half, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const bool tuned = conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, half);
-    return (dx_path(d, tuned, sms) == DxPath::TORCH ? 1 : 0) |
-           (dw_path(d, tuned, x_float == nullptr || aligned16(x_float)) == DwPath::TORCH ? 2 : 0);
+    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
+    return (dx_path(d, path, half, sms) == DxPath::TORCH ? 1 : 0) |
+           (dw_path(d, path, half, x_float == nullptr || aligned16(x_float)) == DwPath::TORCH ? 2 : 0);
 }
 
 // grad_weight_tc_kernel's blocks (grid x): a wave of resident blocks, shared by the chunks (the residency asked
@@ -1687,27 +2113,42 @@ static int wrows_blocks(int sms) {
     }
     return per_sm * sms;
 }
+// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
+// splits giving about two blocks an SM.
+static dim3 wgrad_grid(const GradDims& d, Kernel3 k, int sms) {
+    const int ci_c = WgradPlan(d.C_in, k).ci_c;
+    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
+    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
+    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
+    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
+}
 int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
-// dL/dW's partial totals (doubles), the workspace (none where PyTorch computes dL/dW).
+// dL/dW's partial totals (doubles), the workspace (float32 inputs; none where PyTorch computes dL/dW).
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const DwPath path = dw_path(d, conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, false), aligned16(x));
+    const DwPath path = dw_path(d, conv3d_groupnorm_mean_path(C_in, kd, kh, kw, false), false, aligned16(x));
     if (path == DwPath::TORCH) return 0;
+    if (path == DwPath::TILED) return (long long)wgrad_grid(d, Kernel3{kd, kh, kw}, sms).z * C_out * C_in * kd * kh * kw;
     return (long long)(path == DwPath::ROWS ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((d.C_out + WGT_CO - 1) / WGT_CO) *
            wgt_groups(d.C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
 }
 
-// The tuned path's tensor-core dL/dx and dL/dW, where conv3d_groupnorm_mean_torch_grads leaves them to us (a null
-// grad_x or grad_weight: not wanted, or PyTorch's). tf32 (allow_tf32, float32): one TF32 product a step, as
-// PyTorch's conv backward does under the flag (docs/DESIGN.md); else split TF32.
+// The tuned and tiled paths' dL/dx and dL/dW in float32, where conv3d_groupnorm_mean_torch_grads leaves them to us
+// (a null grad_x or grad_weight: not wanted, or PyTorch's). tf32 (allow_tf32, float32): the tensor-core kernels take
+// one TF32 product a step, as PyTorch's conv backward does under the flag (docs/DESIGN.md), else split TF32; the
+// tiled kernels stay exact.
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
                                              float* grad_weight, double* work, int B, int C_in, int C_out, int D,
-                                             int H, int W, bool tf32, int sms, cudaStream_t stream) {
-    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, K, K, K);
+                                             int H, int W, int kd, int kh, int kw, bool half, bool tf32, int sms,
+                                             cudaStream_t stream) {
+    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
+    const Kernel3 k{kd, kh, kw};
+    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
     cudaError_t err;
     if (grad_x != nullptr) {
-        if (dx_path(d, true, sms) == DxPath::STREAM) {
+        const DxPath dx = dx_path(d, path, half, sms);
+        if (dx == DxPath::STREAM) {
             const auto kernel = tf32 ? (d.C_in == 1 ? grad_input_stream_kernel<1, true>
                                         : d.C_in == 2 ? grad_input_stream_kernel<2, true> : grad_input_stream_kernel<3, true>)
                                      : (d.C_in == 1 ? grad_input_stream_kernel<1, false>
@@ -1718,17 +2159,43 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
                 return err;
             // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
             kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
-        } else {
+        } else if (dx == DxPath::TC) {
             const auto kernel = tf32 ? grad_input_tc_kernel<true> : grad_input_tc_kernel<false>;
             int per_sm = 0;   // one wave of resident blocks
             if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
                 return err;
             kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
+        } else {   // TILED, the conv's transpose: dL/dy (C_out channels, Do x Ho x Wo) in, C_in (< 8) channels out
+            const int cot = C_in <= 4 ? 4 : 8, th = 2 * TILE_H;
+            const TileConv3 t = tile_plan(C_out, C_in, d.Do, d.Ho, d.Wo, kd, kh, kw, cot, th);
+            const long long tiles = (long long)D * ((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
+            const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 2 * PIX> : grad_input_tiled_kernel<8, 2 * PIX>;
+            if (t.smem_bytes() > (40u << 10) &&
+                (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
+                    cudaSuccess)
+                return err;
+            kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
+                grad_y, weight, grad_x, t);
         }
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
-    const bool rows = dw_path(d, true, true) == DwPath::ROWS;
+    const DwPath dw = dw_path(d, path, half, aligned16(x));
+    if (dw == DwPath::TILED) {
+        const dim3 grid = wgrad_grid(d, k, sms);
+        const size_t smem = wgrad_smem_bytes(C_in, k);
+        if (smem > (40u << 10) &&
+            (err = cudaFuncSetAttribute(grad_weight_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem)) != cudaSuccess)
+            return err;
+        grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, work, d, k, (int)grid.z);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        const long long n_w = (long long)C_out * C_in * kd * kh * kw;
+        finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(work, grad_weight, n_w,
+                                                                                           (int)grid.z);
+        return cudaGetLastError();
+    }
+    const bool rows = dw == DwPath::ROWS;
     const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
     if (rows)
         (tf32 ? grad_weight_rows_kernel<true> : grad_weight_rows_kernel<false>)<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(
@@ -1748,14 +2215,19 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
 // non-contiguous input, and in the backward the float copy of a half input). One line a stage, "stage: kernel; rule".
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                        int conv_type, int sms, int x_misalign) {
-    const bool half = conv_type != 0, tuned = conv3d_groupnorm_mean_tuned(C_in, kd, kh, kw, half);
-    const std::string torch_rule = "PyTorch's conv path: outside the tuned envelope (kernel 3 on every axis, C_in <= " +
-                                   std::to_string(TUNED_MAX_C_IN) + " in float32, <= " +
-                                   std::to_string(TUNED_MAX_C_IN_HALF) + " in half)";
+    const bool half = conv_type != 0;
+    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
+    const std::string envelope = "(tuned: kernel 3 on every axis, C_in <= " + std::to_string(TUNED_MAX_C_IN) +
+                                 " in float32, <= " + std::to_string(TUNED_MAX_C_IN_HALF) + " in half; tiled: float32, "
+                                 "C_in <= " + std::to_string(TILED_MAX_C_IN) + ")";
+    const std::string torch_rule = "PyTorch's conv path: outside the tuned and tiled envelopes " + envelope;
     std::string s;
-    if (!tuned) {
+    if (path == Path::TORCH_CONV) {
         s += "forward conv: PyTorch's convolution (at::_convolution); " + torch_rule + "\n";
         s += "forward: conv_sums_kernel; each channel's sums of PyTorch's conv output\n";
+    } else if (path == Path::TILED) {
+        s += "forward: conv_stats_general_kernel; tiled: float32, C_in <= " + std::to_string(TILED_MAX_C_IN) +
+             ", a kernel other than 3 on every axis\n";
     } else if (!half) {
         const std::string rows = wide_rows(W) ? "rows of 32-column segments (W >= 32)" : "rows of one segment (W < 32)";
         s += "forward: conv_gn_stats_kernel; tuned (kernel 3, C_in <= 7), split TF32 on the tensor cores, " + rows + "\n";
@@ -1767,12 +2239,15 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
     }
     s += "forward finish: gn_mean_finalize_kernel; always\n";
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    s += tuned ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
-               : "backward dL/dy: grad_y_from_conv_kernel; from the forward's saved conv output (PyTorch's conv path)\n";
+    s += path == Path::TUNED ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
+         : path == Path::TILED ? "backward dL/dy: conv_grad_y_general_kernel; tiled\n"
+                               : "backward dL/dy: grad_y_from_conv_kernel; from the forward's saved conv output "
+                                 "(PyTorch's conv path)\n";
     s += "backward parameters: gn_param_grad_kernel; always\n";
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); ";
-    switch (dx_path(d, tuned, sms)) {
+    const std::string bounds = path == Path::TUNED ? "the tensor-core kernels' bounds do not hold" : "tiled";
+    switch (dx_path(d, path, half, sms)) {
     case DxPath::STREAM:
         s += "backward dL/dx: grad_input_stream_kernel; kernel 3, W <= 32, C_in <= 3, C_out <= 32, its shared memory "
              "fits, and 2 B >= SMs (a block a sample fills the GPU)\n";
@@ -1780,10 +2255,13 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
     case DxPath::TC:
         s += "backward dL/dx: grad_input_tc_kernel; kernel 3, W <= 32, C_in <= 4, and not the streamed path\n";
         break;
+    case DxPath::TILED:
+        s += "backward dL/dx: grad_input_tiled_kernel; " + bounds + ", float32\n";
+        break;
     default:
-        s += "backward dL/dx: " + torch_bwd + (tuned ? "the tensor-core kernels' bounds do not hold\n" : torch_rule + "\n");
+        s += "backward dL/dx: " + torch_bwd + (path == Path::TUNED ? bounds + ", half precision\n" : torch_rule + "\n");
     }
-    switch (dw_path(d, tuned, half || x_misalign == 0)) {
+    switch (dw_path(d, path, half, half || x_misalign == 0)) {
     case DwPath::ROWS:
         s += "backward dL/dW: grad_weight_rows_kernel + finish_weight_grad_tc_kernel; kernel 3, W <= 32 and a "
              "multiple of 4, C_in <= 3, C_out <= 24, the input 16-byte aligned\n";
@@ -1792,8 +2270,11 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
         s += "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; kernel 3, W <= 32 and a "
              "multiple of 4, C_in <= 7, the input 16-byte aligned, and not the rows path\n";
         break;
+    case DwPath::TILED:
+        s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; " + bounds + ", float32\n";
+        break;
     default:
-        s += "backward dL/dW: " + torch_bwd + (tuned ? "the tensor-core kernels' bounds do not hold\n" : torch_rule + "\n");
+        s += "backward dL/dW: " + torch_bwd + (path == Path::TUNED ? bounds + ", half precision\n" : torch_rule + "\n");
     }
     return s;
 }
@@ -1925,13 +2406,18 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
                                         cudaStream_t stream);
 bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw, bool half);
+int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half);
+long long conv3d_groupnorm_mean_tiled_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw);
+cudaError_t conv3d_groupnorm_mean_tiled_stats(const float* x, const float* weight, double* partials, int B, int C_in,
+                                              int C_out, int D, int H, int W, int kd, int kh, int kw, int sms,
+                                              cudaStream_t stream);
 long long conv3d_groupnorm_mean_conv_sums_workspace(int B, int C_out, long long S);
 cudaError_t conv3d_groupnorm_mean_conv_sums(const void* y, double* partials, int conv_type, int B, int C_out,
                                             long long S, cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
                                            int norm_type, int B, int C_out, int groups, int D, int H, int W, int kd,
-                                           int kh, int kw, bool tuned, double eps, int sms, cudaStream_t stream);
+                                           int kh, int kw, int path, double eps, int sms, cudaStream_t stream);
 cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight, const void* y,
                                            float* coef, double* param_terms, void* grad_y, void* grad_bias,
@@ -1948,7 +2434,8 @@ long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in,
                                                 int kd, int kh, int kw, int sms);
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
                                              float* grad_weight, double* work, int B, int C_in, int C_out, int D,
-                                             int H, int W, bool tf32, int sms, cudaStream_t stream);
+                                             int H, int W, int kd, int kh, int kw, bool half, bool tf32, int sms,
+                                             cudaStream_t stream);
 
 static void check(cudaError_t err) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
@@ -1974,21 +2461,23 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 }
 // shared: converted end
 
-// Whether an input takes the tuned path (else PyTorch's conv path): the plan's rule, from the conv's channels,
-// kernel and dtype alone (so a Meta kernel with symbolic batch and spatial sizes decides it as the CUDA one does).
-static bool tuned_path(const Tensor& weight) {
-    return conv3d_groupnorm_mean_tuned((int)weight.sym_size(1).guard_int(__FILE__, __LINE__),
-                                       (int)weight.sym_size(2).guard_int(__FILE__, __LINE__),
-                                       (int)weight.sym_size(3).guard_int(__FILE__, __LINE__),
-                                       (int)weight.sym_size(4).guard_int(__FILE__, __LINE__),
-                                       weight.scalar_type() != at::kFloat);
+// The path an input takes (the CUDA source's Path: 0 tuned, 1 tiled, 2 PyTorch's conv): the plan's rule, from the
+// conv's channels, kernel and dtype alone (so a Meta kernel with symbolic batch and spatial sizes decides it as the
+// CUDA one does).
+enum PathCode { TUNED = 0, TILED = 1, TORCH_CONV = 2 };
+static int path_of(const Tensor& weight) {
+    return conv3d_groupnorm_mean_path_code((int)weight.sym_size(1).guard_int(__FILE__, __LINE__),
+                                           (int)weight.sym_size(2).guard_int(__FILE__, __LINE__),
+                                           (int)weight.sym_size(3).guard_int(__FILE__, __LINE__),
+                                           (int)weight.sym_size(4).guard_int(__FILE__, __LINE__),
+                                           weight.scalar_type() != at::kFloat);
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B), stats (B, C + 2G) float64: per
 //     channel the mean of the conv output, then per group mu_g, then rstd_g; y: PyTorch's conv output (B, C_out,
-//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it, empty (0 elements) on the tuned path);
+//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it, empty (0 elements) on the others);
 //   backward(grad_out, x, weight, bias, gn_weight, stats, y, groups, conv_mask) -> the gradients of x, weight,
 //     bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -2022,12 +2511,12 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
     const int64_t Do = D - kd + 1, Ho = H - kh + 1, Wo = W - kw + 1;
-    const bool tuned = tuned_path(w);
+    const int path = path_of(w);
     auto out = at::empty({B}, gn_weight.options());
     auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
     auto b = bias.contiguous();
     // PyTorch's conv path: y = PyTorch's conv (bias included), kept for the backward.
-    auto y = tuned ? at::empty({0}, x.options())
+    auto y = path != TORCH_CONV ? at::empty({0}, x.options())
                : B == 0 ? at::empty({0, C_out, Do, Ho, Wo}, x.options())
                         : torch_conv(x, w, b, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
     if (B == 0) return {out, stats, y};
@@ -2037,19 +2526,23 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     // The conv kernel first: the host's remaining work then overlaps it.
-    auto partials = at::empty({tuned ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
-                                     : conv3d_groupnorm_mean_conv_sums_workspace(B, C_out, Do * Ho * Wo)},
+    auto partials = at::empty({path == TUNED ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
+                               : path == TILED ? conv3d_groupnorm_mean_tiled_workspace(B, C_out, D, H, W, kd, kh, kw)
+                                               : conv3d_groupnorm_mean_conv_sums_workspace(B, C_out, Do * Ho * Wo)},
                               x.options().dtype(torch::kFloat64));
-    if (tuned)
+    if (path == TUNED)
         check(conv3d_groupnorm_mean_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
                                           dtype_code(x), B, C_in, C_out, D, H, W, sms, stream));
+    else if (path == TILED)
+        check(conv3d_groupnorm_mean_tiled_stats(x.data_ptr<float>(), w.data_ptr<float>(), partials.data_ptr<double>(),
+                                                B, C_in, C_out, D, H, W, kd, kh, kw, sms, stream));
     else
         check(conv3d_groupnorm_mean_conv_sums(y.data_ptr(), partials.data_ptr<double>(), dtype_code(x), B, C_out,
                                               Do * Ho * Wo, stream));
-    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), tuned ? b.data_ptr() : nullptr,
+    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), path != TORCH_CONV ? b.data_ptr() : nullptr,
                                          gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(),
                                          out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight),
-                                         B, C_out, groups, D, H, W, kd, kh, kw, tuned, eps, sms, stream));
+                                         B, C_out, groups, D, H, W, kd, kh, kw, path, eps, sms, stream));
     return {out, stats, y};
 }
 
@@ -2061,11 +2554,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
-    const bool tuned = tuned_path(w), half = x.scalar_type() != at::kFloat;
+    const bool ours = path_of(w) != TORCH_CONV, half = x.scalar_type() != at::kFloat;
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "conv3d_groupnorm_mean: the output's gradient "
                 "must have the output's dtype");
-    // The gradients in their tensors' dtypes; the tuned path's dL/dx and dL/dW computed in float32 and rounded at
-    // the end, PyTorch's in the conv's dtype.
+    // The gradients in their tensors' dtypes; our dL/dx and dL/dW computed in float32 and rounded at the end,
+    // PyTorch's in the conv's dtype.
     const auto f32 = x.options().dtype(at::kFloat);
     // B > 0: gn_param_grad_kernel writes every entry of these three (no fill kernels to launch).
     const auto made = [B](int64_t n, const at::TensorOptions& o) { return B > 0 ? at::empty({n}, o) : at::zeros({n}, o); };
@@ -2080,22 +2573,23 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
-    // dL/dy: float32 with the tensor-core kernels' tail on the tuned path; PyTorch's conv path: y's dtype and shape.
-    auto grad_y = tuned ? at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32) : at::empty_like(y);
+    // dL/dy: float32 with the tensor-core kernels' tail on the tuned and tiled paths; PyTorch's conv path: y's dtype
+    // and shape.
+    auto grad_y = ours ? at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32) : at::empty_like(y);
     auto coef = at::empty({B, C_out, 3}, f32);
     auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
     check(conv3d_groupnorm_mean_backward(
         grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
-        bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), tuned ? nullptr : y.data_ptr(),
+        bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), ours ? nullptr : y.data_ptr(),
         coef.data_ptr<float>(), param_terms.data_ptr<double>(), grad_y.data_ptr(),
         grad_bias.defined() ? grad_bias.data_ptr() : nullptr, grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
         dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw, sms, stream));
     if (!conv_mask[0] && !conv_mask[1]) return {grad_x, grad_w, grad_bias, grad_gn_weight, grad_gn_bias};
-    const auto xf = tuned ? converted(x, at::kFloat) : x;
-    const int torch_grads = conv3d_groupnorm_mean_torch_grads(tuned ? xf.data_ptr() : nullptr, B, C_in, C_out, D, H,
+    const auto xf = ours ? converted(x, at::kFloat) : x;
+    const int torch_grads = conv3d_groupnorm_mean_torch_grads(ours ? xf.data_ptr() : nullptr, B, C_in, C_out, D, H,
                                                               W, kd, kh, kw, half, sms);
     const bool ours_x = conv_mask[0] && !(torch_grads & 1), ours_w = conv_mask[1] && !(torch_grads & 2);
-    if (ours_x || ours_w) {   // the tuned path's tensor-core kernels, in float32
+    if (ours_x || ours_w) {   // the tensor-core or tiled kernels, in float32
         const auto wf = converted(w, at::kFloat);
         auto gx = ours_x ? at::empty(x.sizes(), f32) : Tensor();
         auto gw = ours_w ? at::empty(w.sizes(), f32) : Tensor();
@@ -2105,15 +2599,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         check(conv3d_groupnorm_mean_conv_grads(grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
                                                ours_x ? gx.data_ptr<float>() : nullptr,
                                                ours_w ? gw.data_ptr<float>() : nullptr, work.data_ptr<double>(), B,
-                                               C_in, C_out, D, H, W, !half && allow_tf32_conv(), sms, stream));
+                                               C_in, C_out, D, H, W, kd, kh, kw, half, !half && allow_tf32_conv(), sms,
+                                               stream));
         grad_x = converted(gx, x.scalar_type());
         grad_w = converted(gw, w.scalar_type());
     }
     const bool torch_x = conv_mask[0] && !ours_x, torch_w = conv_mask[1] && !ours_w;
     if (torch_x || torch_w) {   // PyTorch's convolution backward, on dL/dy in the conv's dtype (as eager's)
-        const auto gy = tuned ? converted(grad_y.narrow(0, 0, B * C_out * S).view({B, C_out, D - kd + 1, H - kh + 1,
-                                                                                     W - kw + 1}), x.scalar_type())
-                              : grad_y;
+        const auto gy = ours ? converted(grad_y.narrow(0, 0, B * C_out * S).view({B, C_out, D - kd + 1, H - kh + 1,
+                                                                                    W - kw + 1}), x.scalar_type())
+                             : grad_y;
         auto r = torch_conv_backward(gy, x, w, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0}, {torch_x, torch_w, false});
         if (torch_x) grad_x = std::get<0>(r);
         if (torch_w) grad_w = std::get<1>(r);
@@ -2126,7 +2621,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& w
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps) {
     std::vector<c10::SymInt> y_shape{0};
-    if (!tuned_path(weight)) {
+    if (path_of(weight) == TORCH_CONV) {
         y_shape = {x.sym_size(0), weight.sym_size(0)};
         for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
     }

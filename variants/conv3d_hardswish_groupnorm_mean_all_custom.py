@@ -1108,6 +1108,371 @@ __global__ void __launch_bounds__(SUM_THREADS) finish_channel_grads_kernel(
     if (threadIdx.x == 0) (kind == 0 ? grad_bias : kind == 1 ? grad_gn_weight : grad_gn_bias)[c] = (float)red[0];
 }
 
+// ---- The tiled path (float32, at most TILED_MAX_C_IN input channels, any kernel but the fused path's cubic 3 and 4,
+// tuples too): the conv on the CUDA cores, forward and backward. The forward: a thread per
+// output position of one sample, the CO channels of a chunk (grid y); the chunk's weights staged in shared memory
+// GC_TAPS taps at a time ([tap][channel]: a tap's CO weights are four broadcast float4 loads), so a tap is one
+// input load (read-only cache), four weight loads and CO multiply-adds, over (ci, kd, kh, kw) in order; 64-bit
+// indices. Blocks per sample: bps, each writing its partial sums in the tuned kernels' layout, so the same finalize
+// and channel-gradient kernels follow.
+struct Kernel3 { int d, h, w; };
+constexpr int GC_TAPS = 512;   // 32 KB of weights a stage
+template <typename T>
+__device__ __forceinline__ void conv_general(float (&acc)[CO], const T* __restrict__ x, const T* __restrict__ weight,
+                                             const Dims& d, Kernel3 k, long long b, int co0, int od, int oh, int ow) {
+    __shared__ float4 w_s[GC_TAPS * CO / 4];
+#pragma unroll
+    for (int j = 0; j < CO; ++j) acc[j] = 0.f;
+    const long long taps = (long long)d.C_in * k.d * k.h * k.w;
+    const T* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W + ((size_t)od * d.H + oh) * d.W + ow;
+    long long t = 0, staged = 0;   // taps [staged - GC_TAPS, staged) in w_s
+    for (int ci = 0; ci < d.C_in; ++ci)
+        for (int kd = 0; kd < k.d; ++kd)
+            for (int kh = 0; kh < k.h; ++kh)
+                for (int kw = 0; kw < k.w; ++kw, ++t) {
+                    if (t == staged) {   // uniform across the block: the next GC_TAPS taps' weights
+                        __syncthreads();
+                        float* ws = reinterpret_cast<float*>(w_s);
+                        const int n = (int)min((long long)GC_TAPS, taps - t) * CO;   // taps past the last: never read
+                        for (int i = threadIdx.x; i < n; i += THREADS) {
+                            const int j = i % CO;
+                            ws[i] = co0 + j < d.C_out ? load_float(weight + (co0 + j) * taps + t + i / CO) : 0.f;
+                        }
+                        __syncthreads();
+                        staged = t + GC_TAPS;
+                    }
+                    const float v = load_float(xs + (((size_t)ci * d.D + kd) * d.H + kh) * d.W + kw);
+                    const float4* w4 = w_s + (t - (staged - GC_TAPS)) * (CO / 4);
+#pragma unroll
+                    for (int q = 0; q < CO / 4; ++q) {
+                        const float4 w = w4[q];
+                        acc[4 * q] = fmaf(v, w.x, acc[4 * q]);
+                        acc[4 * q + 1] = fmaf(v, w.y, acc[4 * q + 1]);
+                        acc[4 * q + 2] = fmaf(v, w.z, acc[4 * q + 2]);
+                        acc[4 * q + 3] = fmaf(v, w.w, acc[4 * q + 3]);
+                    }
+                }
+}
+
+// This thread's output position (grid x = B * bps): false past the sample's last.
+__device__ __forceinline__ bool locate_position(const Dims& d, int bps, long long& b, int& od, int& oh, int& ow) {
+    b = blockIdx.x / bps;
+    const long long p = (long long)(blockIdx.x % bps) * THREADS + threadIdx.x, S = (long long)d.Do * d.Ho * d.Wo;
+    const long long pp = p < S ? p : 0;
+    ow = (int)(pp % d.Wo);
+    oh = (int)(pp / d.Wo % d.Ho);
+    od = (int)(pp / ((long long)d.Wo * d.Ho));
+    return p < S;
+}
+
+// conv_hswish_sums_kernel on the tiled path.
+template <typename T>
+__global__ void __launch_bounds__(THREADS) conv_hswish_sums_general_kernel(
+    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, double* __restrict__ partials,
+    Dims d, Kernel3 k, int bps)
+{
+    __shared__ double red[THREADS / 32][CO];
+    long long b;
+    int od, oh, ow;
+    const bool live = locate_position(d, bps, b, od, oh, ow);
+    const int co0 = blockIdx.y * CO;
+    float acc[CO], s[CO], q[CO];
+    conv_general(acc, x, weight, d, k, b, co0, od, oh, ow);
+#pragma unroll
+    for (int j = 0; j < CO; ++j) {
+        s[j] = 0.f;
+        q[j] = 0.f;
+        if (live && co0 + j < d.C_out) {
+            const float h = round_to<T>(hardswish(conv_output<T>(acc[j], bias != nullptr ? to_float(bias[co0 + j]) : 0.f)));
+            s[j] = h;
+            q[j] = h * h;
+        }
+    }
+    double* out = partials + ((b * gridDim.y + blockIdx.y) * bps + blockIdx.x % bps) * 2 * CO;
+    block_channel_sums(s, red, out);
+    block_channel_sums(q, red, out + CO);
+}
+
+// dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), y recomputed (any kernel size, float32); per block the
+// per-channel sum of dL/dy (the conv bias's gradient) -> partials (B, chunks, blocks_per_sample, CO).
+__global__ void __launch_bounds__(THREADS) grad_y_general_kernel(
+    const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+    const float* __restrict__ coef, float* __restrict__ grad_y, double* __restrict__ bias_partials, Dims d, Kernel3 k,
+    int bps)
+{
+    __shared__ double red[THREADS / 32][CO];
+    long long b;
+    int od, oh, ow;
+    const bool live = locate_position(d, bps, b, od, oh, ow);
+    const int co0 = blockIdx.y * CO;
+    const long long S = (long long)d.Do * d.Ho * d.Wo, p = ((long long)od * d.Ho + oh) * d.Wo + ow;
+    float acc[CO], s[CO];
+    conv_general(acc, x, weight, d, k, b, co0, od, oh, ow);
+#pragma unroll
+    for (int j = 0; j < CO; ++j) {
+        s[j] = 0.f;
+        const int c = co0 + j;
+        if (!live || c >= d.C_out) continue;
+        const float* cf = coef + (b * d.C_out + c) * 3;
+        const float y = acc[j] + (bias != nullptr ? bias[c] : 0.f);
+        const float g = fmaf(cf[1], hardswish(y) - cf[2], cf[0]) * hardswish_grad(y);
+        grad_y[((size_t)b * d.C_out + c) * S + p] = g;
+        s[j] = g;
+    }
+    block_channel_sums(s, red, bias_partials + ((b * gridDim.y + blockIdx.y) * bps + blockIdx.x % bps) * CO);
+}
+
+// The general path's conv gradients, tiled (as problem 23's file computes them). dL/dx: block (b tiles + tile of
+// TILE_H x TILE_W input positions of one input depth, chunk of COT input channels); tile_conv_flip gives a thread's
+// PIXT positions (rows ty, ty + ROW_STEP, ...): the conv's transpose, a conv of dL/dy (C_out channels) padded by
+// k - 1 with the weights flipped and their channels swapped. Per output depth and chunk of ci_t output channels it
+// stages the dL/dy rows the tile reads and the chunk's weights of that depth ([c][kh][kw][ci]: a tap's COT weights
+// are COT / 4 broadcast float4 loads) in shared memory; a tap is PIXT loads and PIXT x COT multiply-adds, summed
+// over (chunk, kd, c, kh, kw) in fp32, a fixed order.
+constexpr int GEN_THREADS = 256, TILE_W = 32, ROW_STEP = GEN_THREADS / TILE_W, TILE_H = 2 * ROW_STEP, CO_T = 16;
+struct FlipConv {
+    int C_in, C_out, D, H, W, ci_t;   // the transpose's: C_in = the model's C_out, D x H x W = Do x Ho x Wo
+    Kernel3 k;
+    int co_t, th;                     // input channels of the model at a time (COT), the tile's rows (PIXT ROW_STEP)
+    __host__ __device__ int rows() const { return th + k.h - 1; }
+    __host__ __device__ int cols() const { return TILE_W + k.w - 1; }
+    __host__ __device__ int in_floats() const { return (rows() * cols() + 3) / 4 * 4; }   // a channel's, 16-byte aligned
+    __host__ __device__ int w_floats() const { return k.h * k.w * co_t; }
+    size_t smem_bytes() const { return (size_t)ci_t * (in_floats() + w_floats()) * sizeof(float); }
+};
+template <int COT, int PIXT>
+__global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, FlipConv t)
+{
+    extern __shared__ float4 smem4[];
+    float* in_s = reinterpret_cast<float*>(smem4);
+    float* w_s = in_s + (size_t)t.ci_t * t.in_floats();
+    constexpr int TH = PIXT * ROW_STEP;
+    const int D = t.D + t.k.d - 1, H = t.H + t.k.h - 1, W = t.W + t.k.w - 1;
+    const int tiles_w = (W + TILE_W - 1) / TILE_W, tiles_hw = (H + TH - 1) / TH * tiles_w;
+    const int tile = (int)(blockIdx.x % ((long long)D * tiles_hw)), co0 = blockIdx.y * COT;
+    const long long b = blockIdx.x / ((long long)D * tiles_hw);
+    const int od = tile / tiles_hw, oh0 = tile % tiles_hw / tiles_w * TH, ow0 = tile % tiles_w * TILE_W;
+    const int ty = threadIdx.x / TILE_W, tx = threadIdx.x % TILE_W, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int rows = t.rows(), cols = t.cols(), taps2 = t.k.h * t.k.w, taps3 = t.k.d * taps2;
+    const int j = threadIdx.x % COT, co = co0 + j;   // the weights: a thread per output channel of a tap
+    float acc[PIXT][COT] = {};
+    for (int ci0 = 0; ci0 < t.C_in; ci0 += t.ci_t) {
+        const int nci = min(t.ci_t, t.C_in - ci0);
+        for (int kd = 0; kd < t.k.d; ++kd) {
+            const int id = od + kd - (t.k.d - 1);
+            if (id < 0 || id >= t.D) continue;   // the padding: no products (uniform across the block)
+            __syncthreads();
+            for (int ci = 0; ci < nci; ++ci) {   // a warp per row, lanes along it
+                const float* xc = grad_y + (((size_t)b * t.C_in + ci0 + ci) * t.D + id) * t.H * t.W;
+                for (int r = warp; r < rows; r += GEN_THREADS / 32) {
+                    const int ih = oh0 + r - (t.k.h - 1);
+                    for (int col = lane; col < cols; col += 32) {
+                        const int iw = ow0 + col - (t.k.w - 1);
+                        in_s[ci * t.in_floats() + r * cols + col] =
+                            ih >= 0 && iw >= 0 && ih < t.H && iw < t.W ? __ldg(xc + (size_t)ih * t.W + iw) : 0.f;
+                    }
+                }
+            }
+            // w_s[(ci taps2 + tap) COT + j] = weight[ci0 + ci][co][k.d - 1 - kd][taps2 - 1 - tap]
+            for (int ct = threadIdx.x / COT; ct < nci * taps2; ct += GEN_THREADS / COT)
+                w_s[ct * COT + j] = co < t.C_out ? __ldg(weight + ((size_t)(ci0 + ct / taps2) * t.C_out + co) * taps3 +
+                                                         (size_t)(t.k.d - 1 - kd) * taps2 + taps2 - 1 - ct % taps2)
+                                                 : 0.f;
+            __syncthreads();
+            for (int ci = 0; ci < nci; ++ci) {
+                const float* in_r = in_s + ci * t.in_floats() + ty * cols + tx;
+                const float4* w4 = reinterpret_cast<const float4*>(w_s + (size_t)ci * taps2 * COT);
+                for (int kh = 0; kh < t.k.h; ++kh, in_r += cols) {
+#pragma unroll 4
+                    for (int kw = 0; kw < t.k.w; ++kw, w4 += COT / 4) {
+                        float v[PIXT];
+#pragma unroll
+                        for (int p = 0; p < PIXT; ++p) v[p] = in_r[p * ROW_STEP * cols + kw];
+#pragma unroll
+                        for (int q = 0; q < COT / 4; ++q) {
+                            const float4 w = w4[q];
+#pragma unroll
+                            for (int p = 0; p < PIXT; ++p) {
+                                acc[p][4 * q] = fmaf(v[p], w.x, acc[p][4 * q]);
+                                acc[p][4 * q + 1] = fmaf(v[p], w.y, acc[p][4 * q + 1]);
+                                acc[p][4 * q + 2] = fmaf(v[p], w.z, acc[p][4 * q + 2]);
+                                acc[p][4 * q + 3] = fmaf(v[p], w.w, acc[p][4 * q + 3]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    const int oh = oh0 + ty, ow = ow0 + tx;
+#pragma unroll
+    for (int p = 0; p < PIXT; ++p)
+        if (oh + p * ROW_STEP < H && ow < W)
+#pragma unroll
+            for (int c = 0; c < COT; ++c)
+                if (co0 + c < t.C_out)
+                    grad_x[((((size_t)b * t.C_out + co0 + c) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][c];
+}
+
+using WgradDims = Dims;
+// shared: wgrad_tiled_3d begin
+// WgradDims: the file's dims type (B, C_in, C_out, Do, Ho, Wo, D, H, W), named before this block.
+// dL/dW, tiled: block (chunk of CO_T output channels, chunk of ci_c input channels, split): for the items (sample,
+// output depth, tile of TILE_H x TILE_W positions) split, split + splits, ... it stages the tile's dL/dy of the
+// chunk's channels (gy_s[position][channel], each quad of channels a float4, the quads swizzled by position so that
+// neither the staging stores nor the loads conflict) and the input rows the tile reads at each kd of each of its
+// input channels. A thread owns a quad of output channels, an input channel, WG_TAPS taps (tap group) and a part of
+// the tile's rows (row part): per position one float4 of dL/dy and WG_TAPS input loads feed 4 WG_TAPS multiply-adds.
+// Each item's products are summed in fp32, the items in double; the row parts' totals are added in order through
+// shared memory into partials (splits, C_out, C_in, taps), added in split order by finish_weight_grad_tiled_kernel.
+constexpr int WG_TAPS = 4, WG_QUADS = CO_T / 4;
+struct WgradPlan {
+    int groups, ci_c, units, parts;   // tap groups; input channels a block (their rows within 64 KB); units =
+                                      // quads x groups x ci_c (up to GEN_THREADS a round); row parts
+    __host__ __device__ WgradPlan(int C_in, Kernel3 k) {
+        const int ci_floats = k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
+        groups = (k.d * k.h * k.w + WG_TAPS - 1) / WG_TAPS;
+        ci_c = max(1, min(min(C_in, GEN_THREADS / (WG_QUADS * groups)), (16 << 10) / ci_floats));
+        units = min(WG_QUADS * groups * ci_c, GEN_THREADS);
+        parts = 1;
+        while (parts < TILE_H && 2 * parts * units <= GEN_THREADS) parts *= 2;   // a power of 2 dividing TILE_H
+    }
+};
+static size_t wgrad_smem_bytes(int C_in, Kernel3 k) {
+    const WgradPlan plan(C_in, k);
+    const size_t stage = (size_t)TILE_H * TILE_W * CO_T + (size_t)plan.ci_c * k.d * (TILE_H + k.h - 1) * (TILE_W + k.w - 1);
+    const size_t totals = (size_t)GEN_THREADS * WG_TAPS * 4 * 2;   // doubles, as floats
+    return (stage > totals ? stage : totals) * sizeof(float);
+}
+__device__ __forceinline__ int wg_swizzle(int pos, int quad) { return pos * CO_T + 4 * (quad ^ ((pos >> 1) & 3)); }
+__global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, WgradDims d, Kernel3 k,
+    int splits)
+{
+    static_assert(WG_QUADS == 4, "the swizzle permutes four quads");
+    extern __shared__ float4 smem4[];
+    float* gy_s = reinterpret_cast<float*>(smem4);                 // [TILE_H TILE_W][CO_T], swizzled quads
+    float* x_s = gy_s + TILE_H * TILE_W * CO_T;                    // [ci_c][kd][rows][cols]
+    double* totals_s = reinterpret_cast<double*>(smem4);           // after the items: [thread][WG_TAPS 4]
+    const int taps = k.d * k.h * k.w, rows = TILE_H + k.h - 1, cols = TILE_W + k.w - 1;
+    const WgradPlan plan(d.C_in, k);
+    const int co0 = blockIdx.x * CO_T, ci0 = blockIdx.y * plan.ci_c, split = blockIdx.z;
+    const int nci = min(plan.ci_c, d.C_in - ci0), n_units = WG_QUADS * plan.groups * nci;
+    const int rows_a_part = TILE_H / plan.parts;
+    const int tiles_w = (d.Wo + TILE_W - 1) / TILE_W, tiles_hw = (d.Ho + TILE_H - 1) / TILE_H * tiles_w;
+    const long long S = (long long)d.Do * d.Ho * d.Wo, items = (long long)d.B * d.Do * tiles_hw;
+    for (int u0 = 0; u0 < n_units; u0 += plan.units) {   // rounds of units (more than GEN_THREADS: huge kernels)
+        const int unit = u0 + (int)threadIdx.x % plan.units, part = (int)threadIdx.x / plan.units;
+        const bool active = part < plan.parts && unit < n_units;
+        const int quad = unit % WG_QUADS, group = unit / WG_QUADS % plan.groups, ci = unit / (WG_QUADS * plan.groups);
+        int offset[WG_TAPS];   // each tap's input offset ((kd rows + kh) cols + kw); taps past the last read tap 0's
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i) {
+            const int tap = min(group * WG_TAPS + i, taps - 1);
+            offset[i] = (tap / (k.h * k.w) * rows + tap / k.w % k.h) * cols + tap % k.w;
+        }
+        double total[WG_TAPS][4] = {};
+        for (long long item = split; item < items; item += splits) {
+            const long long b = item / ((long long)d.Do * tiles_hw);
+            const int od = (int)(item / tiles_hw % d.Do), tile = (int)(item % tiles_hw);
+            const int oh0 = tile / tiles_w * TILE_H, ow0 = tile % tiles_w * TILE_W;
+            __syncthreads();
+            for (int i = threadIdx.x; i < WG_QUADS * TILE_H * TILE_W; i += GEN_THREADS) {   // lanes along positions
+                const int q = i / (TILE_H * TILE_W), pos = i % (TILE_H * TILE_W);
+                const int oh = oh0 + pos / TILE_W, ow = ow0 + pos % TILE_W;
+                float v[4];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * q + c;
+                    v[c] = co < d.C_out && oh < d.Ho && ow < d.Wo
+                        ? __ldg(grad_y + ((size_t)b * d.C_out + co) * S + ((size_t)od * d.Ho + oh) * d.Wo + ow) : 0.f;
+                }
+                *reinterpret_cast<float4*>(gy_s + wg_swizzle(pos, q)) = make_float4(v[0], v[1], v[2], v[3]);
+            }
+            for (int i = threadIdx.x; i < nci * k.d * rows * cols; i += GEN_THREADS) {
+                const int c = i / (k.d * rows * cols), kd = i / (rows * cols) % k.d;
+                const int ih = oh0 + i / cols % rows, iw = ow0 + i % cols;
+                x_s[i] = ih < d.H && iw < d.W
+                    ? __ldg(x + (((size_t)b * d.C_in + ci0 + c) * d.D + od + kd) * d.H * d.W + (size_t)ih * d.W + iw) : 0.f;
+            }
+            __syncthreads();
+            if (!active) continue;
+            float sum[WG_TAPS][4] = {};
+            for (int py = part * rows_a_part; py < (part + 1) * rows_a_part; ++py)
+            for (int px0 = 0; px0 < TILE_W; px0 += 8) {   // the swizzle repeats every 8 positions: constant offsets
+                const float* xr = x_s + (size_t)ci * k.d * rows * cols + py * cols + px0;
+                const float* gr = gy_s + (py * TILE_W + px0) * CO_T;
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    const float4 g = *reinterpret_cast<const float4*>(gr + wg_swizzle(r, quad));
+#pragma unroll
+                    for (int i = 0; i < WG_TAPS; ++i) {
+                        const float v = xr[offset[i] + r];
+                        sum[i][0] = fmaf(g.x, v, sum[i][0]);
+                        sum[i][1] = fmaf(g.y, v, sum[i][1]);
+                        sum[i][2] = fmaf(g.z, v, sum[i][2]);
+                        sum[i][3] = fmaf(g.w, v, sum[i][3]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) total[i][c] += sum[i][c];
+        }
+        __syncthreads();   // the stage's last reads done: its memory now holds the totals
+#pragma unroll
+        for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) totals_s[(size_t)threadIdx.x * WG_TAPS * 4 + i * 4 + c] = total[i][c];
+        __syncthreads();
+        if (active && part == 0) {   // the row parts in order
+            for (int p = 1; p < plan.parts; ++p)
+#pragma unroll
+                for (int i = 0; i < WG_TAPS; ++i)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        total[i][c] += totals_s[((size_t)p * plan.units + threadIdx.x) * WG_TAPS * 4 + i * 4 + c];
+#pragma unroll
+            for (int i = 0; i < WG_TAPS; ++i) {
+                const int tap = group * WG_TAPS + i;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int co = co0 + 4 * quad + c;
+                    if (tap < taps && co < d.C_out)
+                        partials[(((size_t)split * d.C_out + co) * d.C_in + ci0 + ci) * taps + tap] = total[i][c];
+                }
+            }
+        }
+        __syncthreads();   // the totals read before the next round's stage
+    }
+}
+// shared: wgrad_tiled_3d end
+
+// shared: finish_weight_grad_tiled begin
+// dL/dW: each weight's split totals added in order.
+__global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
+                                                long long n, int splits)
+{
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double v = 0.0;
+    for (int s = 0; s < splits; ++s) v += partials[(size_t)s * n + i];
+    grad_weight[i] = (float)v;
+}
+// shared: finish_weight_grad_tiled end
+// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
+// splits giving about two blocks an SM.
+static dim3 wgrad_grid(const Dims& d, Kernel3 k, int sms) {
+    const int ci_c = WgradPlan(d.C_in, k).ci_c;
+    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
+    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
+    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
+    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
+}
+
+
 // shared: hardswish_gn_mean begin
 // PyTorch's conv output y (B, C, D, H, W) -> HardSwish -> GroupNorm -> mean over (D, H, W), and its backward: the
 // fused pass of problem 27 over a conv output that PyTorch computed (its conv-kept file's whole chain, and its
@@ -1397,30 +1762,50 @@ static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + TH
 // ---- The plan: which path an input takes, decided here once for the forward, the backward, the workspace and
 // plan() (the C++ operator and ModelNew.plan read these functions, nothing else).
 // FUSED: the conv ours, its output never written: a cubic kernel of 3 or 4 and either the tensor-core kernels'
-// bounds (tc_forward: W <= 32, C_in K^2 <= 64) or, past them, fewer than PLAIN_MAX_C_IN input channels (the plain
+// bounds (tc_forward: W <= 32, C_in K^2 <= 64) or, past them, at most PLAIN_MAX_C_IN input channels (the plain
 // FP32 conv_hswish_sums_kernel: the conv memory-bound, cuDNN's exact fp32 conv far slower).
+// TILED: float32, at most TILED_MAX_C_IN input channels, any other kernel: conv_hswish_sums_general_kernel and the
+// tiled gradients (H200, 64x3x16x32x32, kernel 5: forward 2x, forward + backward 7x faster than PyTorch's conv path,
+// whose float32 gradients of so few channels are slow).
 // TORCH_CONV: everywhere else, PyTorch's conv (cuDNN, the user's flags and dtype) and then the file's chain over its
-// output: the pass of the conv-kept file (hardswish_gn_mean block), forward and backward; from 8 input channels the
-// conv is compute-bound and cuDNN beats any conv of ours 3 to 5x (docs/conv3d_hardswish_groupnorm_mean_all_custom.md).
-constexpr int PLAIN_MAX_C_IN = 7;
-enum class Path { FUSED, TORCH_CONV };
+// output: the pass of the conv-kept file (hardswish_gn_mean block), forward and backward. From 8 input channels the
+// conv is compute-bound and cuDNN beats any conv of ours, and in half precision it beats the tiled backward 2x
+// (docs/conv3d_hardswish_groupnorm_mean_all_custom.md).
+constexpr int PLAIN_MAX_C_IN = 7, TILED_MAX_C_IN = 7;
+enum class Path { FUSED, TILED, TORCH_CONV };
 bool tuned_kernel(int kd, int kh, int kw) { return kd == kh && kh == kw && (kd == 3 || kd == 4); }
-static Path forward_path(int C_in, int C_out, int W, int kd, int kh, int kw) {
-    if (!tuned_kernel(kd, kh, kw)) return Path::TORCH_CONV;
-    const Dims d = make_dims(1, C_in, C_out, kd, kd, W, kd);
-    return tc_forward(d, kd) || C_in <= PLAIN_MAX_C_IN ? Path::FUSED : Path::TORCH_CONV;
+static Path forward_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
+    if (tuned_kernel(kd, kh, kw) &&
+        (tc_forward(make_dims(1, C_in, C_out, kd, kd, W, kd), kd) || C_in <= PLAIN_MAX_C_IN))
+        return Path::FUSED;
+    return !half && C_in <= TILED_MAX_C_IN && !tuned_kernel(kd, kh, kw) ? Path::TILED : Path::TORCH_CONV;
 }
-bool conv3d_hardswish_gn_mean_fused(int C_in, int C_out, int W, int kd, int kh, int kw) {
-    return forward_path(C_in, C_out, W, kd, kh, kw) == Path::FUSED;
+int conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
+    return (int)forward_path(C_in, C_out, W, kd, kh, kw, half);
 }
-// The backward's dL/dy: the forward's tensor-core conv where tc_forward holds (conv_rows_tc_kernel, GRAD), else
-// PyTorch's conv path's chain backward over y (saved by the forward on that path; recomputed by PyTorch's conv where
-// the forward was the plain FP32 kernel).
-static bool tc_backward(int C_in, int C_out, int W, int kd, int kh, int kw) {
-    return tuned_kernel(kd, kh, kw) && tc_forward(make_dims(1, C_in, C_out, kd, kd, W, kd), kd);
+// The backward, stage by stage. dL/dy: TC, the forward's tensor-core conv (conv_rows_tc_kernel, GRAD) where
+// tc_forward holds; TILED, grad_y_general_kernel, in float32 with at most TILED_MAX_C_IN channels (the fused plain
+// path and the tiled one); else TORCH: the chain's backward over y (saved by the forward on PyTorch's conv path,
+// recomputed by PyTorch's conv after the fused plain path in half precision), then PyTorch's convolution backward.
+// dL/dx and dL/dW after a TC or TILED dL/dy: the tensor-core kernel where its bounds hold (tc_input_grad; rows of
+// the float input as vector loads), else the tiled kernel in float32, else PyTorch's convolution backward.
+enum class Stage { TC, TILED, TORCH };
+static Stage dy_stage(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
+    if (tuned_kernel(kd, kh, kw) && tc_forward(make_dims(1, C_in, C_out, kd, kd, W, kd), kd)) return Stage::TC;
+    return forward_path(C_in, C_out, W, kd, kh, kw, half) != Path::TORCH_CONV && !half ? Stage::TILED : Stage::TORCH;
 }
-bool conv3d_hardswish_gn_mean_tc_backward(int C_in, int C_out, int W, int kd, int kh, int kw) {
-    return tc_backward(C_in, C_out, W, kd, kh, kw);
+int conv3d_hardswish_gn_mean_dy_stage(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
+    return (int)dy_stage(C_in, C_out, W, kd, kh, kw, half);
+}
+static Stage dx_stage(const Dims& d, int kd, int kh, int kw, bool half) {
+    const Stage y = dy_stage(d.C_in, d.C_out, d.W, kd, kh, kw, half);
+    if (y == Stage::TC && tc_input_grad(make_dims(d.B, d.C_in, d.C_out, d.D, d.H, d.W, kd), kd)) return Stage::TC;
+    return y != Stage::TORCH && !half && d.C_in <= TILED_MAX_C_IN ? Stage::TILED : Stage::TORCH;
+}
+static Stage dw_stage(const Dims& d, int kd, int kh, int kw, bool half, bool vec) {
+    const Stage y = dy_stage(d.C_in, d.C_out, d.W, kd, kh, kw, half);
+    if (y == Stage::TC && vec) return Stage::TC;
+    return y != Stage::TORCH && !half && d.C_in <= TILED_MAX_C_IN ? Stage::TILED : Stage::TORCH;
 }
 
 // Blocks per (sample, channel chunk) of the forward and of dL/dy: each writes one set of partial sums.
@@ -1428,30 +1813,48 @@ static int sum_blocks(const Dims& d, int K) { return tc_forward(d, K) ? tc_parts
 // Rows of x as 16-byte (half: 8-byte) loads: W a multiple of 4 and x aligned to 4 elements.
 template <typename T>
 static bool aligned_rows(const T* x, int W) { return W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(T)) == 0; }
-
-// The fused forward's partials (doubles).
-long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K) {
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    return (long long)B * ((C_out + CO - 1) / CO) * sum_blocks(d, K) * 2 * CO;
+// The tiled path's dims and blocks per sample (a thread an output position).
+static Dims general_dims(int B, int C_in, int C_out, int D, int H, int W, Kernel3 k) {
+    Dims d = make_dims(B, C_in, C_out, D, H, W, 1);
+    d.Do = D - k.d + 1; d.Ho = H - k.h + 1; d.Wo = W - k.w + 1;
+    return d;
+}
+static int general_bps(const Dims& d) { return (int)(((long long)d.Do * d.Ho * d.Wo + THREADS - 1) / THREADS); }
+static Dims path_dims(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return tuned_kernel(kd, kh, kw) ? make_dims(B, C_in, C_out, D, H, W, kd)
+                                    : general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
+}
+static int path_bps(const Dims& d, int kd, int kh, int kw) {   // partials a (sample, channel chunk)
+    return tuned_kernel(kd, kh, kw) ? sum_blocks(d, kd) : general_bps(d);
 }
 
-// The fused forward. Dtype codes: see with_types; x and the conv's parameters in the conv's type, the rest in the
-// GroupNorm's.
+// The fused and tiled forwards' partials (doubles).
+long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    const Dims d = path_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
+    return (long long)B * ((C_out + CO - 1) / CO) * path_bps(d, kd, kh, kw) * 2 * CO;
+}
+
+// The fused and tiled forwards. Dtype codes: see with_types; x and the conv's parameters in the conv's type, the
+// rest in the GroupNorm's.
 cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* bias_in, const void* gn_weight,
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
-                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int K, double eps,
-                           cudaStream_t stream) {
+                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh,
+                           int kw, double eps, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
         const T* x = static_cast<const T*>(x_in);
         const T* weight = static_cast<const T*>(weight_in);
         const T* bias = static_cast<const T*>(bias_in);
-        const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-        const bool tc = tc_forward(d, K), vec = aligned_rows(x, W);
-        const int bps = sum_blocks(d, K);
+        const int K = kd;
+        const Dims d = path_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
+        const bool tuned = tuned_kernel(kd, kh, kw), tc = tuned && tc_forward(d, K), vec = aligned_rows(x, W);
+        const int bps = path_bps(d, kd, kh, kw);
         const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
-        if (tc) {
+        if (!tuned) {
+            conv_hswish_sums_general_kernel<T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d,
+                                                                             Kernel3{kd, kh, kw}, bps);
+        } else if (tc) {
             if constexpr (is_half<T>()) {
                 const auto kernel = K == 3 ? (vec ? conv_rows_half_kernel<3, T, true> : conv_rows_half_kernel<3, T, false>)
                                            : (vec ? conv_rows_half_kernel<4, T, true> : conv_rows_half_kernel<4, T, false>);
@@ -1475,14 +1878,13 @@ cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* 
     });
 }
 
-// The tensor-core backward (tc_backward): dL/dy by the forward's conv (GRAD), then dL/dx by grad_input_tc_kernel
-// where tc_input_grad holds and dL/dW by grad_weight_tc_kernel where the float input's rows are vector loads (each
-// else by PyTorch's convolution backward on this dL/dy: the caller's).
-static bool tc_x(const Dims& d, int K) { return tc_input_grad(d, K); }
-static bool tc_w(const float* x, int W) { return aligned_rows(x, W); }
-// conv3d_hardswish_gn_mean_torch_grads: bit 0 dL/dx, bit 1 dL/dW by PyTorch's convolution backward.
-int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K) {
-    return (tc_x(make_dims(B, C_in, C_out, D, H, W, K), K) ? 0 : 1) | (tc_w(x, W) ? 0 : 2);
+// conv3d_hardswish_gn_mean_torch_grads: bit 0 dL/dx, bit 1 dL/dW by PyTorch's convolution backward (after a TC or
+// TILED dL/dy).
+int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd,
+                                         int kh, int kw, bool half) {
+    const Dims d = make_dims(B, C_in, C_out, D, H, W, kd);
+    return (dx_stage(d, kd, kh, kw, half) == Stage::TORCH ? 1 : 0) |
+           (dw_stage(d, kd, kh, kw, half, aligned_rows(x, W)) == Stage::TORCH ? 2 : 0);
 }
 
 // Workspace (doubles): coef (B, C, 3) floats rounded up to doubles, param terms (B, 2C), bias partials,
@@ -1490,79 +1892,130 @@ int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_
 // grad_weight_tc_kernel's blocks (grid x): 2 per SM resident (a wave), shared by the chunks.
 static int wgt_blocks(const Dims& d, int sms) { return std::max(1, 2 * sms / ((d.C_out + CO - 1) / CO)); }
 int grad_y_tail() { return GI_TAIL; }
-long long backward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K, int sms) {
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const int chunks = (C_out + CO - 1) / CO;
-    return ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out + (long long)B * chunks * tc_parts(d) * CO +
-           (long long)wgt_blocks(d, sms) * chunks * wgt_groups(C_in * K * K) * CO * WGT_DEPTHS * K;
+long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
+                                     int kw, bool half, int sms) {
+    const Dims dt = make_dims(B, C_in, C_out, D, H, W, kd);
+    const Dims dg = general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
+    const bool tc_y = dy_stage(C_in, C_out, W, kd, kh, kw, half) == Stage::TC;
+    const int chunks = (C_out + CO - 1) / CO, bps = tc_y ? tc_parts(dt) : general_bps(dg);
+    const long long common = ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out + (long long)B * chunks * bps * CO;
+    switch (dw_stage(dt, kd, kh, kw, half, aligned_rows(x, W))) {
+    case Stage::TC:
+        return common + (long long)wgt_blocks(dt, sms) * chunks * wgt_groups(C_in * kd * kd) * CO * WGT_DEPTHS * kd;
+    case Stage::TILED:
+        return common + (long long)wgrad_grid(dg, {kd, kh, kw}, sms).z * C_out * C_in * kd * kh * kw;
+    default:
+        return common;
+    }
 }
 
-// tf32 (allow_tf32, float32): dL/dx and dL/dW take one TF32 product a step, as PyTorch's conv backward does under
-// the flag (docs/DESIGN.md). grad_x / grad_weight null: not wanted here (or PyTorch's).
+// The backward after a TC or TILED dL/dy (dy_stage), in float32 (half precision: on float copies, exact); dL/dy
+// written to grad_y. grad_x / grad_weight null: not wanted here (or PyTorch's: the caller's). tf32 (allow_tf32,
+// float32): the tensor-core dL/dx and dL/dW take one TF32 product a step, as PyTorch's conv backward does under the
+// flag (docs/DESIGN.md); the tiled kernels stay exact.
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int K,
-                            bool tf32, int sms, cudaStream_t stream) {
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    const int bps = tc_parts(d), chunks = (C_out + CO - 1) / CO;
+                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
+                            int kh, int kw, bool half, bool tf32, int sms, cudaStream_t stream) {
+    const int K = kd;
+    const Kernel3 k{kd, kh, kw};
+    const Dims dt = make_dims(B, C_in, C_out, D, H, W, K);   // the tensor-core kernels' dims (a cubic kernel K)
+    const Dims dg = general_dims(B, C_in, C_out, D, H, W, k);
+    const bool tc_y = dy_stage(C_in, C_out, W, kd, kh, kw, half) == Stage::TC;
+    const int bps = tc_y ? tc_parts(dt) : general_bps(dg), chunks = (C_out + CO - 1) / CO;
     float* coef = reinterpret_cast<float*>(work);
     double* param_terms = work + ((long long)B * C_out * 3 + 1) / 2;
     double* b_partials = param_terms + (long long)B * 2 * C_out;
     double* w_partials = b_partials + (long long)B * chunks * bps * CO;
     cudaError_t err;
-    gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, d, G);
+    gn_mean_backward_coef_kernel<<<B, 128, 0, stream>>>(grad_out, gn_weight, stats, coef, param_terms, dg, G);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     // dL/dy and its per-block channel sums
-    const auto y_kernel = K == 3 ? conv_rows_tc_kernel<3, true> : conv_rows_tc_kernel<4, true>;
-    y_kernel<<<dim3((unsigned)((long long)B * bps), chunks), THREADS, 0, stream>>>(x, weight, bias, coef, grad_y,
-                                                                                 b_partials, d, bps, aligned_rows(x, W));
+    const dim3 grid_y((unsigned)((long long)B * bps), chunks);
+    if (tc_y) {
+        const auto kernel = K == 3 ? conv_rows_tc_kernel<3, true> : conv_rows_tc_kernel<4, true>;
+        kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dt, bps, aligned_rows(x, W));
+    } else {
+        grad_y_general_kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dg, k, bps);
+    }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (grad_x != nullptr) {   // the conv's transpose of dL/dy
+    // dL/dx: the conv's transpose of dL/dy
+    const Stage dx = dx_stage(dt, kd, kh, kw, half);
+    if (grad_x != nullptr && dx == Stage::TC) {
         const auto kernel = tf32 ? (K == 3 ? grad_input_tc_kernel<3, true> : grad_input_tc_kernel<4, true>)
                                  : (K == 3 ? grad_input_tc_kernel<3, false> : grad_input_tc_kernel<4, false>);
         int per_sm = 0;   // one wave of resident blocks
         if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
             return err;
-        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, dt);
+    } else if (grad_x != nullptr && dx == Stage::TILED) {   // dL/dy (C_out channels, Do x Ho x Wo) in, C_in out
+        const int cot = C_in <= 4 ? 4 : 8, th = 2 * TILE_H;
+        FlipConv t{C_out, C_in, dg.Do, dg.Ho, dg.Wo, 1, k, cot, th};
+        t.ci_t = (int)std::max<size_t>(1, std::min<size_t>((size_t)C_out, (40u << 10) / t.smem_bytes()));
+        const long long tiles = (long long)D * ((H + th - 1) / th) * ((W + TILE_W - 1) / TILE_W);
+        const auto kernel = cot == 4 ? grad_input_tiled_kernel<4, 4> : grad_input_tiled_kernel<8, 4>;
+        if (t.smem_bytes() > (40u << 10) &&
+            (err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)t.smem_bytes())) !=
+                cudaSuccess)
+            return err;
+        kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
+            grad_y, weight, grad_x, t);
     }
-    if (grad_weight != nullptr) {   // partials, then their sums in order
-        const long long n_w = (long long)C_out * C_in * K * K * K;
-        const int n_blocks = wgt_blocks(d, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    // dL/dW: partials, then their sums in order
+    const long long n_w = (long long)C_out * C_in * kd * kh * kw;
+    const Stage dw = dw_stage(dt, kd, kh, kw, half, aligned_rows(x, W));
+    if (grad_weight != nullptr && dw == Stage::TC) {
+        const int n_blocks = wgt_blocks(dt, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
         const unsigned w_grid = (unsigned)((n_w + 127) / 128);
         const auto kernel = tf32 ? (K == 3 ? grad_weight_tc_kernel<3, true> : grad_weight_tc_kernel<4, true>)
                                  : (K == 3 ? grad_weight_tc_kernel<3, false> : grad_weight_tc_kernel<4, false>);
-        kernel<<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, d);
+        kernel<<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, dt);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_blocks);
-        else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, d, n_blocks);
+        if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
+        else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
+    } else if (grad_weight != nullptr && dw == Stage::TILED) {
+        const dim3 grid = wgrad_grid(dg, k, sms);
+        const size_t smem = wgrad_smem_bytes(C_in, k);
+        if (smem > (40u << 10) &&
+            (err = cudaFuncSetAttribute(grad_weight_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem)) != cudaSuccess)
+            return err;
+        grad_weight_tiled_kernel<<<grid, GEN_THREADS, smem, stream>>>(grad_y, x, w_partials, dg, k, (int)grid.z);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        finish_weight_grad_tiled_kernel<<<(unsigned)((n_w + 255) / 256), 256, 0, stream>>>(w_partials, grad_weight,
+                                                                                           n_w, (int)grid.z);
     }
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
     finish_channel_grads_kernel<<<dim3(C_out, 3), SUM_THREADS, 0, stream>>>(b_partials, param_terms, grad_bias,
-                                                                            grad_gn_weight, grad_gn_bias, d, bps);
+                                                                            grad_gn_weight, grad_gn_bias, dg, bps);
     return cudaGetLastError();
 }
 
 // The launch plan for an input: each stage's kernel and the rule that picked it, from the functions above that the
-// launchers call (forward_path, tc_forward, tc_backward, tc_x, tc_w, aligned_rows). conv_type: the dtype code;
+// launchers call (forward_path, tc_forward, dy_stage, dx_stage, dw_stage, aligned_rows). conv_type: the dtype code;
 // x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a non-contiguous input, and in the
 // backward the float copy of a half input). One line a stage, "stage: kernel; rule".
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                           int conv_type, int x_misalign) {
     const bool half = conv_type != 0;
     const int K = kd;
-    const bool fused = forward_path(C_in, C_out, W, kd, kh, kw) == Path::FUSED;
-    const bool tc = fused && tc_forward(make_dims(B, C_in, C_out, D, H, W, K), K);
+    const Path path = forward_path(C_in, C_out, W, kd, kh, kw, half);
+    const bool tc = path == Path::FUSED && tc_forward(make_dims(B, C_in, C_out, D, H, W, K), K);
     const bool vec_fwd = W % 4 == 0 && x_misalign % (half ? 8 : 16) == 0;   // aligned_rows on the input as given
     const bool vec_bwd = W % 4 == 0 && (half || x_misalign == 0);          // aligned_rows on the float input
     const std::string rows = " (rows of x as vector loads: W a multiple of 4 and x aligned)";
     const std::string torch_rule = "PyTorch's conv path: outside the fused envelope (a cubic kernel of 3 or 4, and "
-                                   "W <= 32 and C_in K^2 <= 64, or C_in <= " + std::to_string(PLAIN_MAX_C_IN) + ")";
+                                   "W <= 32 and C_in K^2 <= 64, or C_in <= " + std::to_string(PLAIN_MAX_C_IN) +
+                                   ") and the tiled one (float32, C_in <= " + std::to_string(TILED_MAX_C_IN) + ")";
     std::string s;
-    if (!fused) {
+    if (path == Path::TORCH_CONV) {
         s += "forward conv: PyTorch's convolution (at::_convolution); " + torch_rule + "\n";
         s += "forward: hardswish_gn_mean_kernel; the chain over PyTorch's conv output\n";
+    } else if (path == Path::TILED) {
+        s += "forward: conv_hswish_sums_general_kernel; tiled: float32, C_in <= " + std::to_string(TILED_MAX_C_IN) +
+             ", a kernel other than cubic 3 or 4\n";
     } else if (tc && half) {
         s += std::string("forward: conv_rows_half_kernel<") + (vec_fwd ? "VEC" : "element loads") + ">; fused "
              "(a cubic kernel of 3 or 4), W <= 32, C_in K^2 <= 64: 16-bit MMA" + (vec_fwd ? rows : "") + "\n";
@@ -1573,25 +2026,45 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
         s += "forward: conv_hswish_sums_kernel; fused kernel size, W > 32 or C_in K^2 > 64, C_in <= " +
              std::to_string(PLAIN_MAX_C_IN) + ": plain FP32\n";
     }
-    if (fused) s += "forward finish: gn_mean_finalize_kernel; always\n";
-    if (!tc_backward(C_in, C_out, W, kd, kh, kw)) {
-        s += std::string("backward conv: ") + (fused ? "PyTorch's convolution (at::_convolution) recomputes y; the "
-                                                       "tensor-core bounds do not hold\n"
-                                                     : "the forward's saved output (PyTorch's conv path)\n");
+    if (path != Path::TORCH_CONV) s += "forward finish: gn_mean_finalize_kernel; always\n";
+    const Stage y = dy_stage(C_in, C_out, W, kd, kh, kw, half);
+    if (y == Stage::TORCH) {
+        s += std::string("backward conv: ") + (path == Path::FUSED ? "PyTorch's convolution (at::_convolution) "
+                                                                     "recomputes y; half precision past the "
+                                                                     "tensor-core bounds\n"
+                                                                   : "the forward's saved output (PyTorch's conv path)\n");
         s += "backward chain: hardswish_gn_mean_backward_kernel + gn_param_grad_kernel; dL/dy over y\n";
         s += "backward dL/dx, dL/dW: PyTorch's convolution backward (at::convolution_backward); on dL/dy\n";
         return s;
     }
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    s += "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n";
+    s += y == Stage::TC ? "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n"
+                        : "backward dL/dy: grad_y_general_kernel; float32, C_in <= " + std::to_string(TILED_MAX_C_IN) +
+                              ", the tensor-core bounds do not hold\n";
     const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
-    s += tc_x(d, K) ? "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth "
-                      "bound)\n"
-                    : "backward dL/dx: PyTorch's convolution backward (at::convolution_backward); C_in > 4 or past "
-                      "tc_input_grad's depth bound\n";
-    s += vec_bwd ? "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; rows of vector loads\n"
-                 : "backward dL/dW: PyTorch's convolution backward (at::convolution_backward); rows not vector "
-                   "loads (W not a multiple of 4)\n";
+    const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); ";
+    switch (dx_stage(d, kd, kh, kw, half)) {
+    case Stage::TC:
+        s += "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth bound)\n";
+        break;
+    case Stage::TILED:
+        s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 4 ? "4" : "8") + ">; float32, past "
+             "tc_input_grad's bounds\n";
+        break;
+    default:
+        s += "backward dL/dx: " + torch_bwd + "half precision, past tc_input_grad's bounds\n";
+    }
+    switch (dw_stage(d, kd, kh, kw, half, vec_bwd)) {
+    case Stage::TC:
+        s += "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; rows of vector loads\n";
+        break;
+    case Stage::TILED:
+        s += "backward dL/dW: grad_weight_tiled_kernel + finish_weight_grad_tiled_kernel; float32, not the "
+             "tensor-core kernel's bounds\n";
+        break;
+    default:
+        s += "backward dL/dW: " + torch_bwd + "half precision, rows not vector loads\n";
+    }
     s += "backward channel gradients: finish_channel_grads_kernel; always\n";
     return s;
 }
@@ -1718,14 +2191,15 @@ static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad
 }
 // shared: torch_conv end
 
-long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K);
+long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw);
 cudaError_t forward_launch(const void* x, const void* weight, const void* bias, const void* gn_weight,
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
-                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int K, double eps,
-                           cudaStream_t stream);
-bool conv3d_hardswish_gn_mean_fused(int C_in, int C_out, int W, int kd, int kh, int kw);
-bool conv3d_hardswish_gn_mean_tc_backward(int C_in, int C_out, int W, int kd, int kh, int kw);
-int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_out, int D, int H, int W, int K);
+                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh,
+                           int kw, double eps, cudaStream_t stream);
+int conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half);
+int conv3d_hardswish_gn_mean_dy_stage(int C_in, int C_out, int W, int kd, int kh, int kw, bool half);
+int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd,
+                                         int kh, int kw, bool half);
 cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
                                              double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
                                              double eps, cudaStream_t stream);
@@ -1734,15 +2208,16 @@ cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* 
                                               void* grad_weight, void* grad_bias, int conv_type, int norm_type,
                                               int B, int C, int G, int S, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
-long long backward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int K, int sms);
+long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
+                                     int kw, bool half, int sms);
 int grad_y_tail();
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                           int conv_type, int x_misalign);
 cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
                             const float* gn_weight, const double* stats, double* work, float* grad_y,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
-                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int K,
-                            bool tf32, int sms, cudaStream_t stream);
+                            float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
+                            int kh, int kw, bool half, bool tf32, int sms, cudaStream_t stream);
 
 static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean_all_custom: ", what, " failed: ",
@@ -1769,23 +2244,27 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 }
 // shared: converted end
 
-// The plan's two decisions, from the conv's channels and kernel, the input's width (so a Meta kernel decides them as
-// the CUDA one does: a symbolic size is specialised only where the rule reads it).
+// The plan's decisions (the CUDA source's Path: 0 fused, 1 tiled, 2 PyTorch's conv; the backward's dL/dy stage:
+// 0 tensor cores, 1 tiled, 2 PyTorch's conv path's), from the conv's channels, kernel and dtype and the input's
+// width (so a Meta kernel decides them as the CUDA one does: a symbolic size is specialised only where read).
+enum PathCode { FUSED = 0, TILED = 1, TORCH_CONV = 2 };
 static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
-static bool fused_path(const Tensor& x, const Tensor& weight) {
-    return conv3d_hardswish_gn_mean_fused((int)static_size(weight, 1), (int)static_size(weight, 0),
-                                          (int)static_size(x, 4), (int)static_size(weight, 2),
-                                          (int)static_size(weight, 3), (int)static_size(weight, 4));
+static int path_of(const Tensor& x, const Tensor& weight) {
+    return conv3d_hardswish_gn_mean_path((int)static_size(weight, 1), (int)static_size(weight, 0),
+                                         (int)static_size(x, 4), (int)static_size(weight, 2),
+                                         (int)static_size(weight, 3), (int)static_size(weight, 4),
+                                         weight.scalar_type() != at::kFloat);
 }
-static bool tc_backward_path(const Tensor& x, const Tensor& weight) {
-    return conv3d_hardswish_gn_mean_tc_backward((int)weight.size(1), (int)weight.size(0), (int)x.size(4),
-                                                (int)weight.size(2), (int)weight.size(3), (int)weight.size(4));
+static int dy_stage_of(const Tensor& x, const Tensor& weight) {
+    return conv3d_hardswish_gn_mean_dy_stage((int)weight.size(1), (int)weight.size(0), (int)x.size(4),
+                                             (int)weight.size(2), (int)weight.size(3), (int)weight.size(4),
+                                             weight.scalar_type() != at::kFloat);
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it calls:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, C), stats (B, C + 2G) float64, y: PyTorch's
-//     conv output (B, C, Do, Ho, Wo) on its path, kept for the backward as eager keeps it; empty on the fused path);
+//     conv output (B, C, Do, Ho, Wo) on its path, kept for the backward as eager keeps it; empty on the others);
 //   backward(grad_out, x, weight, bias, gn_weight, stats, y, groups, input_grad) -> the gradients of x (if
 //     input_grad; else an empty tensor), weight, bias (empty if None), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight_in, const OptTensor& bias,
@@ -1814,11 +2293,11 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     const int64_t B = x.size(0), C = weight.size(0);
     const int kd = (int)weight.size(2), kh = (int)weight.size(3), kw = (int)weight.size(4);
     const int64_t Do = x.size(2) - kd + 1, Ho = x.size(3) - kh + 1, Wo = x.size(4) - kw + 1;
-    const bool fused = fused_path(x, weight);
+    const bool ours = path_of(x, weight) != TORCH_CONV;
     auto out = at::empty({B, C}, gn_weight.options());
     auto stats = at::empty({B, C + 2 * groups}, x.options().dtype(torch::kFloat64));
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    if (!fused) {   // PyTorch's conv path: its conv, then the chain over its output
+    if (!ours) {   // PyTorch's conv path: its conv, then the chain over its output
         auto y = B == 0 ? at::empty({0, C, Do, Ho, Wo}, x.options())
                         : torch_conv(x, weight, bias, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
         TORCH_CHECK(Do * Ho * Wo < (int64_t(1) << 31), "conv3d_hardswish_groupnorm_mean_all_custom: one channel's "
@@ -1832,20 +2311,21 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     }
     auto y = at::empty({0}, x.options());
     if (B == 0) return {out, stats, y};
-    auto partials = at::empty({forward_workspace_doubles(B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd)},
+    auto partials = at::empty({forward_workspace_doubles(B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd, kh,
+                                                         kw)},
                               x.options().dtype(torch::kFloat64));
     check(forward_launch(x.data_ptr(), weight.data_ptr(), bias.has_value() ? bias->contiguous().data_ptr() : nullptr,
                          gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(), partials.data_ptr<double>(),
                          out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, x.size(1), C,
-                         groups, x.size(2), x.size(3), x.size(4), kd, eps, stream),
+                         groups, x.size(2), x.size(3), x.size(4), kd, kh, kw, eps, stream),
           "forward launch");
     return {out, stats, y};
 }
 
-// The backward. PyTorch's conv path (and a fused forward past the tensor-core bounds, whose y PyTorch's conv
-// recomputes): the chain's backward over y, then PyTorch's convolution backward. Else the tensor-core kernels in
-// float32 on float copies of half inputs (exact), each gradient rounded to its tensor's dtype, with PyTorch's
-// convolution backward for dL/dx or dL/dW where their kernels' bounds do not hold.
+// The backward. PyTorch's conv path (and the fused plain forward in half precision, whose y PyTorch's conv
+// recomputes): the chain's backward over y, then PyTorch's convolution backward. Else the tensor-core or tiled
+// kernels in float32 (on float copies of half inputs, exact), each gradient rounded to its tensor's dtype, with
+// PyTorch's convolution backward for dL/dx or dL/dW where neither serves (half precision).
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out_in, const Tensor& input, const Tensor& weight_in, const OptTensor& bias_in,
         const Tensor& gn_weight_in, const Tensor& stats, const Tensor& y_in, int64_t groups, bool input_grad) {
@@ -1860,7 +2340,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                 has_bias ? at::zeros_like(*bias_in) : at::empty({0}, weight_in.options()), at::zeros_like(gn_weight_in),
                 at::zeros_like(gn_weight_in)};
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    if (!tc_backward_path(input, weight_in)) {
+    if (dy_stage_of(input, weight_in) == TORCH_CONV) {
         auto y = y_in.numel() > 0 ? y_in : torch_conv(input, weight_in, bias_in, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
         auto grad_y = at::empty_like(y);
         auto grad_gn_weight = at::empty({C}, gn_weight_in.options()), grad_gn_bias = at::empty({C}, gn_weight_in.options());
@@ -1878,7 +2358,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto x = converted(input, at::kFloat), weight = converted(weight_in, at::kFloat);
     const auto bias = converted(bias_in, at::kFloat);
     const auto gn_weight = converted(gn_weight_in, at::kFloat), grad_out = converted(grad_out_in, at::kFloat);
-    const int torch_grads = conv3d_hardswish_gn_mean_torch_grads(x.data_ptr<float>(), B, C_in, C, D, H, W, kd);
+    const bool half = input.scalar_type() != at::kFloat;
+    const int torch_grads = conv3d_hardswish_gn_mean_torch_grads(x.data_ptr<float>(), B, C_in, C, D, H, W, kd, kh, kw,
+                                                                 half);
     const bool ours_x = input_grad && !(torch_grads & 1), ours_w = !(torch_grads & 2);
     auto grad_x = ours_x ? at::empty_like(x) : at::empty({0}, x.options());   // every entry written below
     auto grad_weight = ours_w ? at::empty_like(weight) : Tensor();
@@ -1888,14 +2370,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
     // dL/dy (B, C, Do, Ho, Wo) and a tail the input gradient's last row may read past (its columns past Wo).
     auto grad_y = at::empty({B * C * Do * Ho * Wo + grad_y_tail()}, x.options());
-    auto work = at::empty({backward_workspace_doubles(B, C_in, C, D, H, W, kd, sms)}, x.options().dtype(torch::kFloat64));
+    auto work = at::empty({backward_workspace_doubles(x.data_ptr<float>(), B, C_in, C, D, H, W, kd, kh, kw, half, sms)},
+                          x.options().dtype(torch::kFloat64));
     check(backward_launch(grad_out.contiguous().data_ptr<float>(), x.data_ptr<float>(), weight.data_ptr<float>(),
                           has_bias ? bias->data_ptr<float>() : nullptr, gn_weight.contiguous().data_ptr<float>(),
                           stats.data_ptr<double>(), work.data_ptr<double>(), grad_y.data_ptr<float>(),
                           ours_x ? grad_x.data_ptr<float>() : nullptr, ours_w ? grad_weight.data_ptr<float>() : nullptr,
                           has_bias ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
-                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd,
-                          input.scalar_type() == at::kFloat && allow_tf32_conv(), sms, stream), "backward launch");
+                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw, half,
+                          !half && allow_tf32_conv(), sms, stream), "backward launch");
     auto gx = converted(grad_x, input.scalar_type()), gw = converted(grad_weight, weight_in.scalar_type());
     const bool torch_x = input_grad && !ours_x, torch_w = !ours_w;
     if (torch_x || torch_w) {   // PyTorch's convolution backward on dL/dy in the conv's dtype (as eager's)
@@ -1914,7 +2397,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& w
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps) {
     std::vector<c10::SymInt> y_shape{0};
-    if (!fused_path(x, weight)) {
+    if (path_of(x, weight) == TORCH_CONV) {
         y_shape = {x.sym_size(0), weight.sym_size(0)};
         for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
     }

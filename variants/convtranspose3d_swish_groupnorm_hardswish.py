@@ -1292,7 +1292,8 @@ __global__ void __launch_bounds__(GN_THREADS, 2) group_norm_hardswish_kernel(
 }
 
 // PyTorch's conv path in float32: Swish, GroupNorm and HardSwish over PyTorch's conv output y, split over
-// GN_CHUNK-element pieces of each (sample, group) so that small batches fill the GPU (group_norm_hardswish_kernel
+// pieces of each (sample, group) (gn_chunk_len: GN_CHUNK elements, halved while the pieces are fewer than
+// GN_MIN_PIECES, a function of the shape alone) so that small batches fill the GPU (group_norm_hardswish_kernel
 // takes a block per (sample, group): 64 blocks at 16 x 4; it stays for the half types, whose rounded mean and 1/std
 // need PyTorch's order of sums). gn_partials_kernel: a block per piece, the Welford state of its Swish(y);
 // gn_finalize_kernel: per (sample, group) the pieces combined in order, then mean and 1/std as
@@ -1300,20 +1301,27 @@ __global__ void __launch_bounds__(GN_THREADS, 2) group_norm_hardswish_kernel(
 // Two reads of y and one write of the output, nothing between. SWISH false (autocast: GroupNorm in float32 over the
 // half Swish values that swish_half_kernel wrote into the output): y holds the Swish values, normalised in place.
 // Scratch: gn_scratch_bytes.
-constexpr long long GN_CHUNK = 65536;
+constexpr long long GN_CHUNK = 65536, GN_MIN_CHUNK = 2048;
+constexpr int GN_MIN_PIECES = 512;   // about four blocks an SM: at batch 1 and 8 one piece a group left the GPU idle
 constexpr int GN_SPLIT_THREADS = 256;
-static long long gn_chunks(long long n) { return (n + GN_CHUNK - 1) / GN_CHUNK; }
+static long long gn_chunk_len(long long n, long long n_bg) {
+    long long len = GN_CHUNK;
+    while (len > GN_MIN_CHUNK && n_bg * ((n + len - 1) / len) < GN_MIN_PIECES) len /= 2;
+    return len;
+}
+static long long gn_chunks(long long n, long long n_bg) { return (n + gn_chunk_len(n, n_bg) - 1) / gn_chunk_len(n, n_bg); }
 long long gn_scratch_bytes(long long B, int C_out, int groups, long long vol) {
-    return B * groups * (gn_chunks((long long)(C_out / groups) * vol) * (long long)sizeof(Welford) + 2 * sizeof(float));
+    return B * groups * (gn_chunks((long long)(C_out / groups) * vol, B * groups) * (long long)sizeof(Welford) +
+                         2 * sizeof(float));
 }
 __device__ __forceinline__ float swish(float y) { return y * (1.f / (1.f + expf(-y))); }   // as PyTorch writes it
 template <bool SWISH>
 __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_partials_kernel(const float* __restrict__ y,
-                                                                      Welford* __restrict__ part, long long n, int chunks)
+                                                                      Welford* __restrict__ part, long long n, int chunks, long long len)
 {
     const auto value = [](float v) { return SWISH ? swish(v) : v; };
     __shared__ Welford warps[GN_SPLIT_THREADS / 32];
-    const long long bg = blockIdx.x / chunks, lo = (blockIdx.x % chunks) * GN_CHUNK, hi = min(n, lo + GN_CHUNK);
+    const long long bg = blockIdx.x / chunks, lo = (blockIdx.x % chunks) * len, hi = min(n, lo + len);
     const float* const x = y + bg * n;   // the group's channels: contiguous
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     Welford w = {0.f, 0.f, 0.f};
@@ -1351,11 +1359,11 @@ template <bool SWISH>
 __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
     const float* y, float* out, const float* __restrict__ mean_rstd,
     const float* __restrict__ gn_weight, const float* __restrict__ gn_bias, int C_out, int groups, long long vol,
-    int chunks)
+    int chunks, long long len)
 {
     const int cpg = C_out / groups;
     const long long n = (long long)cpg * vol, bg = blockIdx.x / chunks;
-    const long long lo = (blockIdx.x % chunks) * GN_CHUNK, hi = min(n, lo + GN_CHUNK);
+    const long long lo = (blockIdx.x % chunks) * len, hi = min(n, lo + len);
     const float* const x = y + bg * n;
     float* const o = out + bg * n;
     const int grp = (int)(bg % groups);
@@ -1408,19 +1416,21 @@ cudaError_t torch_conv_chain_launch(const void* y, void* out, const float* gn_we
                                     int groups, double eps, cudaStream_t stream) {
     const long long vol = (long long)cs.Do * cs.Ho * cs.Wo;
     const long long n = (long long)(cs.C_out / groups) * vol, n_bg = (long long)B * groups;
-    const int chunks = (int)gn_chunks(n);
+    const int chunks = (int)gn_chunks(n, n_bg);
+    const long long len = gn_chunk_len(n, n_bg);
     const auto split = [&](const float* src, auto swish_on) {   // the statistics in 64K pieces, then the output
         constexpr bool SWISH = decltype(swish_on)::value;
         Welford* part = static_cast<Welford*>(data);
         float* mean_rstd = reinterpret_cast<float*>(part + n_bg * chunks);
-        gn_partials_kernel<SWISH><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(src, part, n, chunks);
+        gn_partials_kernel<SWISH><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(src, part, n, chunks,
+                                                                                             len);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
         gn_finalize_kernel<<<(unsigned)((n_bg + 127) / 128), 128, 0, stream>>>(part, mean_rstd, stats, chunks, n_bg,
                                                                               (float)eps);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         gn_apply_kernel<SWISH><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(
-            src, static_cast<float*>(out), mean_rstd, gn_weight, gn_bias, cs.C_out, groups, vol, chunks);
+            src, static_cast<float*>(out), mean_rstd, gn_weight, gn_bias, cs.C_out, groups, vol, chunks, len);
         return cudaGetLastError();
     };
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
@@ -2234,7 +2244,9 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
 
 // The tuned backward's conv recompute follows the flag as it stands when the backward runs, as PyTorch's
 // convolution backward does. PyTorch's conv path: the sweeps over the forward's y, then PyTorch's convolution
-// backward of dL/dy (in the conv's dtype, as eager's) for dL/dx and dL/dW.
+// backward of dL/dy for dL/dx and dL/dW, in float32 (half precision: on float dL/dy and float copies of x and the
+// weight, exact; measured with dL/dy rounded to bf16 first, as eager's, the gradients of 6 of 14 configurations
+// fell farther from float64 than PyTorch's own).
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out, const Tensor& input, const Tensor& weight, const OptTensor& bias,
         const Tensor& gn_weight, const Tensor& gn_bias, const Tensor& stats, const Tensor& y, at::IntArrayRef stride,
@@ -2286,8 +2298,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                                 grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
                                 grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
-        if (!tuned && (conv_mask[0] || conv_mask[1])) {
-            auto r = torch_conv_backward(converted(grad_y, x.scalar_type()), x, w, stride, padding, true, {0, 0, 0},
+        if (!tuned && (conv_mask[0] || conv_mask[1])) {   // on float dL/dy and float copies (half values exact)
+            auto r = torch_conv_backward(grad_y, xf, wf, stride, padding, true, {0, 0, 0},
                                          {conv_mask[0], conv_mask[1], false});
             grad_x = std::get<0>(r);
             grad_w = std::get<1>(r);
