@@ -2169,7 +2169,7 @@ static ConvShape conv_shape(const Tensor& x, const Tensor& w, at::IntArrayRef st
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, stride, padding, groups, eps) -> (out (B, C_out, Do, Ho, Wo),
 //     stats (B, groups, 2) float64: each group's mean and 1/std of the Swish output, y: PyTorch's conv output on
-//     its path (B, C_out, Do, Ho, Wo), kept for the backward as eager keeps it; empty on the tuned path);
+//     its path in float32 (B, C_out, Do, Ho, Wo), kept for the backward as eager keeps it; else empty);
 //     `bias` may be None;
 //   backward(grad_out, x, weight, bias, gn_weight, gn_bias, stats, y, stride, padding, conv_mask) -> the gradients
 //     of x, weight, bias (where conv_mask asks), gn_weight, gn_bias.
@@ -2221,7 +2221,8 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
                                                         stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight),
                                                         B, cs, groups, eps, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
-        return {out, stats, y};
+        // kept for the backward in float32; half precision: not kept (the backward recomputes it unrounded)
+        return {out, stats, x.scalar_type() == at::kFloat ? y : at::empty({0}, x.options())};
     }
     auto y = at::empty({0}, x.options());
     if (out.numel() == 0) return {out, stats, y};
@@ -2283,7 +2284,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
     const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
         const auto bf = converted(bias, at::kFloat);
-        const auto yf = tuned ? Tensor() : converted(y, at::kFloat);
+        // PyTorch's conv path: y as the forward kept it (float32), or in half precision recomputed unrounded by
+        // PyTorch's conv on the float copies (half values exact; with y rounded to bf16, as the forward's, 5 of 14
+        // configurations' gradients fell farther from float64 than PyTorch's own).
+        const auto yf = tuned ? Tensor()
+                              : x.scalar_type() == at::kFloat ? y
+                                                              : torch_conv(xf, wf, bf, stride, padding, true, {0, 0, 0});
         cudaError_t err = chain_backward_launch(
             xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
             gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(),
@@ -2318,7 +2324,8 @@ std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& w
                                                 at::IntArrayRef padding, int64_t groups, double eps) {
     std::vector<c10::SymInt> shape{x.sym_size(0), weight.sym_size(1)};
     for (int d = 2; d < 5; ++d) shape.push_back((x.sym_size(d) - 1) * stride[d - 2] - 2 * padding[d - 2] + weight.sym_size(d));
-    const std::vector<c10::SymInt> y_shape = tuned_path(x, weight, stride, padding) ? std::vector<c10::SymInt>{0} : shape;
+    const bool kept = x.scalar_type() == at::kFloat && !tuned_path(x, weight, stride, padding);   // as forward_cuda
+    const std::vector<c10::SymInt> y_shape = kept ? shape : std::vector<c10::SymInt>{0};
     return {at::empty_symint(shape, gn_weight.options()),
             at::empty_symint({x.sym_size(0), groups, 2}, x.options().dtype(torch::kFloat64)),
             at::empty_symint(y_shape, x.options())};
@@ -2366,8 +2373,8 @@ Tensor model_plain(const Tensor& x, const Tensor& weight, const OptTensor& bias,
 // model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
 // an output of the forward operator, so that CUDA graph pools track them): x, weight, bias (undefined if None),
 // gn_weight, gn_bias (the inputs as given); stats (B, groups, 2) float64, each group's mean and 1/std of the
-// Swish output; y, PyTorch's conv output on its path (empty on the tuned path, whose backward recomputes the
-// transposed conv).
+// Swish output; y, PyTorch's conv output on its path in float32 (empty on the tuned path, whose backward recomputes
+// the transposed conv, and in half precision, where the backward recomputes it unrounded).
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const OptTensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
