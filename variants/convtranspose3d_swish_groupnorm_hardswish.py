@@ -191,6 +191,21 @@ __device__ __forceinline__ void mma(float* d, const uint32_t (&a)[4], uint32_t b
 }
 // shared: split_tf32 end
 
+// v = hi + lo with hi rounded to TF32 (to nearest even) and lo the rest, exact: PyTorch's conv backward under
+// allow_tf32 on hi and on lo, added, gives float32-level gradients (split TF32 through cuDNN) where a TF32 product of
+// dL/dy would not do (PyTorch's conv path in half precision; its x and weight are exact in TF32).
+__global__ void split_tf32_kernel(const float* __restrict__ v, float* __restrict__ hi, float* __restrict__ lo, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const float h = round_tf32(v[i]);
+        hi[i] = h;
+        lo[i] = v[i] - h;
+    }
+}
+cudaError_t split_tf32_launch(const float* v, float* hi, float* lo, long long n, cudaStream_t stream) {
+    split_tf32_kernel<<<(unsigned)std::min<long long>((n + 255) / 256, 1 << 16), 256, 0, stream>>>(v, hi, lo, n);
+    return cudaGetLastError();
+}
+
 
 // A transposed conv's shape: channels, input and output sizes, and per axis (d, h, w) kernel, stride, padding.
 struct ConvShape {
@@ -2078,6 +2093,7 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
                                   void* grad_gn_bias, int conv_type, int norm_type, int B, const ConvShape& cs,
                                   int groups, bool tf32, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
+cudaError_t split_tf32_launch(const float* v, float* hi, float* lo, long long n, cudaStream_t stream);
 std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type);
 
 
@@ -2305,10 +2321,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                                 grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
         if (!tuned && (conv_mask[0] || conv_mask[1])) {   // on float dL/dy and float copies (half values exact)
-            auto r = torch_conv_backward(grad_y, xf, wf, stride, padding, true, {0, 0, 0},
-                                         {conv_mask[0], conv_mask[1], false});
-            grad_x = std::get<0>(r);
-            grad_w = std::get<1>(r);
+            const Mask mask{conv_mask[0], conv_mask[1], false};
+            if (x.scalar_type() == at::kFloat || !tf32) {   // float32: as PyTorch's; half, the flag off: exact
+                auto r = torch_conv_backward(grad_y, xf, wf, stride, padding, true, {0, 0, 0}, mask);
+                grad_x = std::get<0>(r);
+                grad_w = std::get<1>(r);
+            } else {   // half under allow_tf32: dL/dy split in two TF32 parts (split_tf32_kernel), their sum exact
+                auto hi = at::empty_like(grad_y), lo = at::empty_like(grad_y);
+                err = split_tf32_launch(grad_y.data_ptr<float>(), hi.data_ptr<float>(), lo.data_ptr<float>(),
+                                        grad_y.numel(), stream);
+                TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ",
+                            cudaGetErrorString(err));
+                auto r_hi = torch_conv_backward(hi, xf, wf, stride, padding, true, {0, 0, 0}, mask);
+                auto r_lo = torch_conv_backward(lo, xf, wf, stride, padding, true, {0, 0, 0}, mask);
+                if (conv_mask[0]) grad_x = std::get<0>(r_hi).add_(std::get<0>(r_lo));
+                if (conv_mask[1]) grad_w = std::get<1>(r_hi).add_(std::get<1>(r_lo));
+            }
         }
     } else if (!tuned) {
         grad_x = conv_mask[0] ? at::zeros_like(x) : Tensor();
