@@ -227,7 +227,7 @@ PROBLEMS = {p.name: p for p in (
                                  Case("partial_chunk", (4, 20, 3, 2, 1, 4, 1e-5), (2, 4, 3, 13, 15)),
                                  # output channels in two groups, a partial chunk of channels
                                  Case("many_channels", (4, 36, 3, 2, 1, 4, 1e-5), (2, 4, 3, 13, 15)),
-                                 # more input channels: the general path (the conv engine) at kernel 3,
+                                 # more input channels: PyTorch's conv path at kernel 3,
                                  # stride 2, padding 1; and a small input with few channels
                                  Case("many_channels_general", (12, 36, 3, 2, 1, 4, 1e-5), (2, 12, 3, 9, 11)),
                                  Case("few_positions_general", (4, 20, 3, 2, 1, 4, 1e-5), (2, 4, 3, 9, 11)),
@@ -247,7 +247,7 @@ PROBLEMS = {p.name: p for p in (
                           # input channels in two chunks of the gradients, a partial tile of output
                           # channels, three column chunks and two bands of rows in the input gradient
                           extra=(Case("wide_many_channels", (12, 40, 3, 8), (2, 12, 10, 290)),
-                                 # rows wider than 32 outputs take the tuned path, narrower the tiled one
+                                 # rows wider than 32 outputs take the tuned path, narrower PyTorch's conv
                                  Case("batch1_wide", (8, 64, 3, 16), (1, 8, 9, 40)),
                                  Case("batch3_wide_odd", (8, 64, 3, 16), (3, 8, 11, 37)))),
         other_configs=((3, 32, 3, 8), (4, 40, 3, 8), (8, 64, 5, 16)),
@@ -299,10 +299,10 @@ _GRIDS[_P23] = [
     ("one_group", (3, 8, 2, 1), (2, 3, 5, 6, 7)),
     ("several_tiles_in_channels_6", (6, 16, 5, 4), (2, 6, 7, 40, 70)),
     ("several_tiles_in_channels_17", (17, 24, 3, 8), (2, 17, 4, 37, 70)),
-    ("general_in_channels_7_tiled", (7, 16, 5, 4), (2, 7, 6, 7, 8)),   # the forward's rule: tiled below 8
-    ("general_in_channels_8_engine", (8, 16, 5, 4), (2, 8, 6, 7, 8)),  # the conv engine from 8
-    ("kernel3_in_channels_7_tuned", (7, 16, 3, 4), (2, 7, 6, 7, 8)),   # float32: tuned to 7, the engine from 8
-    ("kernel3_in_channels_16", (16, 32, 3, 8), (2, 16, 5, 6, 7)),     # float32 the engine, half the tuned path
+    ("in_channels_7_tiled", (7, 16, 5, 4), (2, 7, 6, 7, 8)),          # float32: the tiled path to 7
+    ("in_channels_8_torch_conv", (8, 16, 5, 4), (2, 8, 6, 7, 8)),     # PyTorch's conv path from 8
+    ("kernel3_in_channels_7_tuned", (7, 16, 3, 4), (2, 7, 6, 7, 8)),   # float32: tuned to 7, PyTorch's conv from 8
+    ("kernel3_in_channels_16", (16, 32, 3, 8), (2, 16, 5, 6, 7)),     # float32 PyTorch's conv, half the tuned path
     ("kernel3_in_channels_1_batch_72", (1, 16, 3, 4), (72, 1, 5, 9, 11)),   # dL/dx a block a sample
     ("kernel3_in_channels_2_out_32_batch_72", (2, 32, 3, 8), (72, 2, 4, 12, 32)),
     ("kernel3_tall_batch_70", (3, 8, 3, 4), (70, 3, 5, 64, 20)),
@@ -351,8 +351,8 @@ _GRIDS[_P92] = [
     ("one_group", (3, 8, 2, 1), (2, 3, 6, 7)),
     ("several_tiles_in_channels_6", (6, 16, 5, 4), (2, 6, 40, 70)),
     ("several_tiles_in_channels_20", (20, 32, 3, 8), (2, 20, 37, 70)),
-    ("engine_tuple_kernel", (32, 48, (3, 5), 8), (2, 32, 9, 12)),   # the engine's whole-tap stages, both directions
-    ("engine_in_channels_40", (40, 24, 3, 4), (2, 40, 7, 9)),   # the engine's per-element stages, both directions
+    ("torch_conv_tuple_kernel", (32, 48, (3, 5), 8), (2, 32, 9, 12)),   # PyTorch's conv path, both directions
+    ("torch_conv_in_channels_40", (40, 24, 3, 4), (2, 40, 7, 9)),
 ]
 CONFIGURATIONS = {name: tuple(Case(label, args, shape) for label, args, shape in grid) for name, grid in _GRIDS.items()}
 

@@ -13,8 +13,7 @@ holds a copy between two marker lines, inside its CUDA/C++ strings or in its Pyt
                                          a marker names no source, or a source is used by no variant
                                          (the tests and CI run this)
 
-A source whose name starts with _ is in no variant yet and is not asked for (none today; tests/test_conv_engine.py
-builds the conv engine's blocks alone too).
+A source whose name starts with _ is in no variant yet and is not asked for (none today).
 """
 import argparse
 import pathlib

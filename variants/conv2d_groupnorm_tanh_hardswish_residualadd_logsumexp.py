@@ -6,41 +6,41 @@ GroupNorm statistics by algebra, without the conv: a channel's sum is N b + w . 
 from w^T G w, with s and G the sum and the Gram matrix of the input's patches. Phase 2 recomputes the conv on the
 tensor cores, applies the chain and writes one logsumexp value a pixel. The backward recomputes the conv too.
 
-Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
-decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
-  forward (tuned path: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32)
+Plan (conv2d_gn_lse_path in the CUDA source; ModelNew.plan(x) names every stage's kernel and its rule,
+tests/test_plan.py pins them). Three paths, each kept where it was measured fastest:
+  forward (TUNED: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32)
     gram_kernel                 the input's row correlations as split-TF32 GEMMs (mma.sync), in double bins
     gram_stats_kernel           G, each channel's variance, scale and shift
     half_norm_kernel            half precision: GroupNorm's statistics rounded as PyTorch stores them
     conv_kernel<LOGSUMEXP>      the conv as a split-TF32 GEMM (wgmma on sm_90a builds, mma.sync elsewhere), the
                                 chain, logsumexp across the 4 lanes of a quad
-  forward (general path: any kernel size, tuples, any channels, narrow rows)
-    conv_igemm_kernel           C_in >= 16: the tensor-core conv engine (split TF32) writes the conv, kept
-    gn_sums_tiled_kernel        the statistics' sums (C_in < 16: a tiled FP32 conv computes it and keeps it)
+  forward elsewhere: the conv (before its bias) written once and kept for the backward, by PyTorch's own
+  convolution (TORCH_CONV: at::_convolution under the user's flags and dtype, eager's bits) or, in float32 with
+  C_in <= 4 (TILED), by gn_sums_tiled_kernel<COMPUTE> (a tiled FP32 conv, 1.15x to 1.54x PyTorch's there)
+    gn_sums_tiled_kernel        the statistics' sums over the conv
     gn_stats_general_kernel     the statistics in order
-    lse_tiled_kernel            the chain and logsumexp over the kept conv
+    lse_tiled_kernel            the chain and logsumexp over the conv
   backward (tuned path)
     conv_kernel<BSUMS>, grad_coef_kernel, gn_param_grad_kernel   the chain's sums, coefficients, dL/dgamma, dL/dbeta
     conv_kernel<GRAD>, bias_grad_kernel    dL/dy (rows padded to 16 bytes) and dL/dbias
     grad_weight_kernel<128 or 32>, grad_weight_reduce_kernel       dL/dW per output row (split TF32), totals in order
     grad_input_kernel                      dL/dx per dL/dy row (split TF32), bands of rows sized to the GPU
-  backward (general path)
-    conv_igemm_kernel           C_in >= 16: the engine's conv, kept for both sweeps (below: recomputed tiled)
-    backward_tiled_kernel<false/true>, backward_coef_general_kernel, channel_grads_general_kernel
-    conv_igemm_wgrad_kernel or grad_weight_tiled_kernel (C_in < 16), finish_weight_grad_tiled_kernel
-    conv_igemm_kernel (transposed) or grad_input_tiled_kernel<8 or 16> (C_in < 16)
+  backward elsewhere (over the kept conv)
+    backward_tiled_kernel<false/true>, backward_coef_general_kernel, channel_grads_general_kernel: dL/dy, dL/dbias
+    PyTorch's convolution backward (at::convolution_backward): dL/dx and dL/dW
   convert_kernel                half precision: float copies of the inputs, the gradients' roundings
-Every sum is in a fixed order (no atomics): the same input gives the same bits.
+Every sum of ours is in a fixed order (no atomics): the same input gives the same bits; PyTorch's conv backward is as
+deterministic as eager's (torch.backends.cudnn.deterministic).
 
-Semantics (docs/DESIGN.md): exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps this conv
-in fp32 at these sizes); in float16/bfloat16 each op is rounded as PyTorch rounds it (the conv, its bias, GroupNorm,
+Semantics (docs/DESIGN.md): our convs exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps
+this conv in fp32 at the benchmark size; where PyTorch's conv serves it follows the flag, as eager's); in float16/bfloat16 each op is rounded as PyTorch rounds it (the conv, its bias, GroupNorm,
 tanh, HardSwish, the residual sum, each step of logsumexp); under autocast all after GroupNorm is float32. The
 backward runs in float32 on float copies and rounds each gradient to its dtype. Double backward raises.
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of multiply-add per conv, 0.28 ms at
 the 67 TFLOP/s FP32 rate (the input is 0.02 ms of bandwidth); on the tensor cores phase 2 is about 0.11 ms of TF32
-plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.45 ms fp32, 0.54 to 0.58 ms in half;
-forward + backward 2.26 ms. The design in detail and what was tried:
+plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.46 ms fp32 (7.8x eager), 0.56 to 0.58 ms
+in half; forward + backward 2.31 ms (3.8x). The design in detail and what was tried:
 docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 
 Run: python variants/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.py

@@ -1,54 +1,40 @@
 """Conv3d -> GroupNorm -> mean over (C, D, H, W), one sweep over the input (KernelBench level 2, problem 23).
 
 The mean of a GroupNorm output needs no normalised element, only each channel's sum S_c and each group's sum of
-squares of the conv output: out[b] = mean_c(gamma_c (S_c / N - mu_g) rstd_g + beta_c). So the forward computes the
-conv on the tensor cores and keeps its sums in registers; the conv output never touches memory. The backward
-follows in closed form: dL/dy = A_c + B_g (y - mu_g) per (sample, channel), then the conv's own two gradients.
+squares of the conv output: out[b] = mean_c(gamma_c (S_c / N - mu_g) rstd_g + beta_c). So where the conv is
+memory-bound (few input channels) the forward computes it and keeps its sums in registers; the conv output never
+touches memory. The backward follows in closed form: dL/dy = A_c + B_g (y - mu_g), then the conv's own gradients.
 
-Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
-decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
-  forward
-    conv_gn_stats_kernel       tuned path (kernel 3; C_in <= 7 in float32, <= 16 in half), float32: the conv as
-                               a split-TF32 GEMM (rows = a 32-column input
-                               segment, columns = (kw, channel), depth = (ci, kd, kh)); wgmma on sm_90a builds,
-                               mma.sync elsewhere; per-block partial sums in a fixed order
-    conv_gn_stats_half_kernel  tuned path, float16/bfloat16: the same on 16-bit MMA (one exact product a multiply)
-    conv_igemm_kernel + general_stats_kernel  general path (any kernel size, tuples), C_in >= 8: the
-                               tensor-core conv engine writes y, then each channel's sums in a fixed order
-    conv_stats_general_kernel  general path, C_in < 8: tiled FP32 conv sums
-    gn_mean_finalize_kernel    adds the partials in order, the group statistics, the (B,) output
-  backward
-    gn_mean_backward_coef_kernel  dL/dy's per-(sample, channel) coefficients and the parameters' terms
-    conv_gn_stats_kernel<GRAD>    tuned path: the forward's conv writing dL/dy in place of the sums
-    conv_grad_y_general_kernel    general path, C_in < 8: the same, tiled
-    conv_igemm_kernel + grad_y_from_conv_kernel  general path, C_in >= 8: the conv engine writes y, then dL/dy
-    gn_param_grad_kernel          dL/dgamma, dL/dbeta, dL/dbias summed over the batch in order
-    grad_input_stream_kernel      dL/dx, a block a sample streaming dL/dy rows (split TF32; TF32 under the flag)
-    grad_input_tc_kernel          dL/dx, a GEMM per input row (split TF32; TF32 under the flag), where the samples
-                                  are too few
-    grad_input_tiled_kernel       dL/dx elsewhere, C_in < 8: a tiled conv of dL/dy with flipped weights
-    conv_igemm_kernel (transposed) dL/dx elsewhere, C_in >= 8: the conv engine (split TF32 under both settings)
-    grad_weight_rows_kernel       dL/dW, rows = depths and every output channel a column (split TF32, or TF32)
-    grad_weight_tc_kernel         dL/dW, 16-channel chunks (split TF32, or TF32); finish_weight_grad_tc_kernel adds
-                                  either
-    grad_weight_tiled_kernel      dL/dW elsewhere, C_in < 8; finish_weight_grad_tiled_kernel adds its split totals
-    conv_igemm_wgrad_kernel       dL/dW elsewhere, C_in >= 8: the engine's GEMM (split TF32), totals added as above
-    convert_kernel                half precision: the float copies the backward reads, the gradients' roundings
-Every sum is in a fixed order (no atomics): the same input gives the same bits.
+Plan (conv3d_groupnorm_mean_path in the CUDA source; ModelNew.plan(x) names every stage's kernel and its rule,
+tests/test_plan.py pins them). Three paths, each kept where it was measured fastest (docs/conv3d_groupnorm_mean.md):
+  TUNED (kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half):
+    conv_gn_stats_kernel / conv_gn_stats_half_kernel  the conv as a split-TF32 (half: 16-bit MMA) GEMM per 32-column
+                               row segment, its sums in registers; gn_mean_finalize_kernel adds the partials in order
+    backward: gn_mean_backward_coef_kernel, conv_gn_stats_kernel<GRAD> (the conv again, writing dL/dy),
+    gn_param_grad_kernel; dL/dx grad_input_stream_kernel (a block a sample) or grad_input_tc_kernel, dL/dW
+    grad_weight_rows_kernel or grad_weight_tc_kernel (+ finish_weight_grad_tc_kernel), where their bounds hold
+    (W <= 32, ...), else the tiled kernels (float32) or PyTorch's convolution backward (half)
+  TILED (float32, C_in <= 7, any other kernel): conv_stats_general_kernel (the conv on the CUDA cores in tiles, its
+    sums in registers); backward conv_grad_y_general_kernel, grad_input_tiled_kernel, grad_weight_tiled_kernel
+  TORCH_CONV (everything else: C_in >= 8, and half precision off the tuned envelope): PyTorch's own convolution
+    (at::_convolution under the user's flags and dtype: eager's bits), conv_sums_kernel over its output, the same
+    finalize; backward grad_y_from_conv_kernel over the saved output, then PyTorch's convolution backward. There the
+    conv is compute-bound and cuDNN's kernels beat ours; our part is one read of y forward, one read and write back.
+Every sum of ours is in a fixed order (no atomics): the same input gives the same bits; PyTorch's conv backward is as
+deterministic as eager's (torch.backends.cudnn.deterministic).
 
-Semantics (docs/DESIGN.md): the forward exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN keeps
-this conv in fp32 too); the backward's tensor-core dL/dx and dL/dW take one TF32 product a step (operands rounded to
-nearest even) when the flag is on, as PyTorch's conv backward does, and are exact with it off; in float16/bfloat16
-each conv output is rounded as PyTorch rounds it (the conv, then its bias) and the GroupNorm statistics as PyTorch's
-half GroupNorm stores them; under autocast GroupNorm and the mean are float32. The backward runs in float32 and
-rounds each gradient to its tensor's dtype. Double backward raises.
+Semantics (docs/DESIGN.md): our forward convs exact fp32 under both torch.backends.cudnn.allow_tf32 settings (cuDNN
+keeps this conv in fp32 too); the tensor-core dL/dx and dL/dW take one TF32 product a step when the flag is on, as
+PyTorch's conv backward does; in float16/bfloat16 each conv output is rounded as PyTorch rounds it (the conv, then
+its bias) and the GroupNorm statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm and the
+mean are float32. Our backward kernels run in float32 and round each gradient to its tensor's dtype. Double
+backward raises.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the
-67 TFLOP/s FP32 rate (the input is 0.01 ms of bandwidth); as split TF32 on the tensor cores about 0.076 ms.
-Forward + backward: three such convs and dL/dy's 243 MB written once and read twice, 0.44 ms. Measured: forward
-0.18 to 0.24 ms fp32, 0.13 to 0.16 ms in half (H100 and H200, run_all.py, README); forward + backward 1.36 ms under
-the default flags (H200, interleaved; 1.51 before the backward followed allow_tf32), 1.2 to 1.4 ms on H100s. What
-bounds each kernel (ncu), the design in detail and what was tried: docs/conv3d_groupnorm_mean.md.
+67 TFLOP/s FP32 rate; as split TF32 on the tensor cores about 0.076 ms. Forward + backward: three such convs and
+dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200, run_all.py, README): forward 0.21 ms fp32
+(6.1x eager), 0.13 / 0.15 ms bf16 / fp16; forward + backward 1.48 ms (8.5x). What bounds each kernel (ncu), the
+paths' measurements and what was tried: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """

@@ -18,7 +18,9 @@ flag as eager's conv does (docs/channel_sweep.md). Everything after it is ours:
     over the batch in a fixed order by a small kernel; then PyTorch's convolution backward gives the
     conv's gradients (deterministic only with torch.backends.cudnn.deterministic, as in PyTorch).
 Saved for backward: x, y (eager keeps both) and per-sample statistics (B, C + 2G) doubles. One path for every
-input (ModelNew.plan(x) says so); double backward raises a clear error.
+input (ModelNew.plan(x) says so); double backward raises a clear error. The two kernels and their launchers are the
+shared hardswish_gn_mean block, the conv calls the torch_conv block: problem 27's all-custom file runs the same
+pieces where its plan takes PyTorch's conv.
 Operators (TORCH_LIBRARY, namespace: the file's name and a hash of its source): model (CUDA, Meta,
 Autograd and AutocastCUDA kernels), the forward and backward it calls, and the two fused kernels alone (run_all's
 stages); torch.compile(fullgraph=True) traces it, and Inductor cannot change the conv's precision.

@@ -6,48 +6,47 @@ phases: phase 1 computes the transposed conv and Swish in registers and keeps on
 recomputes them (ten multiply-adds a value: cheaper than storing and re-reading y), normalises, applies HardSwish
 and writes the output once. The backward recomputes y the same way.
 
-Plan: ModelNew.plan(x) returns, for an input, the kernel of every stage and the rule that picked it (the same C++
-decisions the launchers make; tests/test_plan.py pins them). The kernels, by stage:
+Plan (convt_tuned in the CUDA source; ModelNew.plan(x) names every stage's kernel and its rule, tests/test_plan.py
+pins them): the tuned path (kernel 3, stride 2, padding 1; C_in <= 4, >= 512 input positions), else PyTorch's own
+transposed conv (at::_convolution under the user's flags and dtype: eager's bits) and our chain over its output.
   forward
-    convt_swish_gn_kernel         tuned path (kernel 3, stride 2, padding 1; C_in <= 4, >= 512 input positions): the parity
-                                  split (each input position feeds 2 x 2 x 2 outputs through dense loops), work
-                                  items taken by ticket, phase 2 items trailing phase 1's; in half precision it
-                                  writes Swish rounded (RAW) only
-    conv_igemm_kernel             general path (any kernel, stride, padding, tuples): the tensor-core conv engine
-                                  (implicit GEMM per output parity class, split TF32), its epilogue (SwishStore)
-                                  adding the bias and writing Swish
+    convt_swish_gn_kernel         tuned: the parity split (each input position feeds 2 x 2 x 2 outputs through dense
+                                  loops), work items taken by ticket, phase 2 items trailing phase 1's; in half
+                                  precision it writes Swish rounded (RAW) only
     gn_partials_kernel, gn_finalize_kernel, gn_apply_kernel
-                                  general path, float32: GroupNorm in 64K pieces (Welford states in order) and
-                                  HardSwish in place
+                                  PyTorch's conv path, float32: Swish on the fly, GroupNorm in pieces sized to fill
+                                  the GPU (Welford states in order), HardSwish: two reads of y, one write
+    swish_half_kernel             PyTorch's conv path, half precision: Swish rounded as PyTorch's
     group_norm_hardswish_kernel   half precision: GroupNorm's statistics in PyTorch's own order, then HardSwish
   backward
     convt_backward_sweep_kernel   tuned path: two sweeps over the forward's items, y recomputed in registers as
                                   phase 1 computes it: the per-channel sums, then dL/dy (written once)
-    conv_igemm_kernel + chain_backward_kernel  general path: y recomputed once by the engine (StoreWithBias), then
-                                    the two sweeps read it (a thread an element)
+    chain_backward_kernel         PyTorch's conv path: the two sweeps over y (float32: the forward's; half: PyTorch's
+                                  conv recomputes it unrounded on float copies), a thread an element
     chain_sums_kernel, gn_param_grad_kernel  the sums in order; dL/dgamma, dL/dbeta
     bias_grad_convt_kernel        dL/dbias
     grad_input_convt_tuned_kernel dL/dx on the tuned path: the parity split read backwards (4 input rows a thread,
-                                  dL/dy rows loaded once per output depth); else
-    conv_igemm_kernel             the engine's plain conv of dL/dy with the weight
-    grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path; else
-    conv_igemm_wgrad_kernel + finish_weight_grad_tiled_kernel  the engine's weight-gradient GEMM
+                                  dL/dy rows loaded once per output depth)
+    grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path
+    PyTorch's convolution backward  dL/dx and dL/dW elsewhere, on float dL/dy (half under allow_tf32: split in two
+                                  TF32 parts by split_tf32_kernel, their gradients added: float32-level)
     convert_kernel                half precision: float copies of the inputs, the gradients' roundings
-Every sum is in a fixed order; the tickets only decide which block does an item: the same input gives the same bits.
+Every sum of ours is in a fixed order; the tickets only decide which block does an item: the same input gives the
+same bits; PyTorch's conv backward is as deterministic as eager's (torch.backends.cudnn.deterministic).
 Each call allocates its workspace (so CUDA graph pools see it) and clears its counters on the stream.
 
-Semantics (docs/DESIGN.md): under torch.backends.cudnn.allow_tf32 (read at every call) the conv's operands are
-rounded to TF32 as cuDNN rounds them, and the general path's dL/dx and dL/dW (the engine) take one TF32 product a
-step, as PyTorch's conv backward does (the tuned path's FP32 gradient kernels stay exact); with the flag off all is
-exact fp32. In float16/bfloat16 each op is rounded where
+Semantics (docs/DESIGN.md): under torch.backends.cudnn.allow_tf32 (read at every call) the tuned conv's operands
+are rounded to TF32 as cuDNN rounds them (PyTorch's conv path: cuDNN's own, its float32 gradients TF32 as eager's;
+the tuned path's FP32 gradient kernels stay exact); with the flag off all is exact fp32. In float16/bfloat16 each
+op is rounded where
 PyTorch rounds it (the conv, its bias, the sigmoid, the product, GroupNorm's statistics in its own order, HardSwish).
 The backward runs in float32 and rounds each gradient to its tensor's dtype. Double backward raises.
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output once, 0.25 ms
 at 4.1 TB/s; the kernel is bound by issue and by Swish's MUFU work (about 23 instructions an output and phase).
-Measured (H200, run_all.py, README): forward 0.71 ms fp32 (2.9x the floor), 1.02 to 1.06 ms in half (PyTorch's
-order of statistics needs the Swish output stored and read twice); forward + backward 4.3 ms fp32 (3.8x eager),
-4.7 ms in half (6.2x). The design in detail and what was tried: docs/convtranspose3d_swish_groupnorm_hardswish.md.
+Measured (H200, run_all.py, README): forward 0.68 ms fp32 (2.7x the floor, 9.8x eager), 1.10 ms in half
+(PyTorch's order of statistics needs the Swish output stored and read twice); forward + backward 4.36 ms fp32 (3.8x
+eager), 4.8 to 4.9 ms in half (6.0x). The design in detail and what was tried: docs/convtranspose3d_swish_groupnorm_hardswish.md.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
 """
