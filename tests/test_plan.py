@@ -194,3 +194,28 @@ def test_every_stage_names_a_kernel_of_the_file(name):
         for stage, kernels in plan(name, case).items():
             for kernel in re.findall(r"\b(\w+_kernel)\b", kernels):
                 assert re.search(rf"\b{kernel}\b", text), (name, stage, kernel)
+
+
+# Kernels a plan never names: per-call helpers of every path (convert_kernel: the half paths' float copies and the
+# gradients' roundings; split_tf32_kernel: problem 60's half backward on PyTorch's conv path, inside its "PyTorch's
+# convolution backward" stage).
+HELPERS = {"convert_kernel", "split_tf32_kernel"}
+
+
+@pytest.mark.parametrize("name", [P23, P27, P27AC, P60, P92])
+def test_every_kernel_of_the_file_is_in_some_plan(name):
+    """Each __global__ kernel of the file is named by the plan of some input (the benchmark, KernelBench's previous
+    size, the edge cases, the configuration grid, the channel sweep; float32 and bfloat16): a kernel no plan reaches
+    is dead code, or a stage the plan does not tell."""
+    import re
+    from common.problems import CONFIGURATIONS, channel_sweep
+    problem = PROBLEMS[name]
+    kernels = set(re.findall(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)", load(name)["cuda_source"]))
+    cases = [c for c in (problem.benchmark, problem.previous, problem.general) if c is not None]
+    cases += list(problem.cases) + list(CONFIGURATIONS.get(name, ())) + list(channel_sweep(name))
+    named = set()
+    for case in cases:
+        for dtype in (torch.float32, torch.bfloat16):
+            for kernels_of_stage in plan(name, case, dtype).values():
+                named |= set(re.findall(r"\b(\w+_kernel)\b", kernels_of_stage))
+    assert kernels - HELPERS <= named, sorted(kernels - HELPERS - named)
