@@ -26,3 +26,22 @@ def test_tf32_verdicts_need_one_distance_clearly_smaller():
     assert verdict(2.4e-4, 7.8e-8) == "TF32"      # problem 60's forward under the flag
     assert verdict(6.7e-4, 5.2e-4) == "unclear"   # a weight gradient under the flag: far from both
 
+
+
+def test_gpu_tools_say_plainly_that_they_need_a_gpu(tmp_path):
+    """With no GPU visible, each measuring tool exits non-zero with one plain line, not a traceback; profile_one.py
+    with no name prints its usage."""
+    import os
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    runs = {"half_rounding.py": [], "compiled_call_time.py": ["--names"], "interleave.py": ["x", "y"],
+            "profile_one.py": ["conv3d_groupnorm_mean"]}
+    for tool, args in runs.items():
+        done = subprocess.run([sys.executable, str(root / "tools" / tool), *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr and "Traceback" not in done.stderr, (
+            tool, done.stderr[-500:])
+    usage = subprocess.run([sys.executable, str(root / "tools" / "profile_one.py")], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert usage.returncode != 0 and "python tools/profile_one.py NAME" in usage.stderr

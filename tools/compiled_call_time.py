@@ -51,6 +51,8 @@ def main():
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--names", nargs="*", default=variant_names())
     args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("tools/compiled_call_time.py: needs a CUDA GPU (none is visible); it measures on the GPU and has nothing to do without one")
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; one forward call, median of {args.reps}, us")
     print("| variant | batch | GPU (replay) | eager call | compile default | compile reduce-overhead |")
     print("|---|---|---|---|---|---|")

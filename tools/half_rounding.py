@@ -149,6 +149,8 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--dtype", action="append", choices=sorted(HALF_DTYPES))
     args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("tools/half_rounding.py: needs a CUDA GPU (none is visible); it measures on the GPU and has nothing to do without one")
     names = ["conv3d_groupnorm_mean", "conv3d_hardswish_groupnorm_mean", "convtranspose3d_swish_groupnorm_hardswish",
              "conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp"]
     print("| problem | dtype | op | bit-identical to float64 rounded once |")

@@ -38,6 +38,8 @@ def main():
     parser.add_argument("--input-shape", help="the input's shape, a Python tuple (default: the benchmark's)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="model and input cast to it")
     args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("tools/interleave.py: needs a CUDA GPU (none is visible); it measures on the GPU and has nothing to do without one")
     problem = PROBLEMS[args.name]
     init_args = ast.literal_eval(args.init_args) if args.init_args else problem.init_args
     input_shape = ast.literal_eval(args.input_shape) if args.input_shape else problem.input_shape
