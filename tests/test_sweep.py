@@ -29,7 +29,7 @@ def test_smallest_ratio_is_the_minimum_over_points():
 
 
 def test_channel_sweep_covers_the_pairs_kernels_and_batches_and_the_reference_takes_each():
-    """run_all.py --channels: every full file at 3 -> 16 ... 64 -> 128 channels, kernel 3 and 5, batch 8 and 32;
+    """run_all.py --channels: every full file at 3 -> 16 ... 64 -> 128 channels, kernel 3 and 5, batch 1, 8 and 32;
     each configuration one the reference accepts (run on the meta device: shapes only)."""
     import torch
     from common.problems import SWEEP_BATCHES, SWEEP_CHANNELS, SWEEP_KERNELS, channel_sweep
@@ -63,3 +63,21 @@ def test_table_header_names_a_changed_tree(monkeypatch):
     assert run_all.short_commit() == "0123456789ab-dirty"
     monkeypatch.setattr(run_all, "git_commit", lambda: "0123456789abcdef0123456789abcdef01234567")
     assert run_all.short_commit() == "0123456789ab"
+
+
+def test_path_reads_the_plan():
+    """A sweep row's path: "torch conv" where the model's plan runs PyTorch's conv in a forward stage, else "fused"
+    (a model with no plan: fused)."""
+    from common.sweep import path_of
+
+    class Planned:
+        def __init__(self, stages):
+            self.stages = stages
+
+        def plan(self, x):
+            return self.stages
+    assert path_of(Planned({"forward conv": "PyTorch's convolution (at::_convolution)", "forward": "k"}), None) == \
+        "torch conv"
+    assert path_of(Planned({"forward": "conv_gn_stats_kernel", "backward dL/dx": "PyTorch's convolution backward"}),
+                   None) == "fused"
+    assert path_of(object(), None) == "fused"
