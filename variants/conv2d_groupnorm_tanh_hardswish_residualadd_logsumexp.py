@@ -68,7 +68,7 @@ cuda_source = r"""
 #include <string>
 #include <type_traits>
 
-constexpr int K = 3;             // the tuned path's kernel size (other sizes: the general path)
+constexpr int K = 3;             // the tuned path's kernel size (other sizes: the tiled or PyTorch's conv path)
 constexpr int TAPS = K * K;
 constexpr int N_TILES = 8;       // 8-channel tiles: the conv's channels, padded to 64
 constexpr int C_PAD = 8 * N_TILES;

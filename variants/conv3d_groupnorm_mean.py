@@ -60,7 +60,7 @@ cuda_source = r"""
 #include <string>
 #include <type_traits>
 
-constexpr int K = 3;                  // the tuned path's kernel size (other sizes: the general path)
+constexpr int K = 3;                  // the tuned path's kernel size (other sizes: the tiled or PyTorch's conv path)
 constexpr int CO_CHUNK = 24;          // output channels per block: all of the benchmark's 24
 constexpr int N_COLS = K * CO_CHUNK;  // GEMM columns: (kw, channel), kw-major
 constexpr int N_TILES = N_COLS / 8;   // 8-column tiles
@@ -774,7 +774,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
 // the conv on the CUDA cores, its sums kept in registers, forward and backward.
 struct Kernel3 { int d, h, w; };
 
-// The general path's tiles (the forward's statistics where input channels are few, dL/dy, and dL/dx's flipped
+// The tiled path's tiles (the forward's statistics where input channels are few, dL/dy, and dL/dx's flipped
 // conv): a block takes TILE_H x TILE_W output
 // positions of one output depth od of one sample (PIX a thread: rows ty, ty + ROW_STEP, ...) and CO_T output
 // channels at a time (PIX x CO_T accumulators a thread). Per input depth od + kd and chunk of ci_t input channels it
@@ -931,7 +931,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
     }
 }
 
-// dL/dy on the general path, tiled as conv_stats_general_kernel (block b tiles + tile, chunk blockIdx.y of CO_T
+// dL/dy on the tiled path, tiled as conv_stats_general_kernel (block b tiles + tile, chunk blockIdx.y of CO_T
 // output channels): y recomputed by tile_conv3, then dL/dy = A + B (y - mu) from coef, as the tuned path writes it.
 template <typename T>
 __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(

@@ -1211,7 +1211,7 @@ __global__ void __launch_bounds__(THREADS) grad_y_general_kernel(
     block_channel_sums(s, red, bias_partials + ((b * gridDim.y + blockIdx.y) * bps + blockIdx.x % bps) * CO);
 }
 
-// The general path's conv gradients, tiled (as problem 23's file computes them). dL/dx: block (b tiles + tile of
+// The tiled path's conv gradients (as problem 23's file computes them). dL/dx: block (b tiles + tile of
 // TILE_H x TILE_W input positions of one input depth, chunk of COT input channels); tile_conv_flip gives a thread's
 // PIXT positions (rows ty, ty + ROW_STEP, ...): the conv's transpose, a conv of dL/dy (C_out channels) padded by
 // k - 1 with the weights flipped and their channels swapped. Per output depth and chunk of ci_t output channels it

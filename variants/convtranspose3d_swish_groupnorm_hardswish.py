@@ -212,12 +212,13 @@ struct ConvShape {
     int k[3], s[3], p[3];
 };
 // The configuration convt_swish_gn_kernel takes: kernel 3, stride 2, padding 1 on every axis, at most 4 input
-// channels and at least 512 input positions a sample, where its one pass over the output beats the general path
-// (the conv engine, its output written and normalised in three more passes). Measured against each other (H200,
-// batch 32, interleaved, forward / forward + backward): C_in 3 -> 16 on 4x8x8 the engine 1.1x / -, on 6x14x14 the
-// tuned path 1.6x / 1.1x, on 8x16x16 2.0x / 1.5x (3 -> 64: 2.1x / 1.8x), at the benchmark 8.6x; C_in 8 the engine
-// on all three inputs (8 -> 64 on 4x8x8 2.9x; 8 -> 32 on 6x14x14 2.3x / 1.1x, on 8x16x16 1.35x / 1.06x); C_in 16
-// the engine 4.9x. The 4 and the 512 lie between measured points.
+// channels and at least 512 input positions a sample, where its one pass over the output beats a conv written and
+// normalised in more passes. The 4 and the 512 were set against the implicit-GEMM engine that served elsewhere until
+// 2026-11-28 (H200, batch 32, interleaved, forward / forward + backward: C_in 3 -> 16 on 4x8x8 the engine 1.1x / -,
+// on 6x14x14 the tuned path 1.6x / 1.1x, on 8x16x16 2.0x / 1.5x, at the benchmark 8.6x; C_in 8 the engine on all
+// three; C_in 16 the engine 4.9x). PyTorch's conv path, which replaced the engine, was faster than it forward +
+// backward in all 48 rows of the channel sweep and forward in 33 (0.63x to 3.4x, the slow ones fp32 at small
+// batches); the tuned path was not re-measured against it at these edges.
 bool convt_tuned(const ConvShape& cs) {
     for (int a = 0; a < 3; ++a)
         if (cs.k[a] != K || cs.s[a] != 2 || cs.p[a] != 1) return false;
@@ -1556,7 +1557,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
     }
 }
 
-// The general path's chunk of positions (chunk_len): BWD_CHUNK, halved (down to 2 BWD_THREADS) while
+// PyTorch's conv path's chunk of positions (chunk_len): BWD_CHUNK, halved (down to 2 BWD_THREADS) while
 // chain_backward_kernel would have fewer than 256 blocks: small batches fill the GPU. A function of the shape only
 // (the same bits on every GPU).
 static int bwd_chunk(long long B, int C_out, long long S) {
@@ -1564,7 +1565,7 @@ static int bwd_chunk(long long B, int C_out, long long S) {
     while (len > 2 * BWD_THREADS && (S + len - 1) / len * C_out * B < 256) len /= 2;
     return len;
 }
-// The sweeps' partials per (sample, channel): the tuned sweeps' tiles, or the general path's chunks.
+// The sweeps' partials per (sample, channel): the tuned sweeps' tiles, or PyTorch's conv path's chunks.
 static int sweep_chunks(long long B, const ConvShape& cs) {
     if (convt_tuned(cs)) return make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W).tiles;
     const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
