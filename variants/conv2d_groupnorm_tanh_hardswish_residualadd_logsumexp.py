@@ -118,8 +118,6 @@ template <typename F> cudaError_t with_type(int code, F&& f) {
 template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
     return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
 }
-// shared: element_types end
-
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
 // b = -a mean + beta in float (ComputeFusedParams).
@@ -127,6 +125,8 @@ template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double m
     const float a = round_to<TO>((float)rstd) * gamma;
     return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
 }
+// shared: element_types end
+
 
 
 // shared: convert begin

@@ -107,8 +107,6 @@ template <typename F> cudaError_t with_type(int code, F&& f) {
 template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
     return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
 }
-// shared: element_types end
-
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
 // b = -a mean + beta in float (ComputeFusedParams).
@@ -116,6 +114,8 @@ template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double m
     const float a = round_to<TO>((float)rstd) * gamma;
     return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
 }
+// shared: element_types end
+
 // One element through the read-only cache, as a float.
 __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
 template <typename T> __device__ __forceinline__ float load_float(const T* p) {
@@ -1787,6 +1787,15 @@ __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
         __syncthreads();   // the totals read before the next round's stage
     }
 }
+// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
+// splits giving about two blocks an SM.
+static dim3 wgrad_grid(const WgradDims& d, Kernel3 k, int sms) {
+    const int ci_c = WgradPlan(d.C_in, k).ci_c;
+    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
+    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
+    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
+    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
+}
 // shared: wgrad_tiled_3d end
 
 // shared: finish_weight_grad_tiled begin
@@ -2098,15 +2107,6 @@ static int wrows_blocks(int sms) {
         resident = per_sm = std::max(1, per_sm);
     }
     return per_sm * sms;
-}
-// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
-// splits giving about two blocks an SM.
-static dim3 wgrad_grid(const GradDims& d, Kernel3 k, int sms) {
-    const int ci_c = WgradPlan(d.C_in, k).ci_c;
-    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
-    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
-    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
-    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
 }
 int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
 // dL/dW's partial totals (doubles), the workspace (float32 inputs; none where PyTorch computes dL/dW).

@@ -93,6 +93,13 @@ template <typename F> cudaError_t with_type(int code, F&& f) {
 template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
     return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
 }
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
 // shared: element_types end
 
 // shared: hardswish_gn_mean begin
@@ -106,13 +113,6 @@ constexpr int WARPS = THREADS / 32;
 constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row (forward)
 constexpr int BWD_UNROLL = 6;         // the backward also stores: more loads in flight per lane (8 spills at 64 registers)
 
-// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
-// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
-template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
-    const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
-}
 // 16 bytes of elements, loaded or stored at once.
 template <typename T> union Pack16 {
     static constexpr int N = 16 / sizeof(T);

@@ -103,6 +103,13 @@ template <typename F> cudaError_t with_type(int code, F&& f) {
 template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
     return with_type(conv, [&](auto t) { return norm == 0 ? f(t, 0.f) : f(t, t); });
 }
+// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
+// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
+// b = -a mean + beta in float (ComputeFusedParams).
+template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
+    const float a = round_to<TO>((float)rstd) * gamma;
+    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+}
 // shared: element_types end
 // Two values rounded to a half type and back by one packed conversion (bf16: the halves unpacked by a shift and
 // a mask; fp16: two exact conversions).
@@ -118,13 +125,6 @@ template <> __device__ __forceinline__ float2 round_pair<Fp16>(float a, float b)
     return make_float2(to_float(Fp16{(unsigned short)(pair & 0xffffu)}), to_float(Fp16{(unsigned short)(pair >> 16)}));
 }
 
-// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
-// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
-template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
-    const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
-}
 // One element through the read-only cache, as a float.
 __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
 template <typename T> __device__ __forceinline__ float load_float(const T* p) {
@@ -1437,6 +1437,15 @@ __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
         __syncthreads();   // the totals read before the next round's stage
     }
 }
+// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
+// splits giving about two blocks an SM.
+static dim3 wgrad_grid(const WgradDims& d, Kernel3 k, int sms) {
+    const int ci_c = WgradPlan(d.C_in, k).ci_c;
+    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
+    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
+    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
+    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
+}
 // shared: wgrad_tiled_3d end
 
 // shared: finish_weight_grad_tiled begin
@@ -1451,15 +1460,6 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
     grad_weight[i] = (float)v;
 }
 // shared: finish_weight_grad_tiled end
-// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
-// splits giving about two blocks an SM.
-static dim3 wgrad_grid(const Dims& d, Kernel3 k, int sms) {
-    const int ci_c = WgradPlan(d.C_in, k).ci_c;
-    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
-    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
-    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
-    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
-}
 
 
 // shared: hardswish_gn_mean begin
@@ -1473,13 +1473,6 @@ constexpr int WARPS = THREADS / 32;
 constexpr int UNROLL = 4;             // 16-byte loads in flight per lane per step of a row (forward)
 constexpr int BWD_UNROLL = 6;         // the backward also stores: more loads in flight per lane (8 spills at 64 registers)
 
-// GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
-// 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
-template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
-    const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
-}
 // 16 bytes of elements, loaded or stored at once.
 template <typename T> union Pack16 {
     static constexpr int N = 16 / sizeof(T);

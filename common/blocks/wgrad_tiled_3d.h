@@ -129,3 +129,12 @@ __global__ void __launch_bounds__(GEN_THREADS) grad_weight_tiled_kernel(
         __syncthreads();   // the totals read before the next round's stage
     }
 }
+// The tiled dL/dW's blocks: (chunks of CO_T output channels, chunks of input channels, splits of the items), the
+// splits giving about two blocks an SM.
+static dim3 wgrad_grid(const WgradDims& d, Kernel3 k, int sms) {
+    const int ci_c = WgradPlan(d.C_in, k).ci_c;
+    const long long chunks = (long long)((d.C_out + CO_T - 1) / CO_T) * ((d.C_in + ci_c - 1) / ci_c);
+    const long long items = (long long)d.B * d.Do * ((d.Ho + TILE_H - 1) / TILE_H) * ((d.Wo + TILE_W - 1) / TILE_W);
+    const int splits = (int)std::max<long long>(1, std::min<long long>(items, 2LL * sms / std::max(1LL, chunks)));
+    return dim3((d.C_out + CO_T - 1) / CO_T, (d.C_in + ci_c - 1) / ci_c, splits);
+}
