@@ -780,10 +780,10 @@ struct Kernel3 { int d, h, w; };
 // channels at a time (PIX x CO_T accumulators a thread). Per input depth od + kd and chunk of ci_t input channels it
 // stages the rows the tile reads and the chunk's weights of that depth (transposed to [ci][kh][kw][co], so a tap's
 // CO_T weights are four broadcast float4 loads) in shared memory; a tap is then PIX input loads and PIX x CO_T
-// multiply-adds, in fp32 (half values exact), summed over (ci chunk, kd, ci, kh, kw). conv_stats_general_kernel
-// writes each channel's sum and sum of squares over the tile (the conv without its bias in fp32; in half precision
-// each value rounded as the tuned path rounds it, bias included) in double, in a fixed order, to partials
-// (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats.
+// multiply-adds, in fp32, summed over (ci chunk, kd, ci, kh, kw). conv_stats_general_kernel writes each channel's
+// sum and sum of squares over the tile (the conv without its bias: the finalize adds it) in double, in a fixed
+// order, to partials (B, C_out, tiles, 2). Dynamic shared memory: ci_t (rows + weights) floats. Float32 only (the
+// plan takes PyTorch's conv for half precision off the tuned envelope).
 constexpr int GEN_THREADS = 256, TILE_W = 32, CO_T = 16, PIX = 2, ROW_STEP = GEN_THREADS / TILE_W;
 constexpr int TILE_H = PIX * ROW_STEP;
 static_assert(2 * CO_T == 32, "a channel's two sums a lane");
@@ -889,10 +889,11 @@ __device__ __forceinline__ void tile_conv3(const TileConv3& t, const T* __restri
 }
 
 // Block (b tiles + tile, split): channels in chunks of CO_T from split CO_T, gridDim.y CO_T apart.
-template <typename T>
 __global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
-    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias,
-    double* __restrict__ partials, TileConv3 t)
+    const float* __restrict__ x,          // (B, C_in, D, H, W)
+    const float* __restrict__ weight,     // (C_out, C_in, kd, kh, kw)
+    double* __restrict__ partials,        // (B, C_out, tiles, 2)
+    TileConv3 t)
 {
     extern __shared__ float4 smem4[];
     __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
@@ -912,10 +913,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
             const bool inside = oh0 + ty + p * ROW_STEP < t.H - t.k.h + 1 && ow0 + tx < t.W - t.k.w + 1;
 #pragma unroll
             for (int i = 0; i < CO_T; ++i) {
-                float y = acc[p][i];
-                if (exact_in_tf32<T>() && co0 + i < t.C_out)
-                    y = round_to<T>(round_to<T>(y) + (bias ? load_float(bias + co0 + i) : 0.f));
-                y = inside && co0 + i < t.C_out ? y : 0.f;
+                const float y = inside && co0 + i < t.C_out ? acc[p][i] : 0.f;
                 v[2 * i] += y;
                 v[2 * i + 1] += (double)y * y;
             }
@@ -933,10 +931,13 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_stats_general_kernel(
 
 // dL/dy on the tiled path, tiled as conv_stats_general_kernel (block b tiles + tile, chunk blockIdx.y of CO_T
 // output channels): y recomputed by tile_conv3, then dL/dy = A + B (y - mu) from coef, as the tuned path writes it.
-template <typename T>
 __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
-    const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, const float* __restrict__ coef,
-    float* __restrict__ grad_y, TileConv3 t)
+    const float* __restrict__ x,          // (B, C_in, D, H, W)
+    const float* __restrict__ weight,     // (C_out, C_in, kd, kh, kw)
+    const float* __restrict__ bias,       // (C_out)
+    const float* __restrict__ coef,       // (B, C_out, 3)
+    float* __restrict__ grad_y,           // (B, C_out, Do, Ho, Wo)
+    TileConv3 t)
 {
     extern __shared__ float4 smem4[];
     float* in_s = reinterpret_cast<float*>(smem4);
@@ -959,8 +960,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
             const int c = co0 + j;
             if (c >= t.C_out) break;
             const float* cf = coef + ((size_t)b * t.C_out + c) * 3;
-            const float y = exact_in_tf32<T>() ? round_to<T>(round_to<T>(acc[p][j]) + to_float(bias[c]))
-                                               : acc[p][j] + to_float(bias[c]);
+            const float y = acc[p][j] + bias[c];
             grad_y[((size_t)b * t.C_out + c) * S + s] = cf[0] + cf[1] * (y - cf[2]);
         }
     }
@@ -1946,15 +1946,14 @@ cudaError_t conv3d_groupnorm_mean_tiled_stats(const float* x, const float* weigh
     const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
     const size_t smem = t.smem_bytes();
     if (smem > (40u << 10)) {
-        const cudaError_t err = cudaFuncSetAttribute(conv_stats_general_kernel<float>,
+        const cudaError_t err = cudaFuncSetAttribute(conv_stats_general_kernel,
                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess) return err;
     }
     // chunks of CO_T output channels split over blocks where tiles are few: about two blocks an SM
     const long long blocks = (long long)B * t.tiles(), chunks = (C_out + CO_T - 1) / CO_T;
     const int splits = (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * sms / std::max(1LL, blocks)));
-    conv_stats_general_kernel<float><<<dim3((unsigned)blocks, splits), GEN_THREADS, smem, stream>>>(
-        x, weight, nullptr, partials, t);
+    conv_stats_general_kernel<<<dim3((unsigned)blocks, splits), GEN_THREADS, smem, stream>>>(x, weight, partials, t);
     return cudaGetLastError();
 }
 
@@ -2019,17 +2018,19 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
             err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                          static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
                                          C_in, C_out, D, H, W, sms, stream);
-        } else if (path == Path::TILED) {   // tiles of output positions, CO_T channels a block
-            const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
-            if (t.smem_bytes() > (40u << 10) &&
-                (err = cudaFuncSetAttribute(conv_grad_y_general_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)t.smem_bytes())) != cudaSuccess)
-                return err;
-            conv_grad_y_general_kernel<T><<<dim3((unsigned)((long long)B * t.tiles()), (C_out + CO_T - 1) / CO_T),
-                                            GEN_THREADS, t.smem_bytes(), stream>>>(
-                static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), coef,
-                static_cast<float*>(grad_y), t);
-            err = cudaGetLastError();
+        } else if (path == Path::TILED) {   // float32 (the plan's): tiles of output positions, CO_T channels a block
+            if constexpr (!is_half<T>()) {
+                const TileConv3 t = tile_plan(C_in, C_out, D, H, W, kd, kh, kw);
+                if (t.smem_bytes() > (40u << 10) &&
+                    (err = cudaFuncSetAttribute(conv_grad_y_general_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)t.smem_bytes())) != cudaSuccess)
+                    return err;
+                conv_grad_y_general_kernel<<<dim3((unsigned)((long long)B * t.tiles()), (C_out + CO_T - 1) / CO_T),
+                                             GEN_THREADS, t.smem_bytes(), stream>>>(
+                    static_cast<const float*>(x), static_cast<const float*>(weight), static_cast<const float*>(bias),
+                    coef, static_cast<float*>(grad_y), t);
+                err = cudaGetLastError();
+            }
         } else {
             const long long n = (long long)B * C_out * S;
             grad_y_from_conv_kernel<T><<<(unsigned)std::min<long long>((n + 255) / 256, 8LL * sms), 256, 0, stream>>>(
