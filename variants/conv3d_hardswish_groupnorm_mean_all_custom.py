@@ -1833,9 +1833,10 @@ cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* 
         const bool tuned = tuned_kernel(kd, kh, kw), tc = tuned && tc_forward(d, K), vec = aligned_rows(x, W);
         const int bps = path_bps(d, kd, kh, kw);
         const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
-        if (!tuned) {
-            conv_hswish_sums_general_kernel<T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d,
-                                                                             Kernel3{kd, kh, kw}, bps);
+        if (!tuned) {   // the tiled path: float32 only (forward_path), so no half instantiation
+            if constexpr (!is_half<T>())
+                conv_hswish_sums_general_kernel<T><<<grid, THREADS, 0, stream>>>(x, weight, bias, partials, d,
+                                                                                 Kernel3{kd, kh, kw}, bps);
         } else if (tc) {
             if constexpr (is_half<T>()) {
                 const auto kernel = K == 3 ? (vec ? conv_rows_half_kernel<3, T, true> : conv_rows_half_kernel<3, T, false>)
