@@ -967,7 +967,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) conv_grad_y_general_kernel(
 }
 
 
-// ---- The PyTorch-conv path (every input outside the tuned envelope, conv3d_groupnorm_mean_tuned): PyTorch's own
+// ---- The PyTorch-conv path (conv3d_groupnorm_mean_path's TORCH_CONV): PyTorch's own
 // convolution writes y, the conv and its bias in the input's dtype (eager's bits), and these two kernels read it.
 // conv_sums_kernel: block (plane (b, c), chunk of SUM_CHUNK positions): the chunk's sum of y and of y^2 (double,
 // a fixed order) into partials (B, C_out, chunks, 2), as gn_mean_finalize_kernel reads them.
@@ -1924,9 +1924,6 @@ Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half) {
 int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half) {
     return (int)conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
 }
-bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw, bool half) {
-    return conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half) == Path::TUNED;
-}
 
 // The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; beyond 48 KB
 // with the static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
@@ -2392,7 +2389,6 @@ long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W)
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
                                         cudaStream_t stream);
-bool conv3d_groupnorm_mean_tuned(int C_in, int kd, int kh, int kw, bool half);
 int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half);
 long long conv3d_groupnorm_mean_tiled_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw);
 cudaError_t conv3d_groupnorm_mean_tiled_stats(const float* x, const float* weight, double* partials, int B, int C_in,
