@@ -162,14 +162,14 @@ def test_problem92():
                                        "memory on this GPU) or <32> + grad_weight_reduce_kernel",
                      "backward dL/dx": "grad_input_kernel"}
     assert plan(P92, batch1(P92)) == bench
-    torch_path = {"forward conv": TORCH_FWD, "forward statistics": "gn_sums_tiled_kernel + gn_stats_general_kernel",
-                  "forward output": "lse_tiled_kernel",
-                  "backward sums": "backward_tiled_kernel<false> + backward_coef_general_kernel",
-                  "backward dL/dy": "backward_tiled_kernel<true> + channel_grads_general_kernel",
+    torch_path = {"forward conv": TORCH_FWD, "forward statistics": "plane_sums_kernel + gn_stats_general_kernel",
+                  "forward output": "lse_kernel",
+                  "backward sums": "backward_plane_kernel<false> + backward_coef_general_kernel",
+                  "backward dL/dy": "backward_plane_kernel<true> + channel_grads_general_kernel",
                   "backward dL/dx, dL/dW": TORCH_BWD}
     tiled_path = dict(torch_path)
     del tiled_path["forward conv"]
-    tiled_path["forward statistics"] = "gn_sums_tiled_kernel<COMPUTE> + gn_stats_general_kernel"
+    tiled_path["forward statistics"] = "gn_sums_tiled_kernel + gn_stats_general_kernel"
     assert plan(P92, "previous") == tiled_path   # 30-column output rows, 3 channels, float32: the tiled conv
     assert plan(P92, "previous", torch.bfloat16)["forward conv"] == TORCH_FWD
     assert plan(P92, "general") == torch_path   # kernel 5, 8 channels
@@ -182,7 +182,7 @@ def test_problem92():
     assert plan(P92, "benchmark", torch.bfloat16)["forward statistics"] == ("gram_kernel + gram_stats_kernel + "
                                                                            "half_norm_kernel (the GroupNorm statistics "
                                                                            "rounded as PyTorch's)")
-    assert plan(P92, "previous", torch.bfloat16)["backward sums"].startswith("lse_tiled_kernel (the output recomputed")
+    assert plan(P92, "previous", torch.bfloat16)["backward sums"].startswith("lse_kernel (the output recomputed")
 
 
 @pytest.mark.parametrize("name", [P23, P27, P27AC, P60, P92])

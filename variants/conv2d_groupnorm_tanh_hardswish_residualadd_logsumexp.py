@@ -16,17 +16,17 @@ tests/test_plan.py pins them). Three paths, each kept where it was measured fast
                                 chain, logsumexp across the 4 lanes of a quad
   forward elsewhere: the conv (before its bias) written once and kept for the backward, by PyTorch's own
   convolution (TORCH_CONV: at::_convolution under the user's flags and dtype, eager's bits) or, in float32 with
-  C_in <= 4 (TILED), by gn_sums_tiled_kernel<COMPUTE> (a tiled FP32 conv, 1.15x to 1.54x PyTorch's there)
-    gn_sums_tiled_kernel        the statistics' sums over the conv
+  C_in <= 4 (TILED), by gn_sums_tiled_kernel (a tiled FP32 conv, 1.15x to 1.54x PyTorch's there, with its sums)
+    plane_sums_kernel           the statistics' sums over PyTorch's conv output, in its dtype, by (sample, channel)
     gn_stats_general_kernel     the statistics in order
-    lse_tiled_kernel            the chain and logsumexp over the conv
+    lse_kernel                  the chain and logsumexp over the conv, 32 pixels a block, its warps split channels
   backward (tuned path)
     conv_kernel<BSUMS>, grad_coef_kernel, gn_param_grad_kernel   the chain's sums, coefficients, dL/dgamma, dL/dbeta
     conv_kernel<GRAD>, bias_grad_kernel    dL/dy (rows padded to 16 bytes) and dL/dbias
     grad_weight_kernel<128 or 32>, grad_weight_reduce_kernel       dL/dW per output row (split TF32), totals in order
     grad_input_kernel                      dL/dx per dL/dy row (split TF32), bands of rows sized to the GPU
   backward elsewhere (over the kept conv)
-    backward_tiled_kernel<false/true>, backward_coef_general_kernel, channel_grads_general_kernel: dL/dy, dL/dbias
+    backward_plane_kernel<false/true>, backward_coef_general_kernel, channel_grads_general_kernel: dL/dy, dL/dbias
     PyTorch's convolution backward (at::convolution_backward): dL/dx and dL/dW
   convert_kernel                half precision: float copies of the inputs, the gradients' roundings
 Every sum of ours is in a fixed order (no atomics): the same input gives the same bits; PyTorch's conv backward is as
@@ -40,7 +40,8 @@ backward runs in float32 on float copies and rounds each gradient to its dtype. 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of multiply-add per conv, 0.28 ms at
 the 67 TFLOP/s FP32 rate (the input is 0.02 ms of bandwidth); on the tensor cores phase 2 is about 0.11 ms of TF32
 plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.46 ms fp32 (7.8x eager), 0.56 to 0.58 ms
-in half; forward + backward 2.31 ms (3.8x). The design in detail and what was tried:
+in half; forward + backward 2.31 ms (3.8x). PyTorch's conv path (channel sweep, 32x32 images, batch 1 to 32): forward
+1.4x to 2.4x eager in fp32 and bf16, forward + backward 1.2x to 1.9x. The design in detail and what was tried:
 docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 
 Run: python variants/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.py
@@ -1936,21 +1937,8 @@ __device__ __forceinline__ void tile_conv(const TileConv& t, const float* __rest
 }
 
 
-// acc[p][j]: the conv (B, C_out, Ho, Wo), before the bias, of output channel co0 + j at this thread's pixel p,
-// (oh0 + ty + p ROW_STEP, ow0 + tx), of sample b; 0 outside the output.
-__device__ __forceinline__ void kept_conv(const TileConv& t, const float* conv, long long b, int oh0, int ow0, int co0,
-                                          float (&acc)[PIX][CO_T]) {
-    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
-    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-#pragma unroll
-    for (int p = 0; p < PIX; ++p)
-#pragma unroll
-        for (int j = 0; j < CO_T; ++j) {
-            const bool inside = oh + p * ROW_STEP < Ho && ow < Wo && co0 + j < t.C_out;
-            acc[p][j] = inside ? conv[(((size_t)b * t.C_out + co0 + j) * Ho + oh + p * ROW_STEP) * Wo + ow] : 0.f;
-        }
-}
-// kept_conv's inverse: acc written to conv inside the output.
+// acc[p][j] (output channel co0 + j at this thread's pixel p, (oh0 + ty + p ROW_STEP, ow0 + tx), of sample b)
+// written to conv (B, C_out, Ho, Wo) inside the output.
 __device__ __forceinline__ void store_conv(const TileConv& t, float* conv, long long b, int oh0, int ow0, int co0,
                                            const float (&acc)[PIX][CO_T]) {
     const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
@@ -1963,13 +1951,12 @@ __device__ __forceinline__ void store_conv(const TileConv& t, float* conv, long 
                 conv[(((size_t)b * t.C_out + co0 + j) * Ho + oh + p * ROW_STEP) * Wo + ow] = acc[p][j];
 }
 
-// Block (b tiles + tile, chunk): per output channel of chunks chunk, chunk + gridDim.y, ... the tile's sum and sum
-// of squares of y = conv + bias (double, fixed order) into partials (B, C_out, tiles, 2). COMPUTE (the tiled path,
-// float32): the conv computed here (tile_conv) and written to conv; else read from it (PyTorch's conv output).
-template <typename T, bool COMPUTE>
+// The tiled path's conv and its sums (float32). Block (b tiles + tile, chunk): per output channel of chunks chunk,
+// chunk + gridDim.y, ... the conv over the tile (tile_conv), written to conv, and the tile's sum and sum of squares
+// of y = conv + bias (double, fixed order) into partials (B, C_out, tiles, 2).
 __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
-    const float* __restrict__ x,          // COMPUTE: (B, C_in, H, W)
-    const float* __restrict__ weight,     // COMPUTE: (C_out, C_in, kh, kw)
+    const float* __restrict__ x,          // (B, C_in, H, W)
+    const float* __restrict__ weight,     // (C_out, C_in, kh, kw)
     const float* __restrict__ bias,       // (C_out)
     double* __restrict__ partials,        // (B, C_out, tiles, 2)
     float* __restrict__ conv,             // (B, C_out, Ho, Wo), before the bias
@@ -1983,20 +1970,15 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) gn_sums_tiled_kernel(
     const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
     for (int co0 = blockIdx.y * CO_T; co0 < t.C_out; co0 += gridDim.y * CO_T) {
         float acc[PIX][CO_T];
-        if (COMPUTE) {
-            tile_conv(t, x, weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4),
-                      acc);
-            store_conv(t, conv, b, oh0, ow0, co0, acc);
-        } else {
-            kept_conv(t, conv, b, oh0, ow0, co0, acc);
-        }
+        tile_conv(t, x, weight, b, oh0, ow0, co0, co0 == (int)blockIdx.y * CO_T, reinterpret_cast<float*>(smem4), acc);
+        store_conv(t, conv, b, oh0, ow0, co0, acc);
         double v[2 * CO_T] = {};   // (sum, square) of each channel, the thread's pixels in order
 #pragma unroll
         for (int p = 0; p < PIX; ++p) {
             const bool inside = oh + p * ROW_STEP < t.H - t.k.h + 1 && ow < t.W - t.k.w + 1;
 #pragma unroll
             for (int j = 0; j < CO_T; ++j) {
-                const float y = inside && co0 + j < t.C_out ? conv_output_general<T>(acc[p][j], bias[co0 + j]) : 0.f;
+                const float y = inside && co0 + j < t.C_out ? acc[p][j] + bias[co0 + j] : 0.f;
                 v[2 * j] += y;
                 v[2 * j + 1] += (double)y * y;
             }
@@ -2052,131 +2034,166 @@ __device__ __forceinline__ float residual_general(float conv, float bias, float 
     return round_to<TO>(y + hs);
 }
 
-// The output, blocks as gn_sums_tiled_kernel's: x_res of CO_T channels at a time from the conv, and per pixel their
-// logsumexp. fp32 (and autocast, GroupNorm on in float32): one sweep, max and sum kept together
-// (s rescaled when the max grows). Half precision (TO): two passes, the max first, then x - max, exp, the sum,
-// log and + max each rounded, as PyTorch composes logsumexp.
-template <typename T, typename TO>
-__global__ void __launch_bounds__(GEN_THREADS, 2) lse_tiled_kernel(
-    const float* __restrict__ bias,       // (C_out)
-    const float* __restrict__ norm,       // (B, C_out, 2)
-    const float* __restrict__ conv,       // (B, C_out, Ho, Wo), before the bias
-    TO* __restrict__ out,                 // (B, 1, Ho, Wo)
-    TileConv t)
+// ---- Over a kept conv output (B, C_out, S = Ho Wo), stored as ST: float32 (the tiled path's, PyTorch's in float32)
+// or the half type PyTorch's conv wrote, read as it is. The statistics' and the backward's sums cut the batch by
+// (sample, channel) plane, the output by pixel, so that small batches fill the GPU too. ----
+constexpr int PLANE_THREADS = 256, PLANE_MIN_PIECE = 4 * PLANE_THREADS, LSE_WARPS = 8;
+
+// Pieces a (sample, channel) plane is cut into: enough blocks for two waves of the GPU, no piece under
+// PLANE_MIN_PIECE elements, at most 64.
+int plane_pieces(long long B, int C, long long S) {
+    const long long planes = std::max<long long>(1, B * C);
+    const long long want = (2LL * device_info().sms * (2048 / PLANE_THREADS) + planes - 1) / planes;
+    return (int)std::max<long long>(1, std::min<long long>({want, (S + PLANE_MIN_PIECE - 1) / PLANE_MIN_PIECE, 64}));
+}
+
+// The block's totals of (s, q) at thread 0: each warp's by a butterfly, then the warps' in order.
+__device__ __forceinline__ double2 block_sum2(double s, double q) {
+    __shared__ double2 warp_sums[PLANE_THREADS / 32];
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+        q += __shfl_xor_sync(0xffffffffu, q, o);
+    }
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = make_double2(s, q);
+    __syncthreads();
+    double2 t = make_double2(0.0, 0.0);
+    if (threadIdx.x == 0)
+        for (int w = 0; w < PLANE_THREADS / 32; ++w) { t.x += warp_sums[w].x; t.y += warp_sums[w].y; }
+    return t;
+}
+
+// PyTorch's conv path's statistics: block (b C + c) pieces + piece sums y = conv + bias (rounded as the model
+// rounds it in T) and y^2 over its piece of plane (b, c), in double, each thread's elements in order, into
+// partials (B, C, pieces, 2).
+template <typename ST>
+__global__ void __launch_bounds__(PLANE_THREADS) plane_sums_kernel(
+    const ST* __restrict__ conv, const float* __restrict__ bias, double* __restrict__ partials, int C, long long S,
+    int pieces)
 {
-    constexpr int SWEEPS = is_half<TO>() ? 2 : 1;
-    const int tile = (int)(blockIdx.x % t.tiles());
-    const long long b = blockIdx.x / t.tiles();
-    const int Ho = t.H - t.k.h + 1, Wo = t.W - t.k.w + 1;
-    const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
-    const int oh = oh0 + threadIdx.x / TILE_W, ow = ow0 + threadIdx.x % TILE_W;
-    const float* nb = norm + (size_t)b * t.C_out * 2;
-    float m[PIX], sum[PIX];
-#pragma unroll
-    for (int p = 0; p < PIX; ++p) { m[p] = -INFINITY; sum[p] = 0.f; }
-    for (int sweep = 0; sweep < SWEEPS; ++sweep)
-        for (int co0 = 0; co0 < t.C_out; co0 += CO_T) {
-            float acc[PIX][CO_T];
-            kept_conv(t, conv, b, oh0, ow0, co0, acc);
-#pragma unroll
-            for (int j = 0; j < CO_T; ++j) {
-                const int c = co0 + j;
-                if (c >= t.C_out) break;
-#pragma unroll
-                for (int p = 0; p < PIX; ++p) {
-                    const float r = residual_general<T, TO>(acc[p][j], bias[c], nb[2 * c], nb[2 * c + 1]);
-                    if (SWEEPS == 1) {
-                        if (r > m[p]) { sum[p] = sum[p] * expf(m[p] - r) + 1.f; m[p] = r; }
-                        else sum[p] += expf(r - m[p]);
-                    } else if (sweep == 0) {
-                        m[p] = fmaxf(m[p], r);
-                    } else {
-                        sum[p] += round_to<TO>(expf(round_to<TO>(r - m[p])));
-                    }
-                }
-            }
+    const long long plane = blockIdx.x / pieces;
+    const int piece = (int)(blockIdx.x % pieces);
+    const ST* p = conv + plane * S;
+    const float bc = bias[plane % C];
+    double s = 0.0, q = 0.0;
+    for (long long i = S * piece / pieces + threadIdx.x; i < S * (piece + 1) / pieces; i += PLANE_THREADS) {
+        const float y = conv_output_general<ST>(to_float(p[i]), bc);
+        s += y;
+        q += (double)y * y;
+    }
+    const double2 t = block_sum2(s, q);
+    if (threadIdx.x == 0) {
+        partials[(size_t)blockIdx.x * 2] = t.x;
+        partials[(size_t)blockIdx.x * 2 + 1] = t.y;
+    }
+}
+
+// The output, a pixel's logsumexp over its channels' x_res (norm (B, C, 2): y's scale and shift; half precision
+// half_norm_kernel's a and b). A block takes 32 consecutive pixels of the batch (a lane each) and its LSE_WARPS
+// warps split the channels (warp w: w, w + LSE_WARPS, ...); the warps' maxima and sums are then combined in order.
+// fp32 (and autocast, GroupNorm on in float32): one sweep, max and sum kept together (s rescaled when the max
+// grows). Half precision (TO): two sweeps, the max first, then x - max, exp, the sum, log and + max each rounded,
+// as PyTorch composes logsumexp. T: the conv's rounding (the half backward recomputes the output unrounded:
+// T = TO = float over a half conv).
+template <typename ST, typename T, typename TO>
+__global__ void __launch_bounds__(32 * LSE_WARPS) lse_kernel(
+    const ST* __restrict__ conv, const float* __restrict__ bias, const float* __restrict__ norm,
+    TO* __restrict__ out, int C, long long S, long long pixels)
+{
+    __shared__ float part_m[LSE_WARPS][32], part_s[LSE_WARPS][32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const long long px = blockIdx.x * 32LL + lane;
+    const bool inside = px < pixels;
+    const long long b = inside ? px / S : 0;
+    const ST* cp = conv + b * C * S + (inside ? px % S : 0);
+    const float* nb = norm + b * C * 2;
+    float m = -INFINITY, sum = 0.f;
+    for (int c = warp; inside && c < C; c += LSE_WARPS) {
+        const float r = residual_general<T, TO>(to_float(cp[c * S]), bias[c], nb[2 * c], nb[2 * c + 1]);
+        if (is_half<TO>()) {
+            m = fmaxf(m, r);
+        } else if (r > m) {
+            sum = sum * expf(m - r) + 1.f;
+            m = r;
+        } else {
+            sum += expf(r - m);
         }
-#pragma unroll
-    for (int p = 0; p < PIX; ++p)
-        if (oh + p * ROW_STEP < Ho && ow < Wo)
-            out[((size_t)b * Ho + oh + p * ROW_STEP) * Wo + ow] = from_float<TO>(
-                is_half<TO>() ? round_to<TO>(round_to<TO>(logf(round_to<TO>(sum[p]))) + m[p]) : m[p] + logf(sum[p]));
+    }
+    part_m[warp][lane] = m;
+    part_s[warp][lane] = sum;
+    __syncthreads();
+    float mx = part_m[0][lane];
+    for (int w = 1; w < LSE_WARPS; ++w) mx = fmaxf(mx, part_m[w][lane]);
+    if (is_half<TO>()) {   // the second sweep, against the pixel's max
+        sum = 0.f;
+        for (int c = warp; inside && c < C; c += LSE_WARPS) {
+            const float r = residual_general<T, TO>(to_float(cp[c * S]), bias[c], nb[2 * c], nb[2 * c + 1]);
+            sum += round_to<TO>(expf(round_to<TO>(r - mx)));
+        }
+        __syncthreads();
+        part_s[warp][lane] = sum;
+        __syncthreads();
+    }
+    if (warp != 0 || !inside) return;
+    float total = 0.f;
+    for (int w = 0; w < LSE_WARPS; ++w)
+        total += is_half<TO>() ? part_s[w][lane] : part_m[w][lane] == -INFINITY ? 0.f
+                                                 : part_s[w][lane] * expf(part_m[w][lane] - mx);
+    out[px] = from_float<TO>(is_half<TO>() ? round_to<TO>(round_to<TO>(logf(round_to<TO>(total))) + mx)
+                                           : mx + logf(total));
 }
 
 // Backward (float32), with r = x_res, u = g softmax_c(r) = g exp(r - out), t = tanh(z), z = y scale + shift,
 // xhat = (y - mean) rstd and vn = u hardswish'(t) (1 - t^2):
 //   dL/dy = u + rstd (gamma vn - P_g - xhat Q_g),  P_g = sum_{c in g} gamma sum vn / N_g,  Q_g likewise of vn xhat,
 //   dL/dgamma = sum vn xhat, dL/dbeta = sum vn, dL/dbias = sum dL/dy.
-// WRITE = false: the sums of vn and vn xhat per (sample, channel, tile); WRITE: dL/dy written over the conv in
-// grad_conv, and its sum.
+// WRITE = false: the sums of vn and vn xhat per (sample, channel, piece); WRITE: dL/dy (written to grad_conv in the
+// conv's type, rounded as PyTorch hands it to its conv backward) and its unrounded sum.
 struct GeneralBackward {
-    const float *bias, *gn_weight, *norm, *group_stats, *out, *grad_out;
+    const float *bias, *gn_weight, *norm, *group_stats, *out, *grad_out;   // out: the output unrounded, float32
     const double* coef;   // (B, G, 2): P_g, Q_g (WRITE)
-    float* grad_conv;     // (B, C_out, Ho, Wo): the conv before the bias; WRITE: dL/dy written over it
-    double* partials;     // (B, C_out, tiles, 2): sum vn, sum vn xhat; WRITE: [0] the sum of dL/dy
-    int C_out, groups, H, W;
-    Kernel2 k;
+    double* partials;     // (B, C_out, pieces, 2): sum vn, sum vn xhat; WRITE: [0] the sum of dL/dy
+    int C_out, groups, pieces;
+    long long S;          // Ho Wo
 };
 
-// The two sweeps tiled as gn_sums_tiled_kernel (block b tiles + tile, channel chunks split over blockIdx.y): y of
-// CO_T channels at a time from grad_conv, then per channel
-// y, t, x_res, u, vn and xhat (WRITE: dL/dy, written); per channel and tile the two sums (WRITE: the sum of dL/dy,
-// and 0) into partials (B, C_out, tiles, 2), in a fixed order.
-template <bool WRITE>
-__global__ void __launch_bounds__(GEN_THREADS, 2) backward_tiled_kernel(const GeneralBackward a, TileConv t)
+// The backward's two sweeps, blocks as plane_sums_kernel's (one piece of a (sample, channel) plane each): per element
+// y, t, x_res, u, vn and xhat (WRITE: dL/dy, written); the block's two sums (WRITE: the sum of dL/dy, and 0) into
+// partials, in a fixed order.
+template <typename ST, bool WRITE>
+__global__ void __launch_bounds__(PLANE_THREADS) backward_plane_kernel(const GeneralBackward a,
+                                                                       const ST* __restrict__ conv,
+                                                                       ST* __restrict__ grad_conv)
 {
-    __shared__ double warp_sums[GEN_THREADS / 32][2 * CO_T];
-    const int tile = (int)(blockIdx.x % t.tiles());
-    const long long b = blockIdx.x / t.tiles();
-    const int Ho = a.H - a.k.h + 1, Wo = a.W - a.k.w + 1, cpg = a.C_out / a.groups;
-    const long long S = (long long)Ho * Wo;
-    const int oh0 = tile / t.tiles_w() * TILE_H, ow0 = tile % t.tiles_w() * TILE_W;
-    bool inside[PIX];
-    long long pix[PIX];   // within the sample
-    float g_out[PIX], lse[PIX];
-#pragma unroll
-    for (int p = 0; p < PIX; ++p) {
-        const int oh = oh0 + threadIdx.x / TILE_W + p * ROW_STEP, ow = ow0 + threadIdx.x % TILE_W;
-        inside[p] = oh < Ho && ow < Wo;
-        pix[p] = inside[p] ? (long long)oh * Wo + ow : 0;
-        g_out[p] = inside[p] ? a.grad_out[b * S + pix[p]] : 0.f;
-        lse[p] = inside[p] ? a.out[b * S + pix[p]] : 0.f;
-    }
-    for (int co0 = blockIdx.y * CO_T; co0 < a.C_out; co0 += gridDim.y * CO_T) {
-        float acc[PIX][CO_T];
-        kept_conv(t, a.grad_conv, b, oh0, ow0, co0, acc);
-        double v[2 * CO_T] = {};   // per channel the two sums, the thread's pixels in order
-#pragma unroll
-        for (int j = 0; j < CO_T; ++j)
-#pragma unroll
-        for (int p = 0; p < PIX; ++p) {
-            const int c = co0 + j;
-            float s0 = 0.f, s1 = 0.f;
-            if (inside[p] && c < a.C_out) {
-                const int g = c / cpg;
-                const float scale = a.norm[((size_t)b * a.C_out + c) * 2], shift = a.norm[((size_t)b * a.C_out + c) * 2 + 1];
-                const float mean = a.group_stats[((size_t)b * a.groups + g) * 2];
-                const float rstd = a.group_stats[((size_t)b * a.groups + g) * 2 + 1];
-                const float y = acc[p][j] + a.bias[c];
-                const float th = tanhf(fmaf(y, scale, shift));
-                const float r = y + th * fminf(fmaxf(th + 3.f, 0.f), 6.f) * (1.f / 6.f);
-                const float u = g_out[p] * expf(r - lse[p]);
-                const float vn = u * hardswish_grad(th) * (1.f - th * th), xhat = (y - mean) * rstd;
-                if (WRITE) {
-                    const float pg = (float)a.coef[((size_t)b * a.groups + g) * 2];
-                    const float qg = (float)a.coef[((size_t)b * a.groups + g) * 2 + 1];
-                    const float gy = u + rstd * (a.gn_weight[c] * vn - pg - xhat * qg);
-                    a.grad_conv[((size_t)b * a.C_out + c) * S + pix[p]] = gy;
-                    s0 = gy;
-                } else {
-                    s0 = vn;
-                    s1 = vn * xhat;
-                }
-            }
-            v[2 * j] += s0;
-            v[2 * j + 1] += s1;
+    const long long plane = blockIdx.x / a.pieces, b = plane / a.C_out;
+    const int piece = (int)(blockIdx.x % a.pieces), c = (int)(plane % a.C_out), g = c / (a.C_out / a.groups);
+    const float scale = a.norm[plane * 2], shift = a.norm[plane * 2 + 1], bc = a.bias[c], gamma = a.gn_weight[c];
+    const float mean = a.group_stats[(b * a.groups + g) * 2], rstd = a.group_stats[(b * a.groups + g) * 2 + 1];
+    const float pg = WRITE ? (float)a.coef[(b * a.groups + g) * 2] : 0.f;
+    const float qg = WRITE ? (float)a.coef[(b * a.groups + g) * 2 + 1] : 0.f;
+    const ST* p = conv + plane * a.S;
+    const float* g_out = a.grad_out + b * a.S;
+    const float* lse = a.out + b * a.S;
+    double s0 = 0.0, s1 = 0.0;
+    for (long long i = a.S * piece / a.pieces + threadIdx.x; i < a.S * (piece + 1) / a.pieces; i += PLANE_THREADS) {
+        const float y = to_float(p[i]) + bc;
+        const float th = tanhf(fmaf(y, scale, shift));
+        const float r = y + th * fminf(fmaxf(th + 3.f, 0.f), 6.f) * (1.f / 6.f);
+        const float u = g_out[i] * expf(r - lse[i]);
+        const float vn = u * hardswish_grad(th) * (1.f - th * th), xhat = (y - mean) * rstd;
+        if (WRITE) {
+            const float gy = u + rstd * (gamma * vn - pg - xhat * qg);
+            grad_conv[plane * a.S + i] = from_float<ST>(gy);
+            s0 += gy;
+        } else {
+            s0 += vn;
+            s1 += vn * xhat;
         }
-        store_tile_sums(v, warp_sums, a.partials, b, a.C_out, co0, t.tiles(), tile);
+    }
+    const double2 t = block_sum2(s0, s1);
+    if (threadIdx.x == 0) {
+        a.partials[(size_t)blockIdx.x * 2] = t.x;
+        a.partials[(size_t)blockIdx.x * 2 + 1] = t.y;
     }
 }
 
@@ -2231,7 +2248,7 @@ __global__ void __launch_bounds__(32) channel_grads_general_kernel(
 // output rows wider than 32 (a unit is 128 columns of a row; at KernelBench's previous 30-column rows the tuned
 // kernels lost to the tiled ones 2.9x, and those to eager).
 // TILED: float32 with at most TILED_MAX_C_IN input channels elsewhere: the forward's conv on the CUDA cores in tiles
-// (gn_sums_tiled_kernel<COMPUTE>), which writes it for the output's sweep and the backward, whose sweeps and
+// (gn_sums_tiled_kernel), which writes it for the output's sweep and the backward, whose sweeps and
 // gradients are then PyTorch's conv path's (H200, fp32 forward: at KernelBench's previous size, 128x3x32x32,
 // 1.54x PyTorch's conv path; 3 -> 16 channels 1.15x to 1.27x; 8 -> 64 kernel 5 only 1.07x, so 8 stays PyTorch's).
 // TORCH_CONV: everywhere else, PyTorch's conv (cuDNN, the user's flags and dtype), then the chain's tiled kernels
@@ -2257,98 +2274,106 @@ static TileConv tile_plan(int C_in, int C_out, int H, int W, Kernel2 k) {
     return t;
 }
 
-// PyTorch's conv path's workspace (doubles): partials (B, C, tiles, 2), then sums (B, 2C) and coef (B, G, 2) for
-// the backward.
+// The workspace of the tiled and PyTorch's conv paths (doubles): partials (B, C, chunks, 2), chunks the tiled conv's
+// tiles or the planes' pieces, then sums (B, 2C) and coef (B, G, 2) for the backward.
 long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw) {
-    const int parts = TileConv{0, 0, H, W, 1, {kh, kw}}.tiles();
-    return (long long)B * C_out * parts * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2;
+    const long long S = (long long)(H - kh + 1) * (W - kw + 1);
+    const int chunks = std::max(TileConv{0, 0, H, W, 1, {kh, kw}}.tiles(), plane_pieces(B, C_out, S));
+    return (long long)B * C_out * chunks * 2 + (long long)B * 2 * C_out + (long long)B * groups * 2;
 }
 
-// Chunks of CO_T output channels the statistics kernel's blocks split between them: enough blocks for two waves.
+// Chunks of CO_T output channels the tiled conv's blocks split between them: enough blocks for two waves.
 static int sums_splits(int B, const TileConv& t) {
     const long long blocks = (long long)B * t.tiles(), chunks = (t.C_out + CO_T - 1) / CO_T;
     return (int)std::max<long long>(1, std::min<long long>(chunks, 2LL * device_info().sms / std::max<long long>(1, blocks)));
 }
 
-// The tiled and PyTorch's conv paths' forward over conv (B, C_out, Ho, Wo, floats: the conv before its bias; the
-// tiled path computes it there from x and the weight, float32; PyTorch's conv path reads PyTorch's, half precision
-// as floats): the statistics, norm (half: then half_norm_kernel into half_norm), the output. Dtype codes as
-// forward_launch's.
-cudaError_t general_forward_launch(const float* x, const float* weight, float* conv, const float* bias,
+// The tiled and PyTorch's conv paths' forward over conv (B, C_out, Ho, Wo: the conv before its bias, in the dtype of
+// conv_type; the tiled path computes it there from x and the weight, float32): the statistics, norm (half: then
+// half_norm_kernel into half_norm), the output. Dtype codes as forward_launch's.
+cudaError_t general_forward_launch(const float* x, const float* weight, void* conv, const float* bias,
                                    const float* gn_weight, const float* gn_bias, double* workspace, float* norm,
                                    float* group_stats, float* half_norm, void* out, int conv_type, int norm_type,
                                    int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw, bool tiled,
                                    double eps, cudaStream_t stream) {
+    const long long S = (long long)(H - kh + 1) * (W - kw + 1);
     const TileConv t = tile_plan(C_in, C_out, H, W, {kh, kw});
-    const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
+    const int chunks = tiled ? t.tiles() : plane_pieces(B, C_out, S);
+    cudaError_t err;
+    if (tiled) {   // float32 only (conv2d_gn_lse_path)
+        const size_t smem = t.smem_bytes();
+        if (smem > (40u << 10) && (err = cudaFuncSetAttribute(gn_sums_tiled_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+            return err;
+        gn_sums_tiled_kernel<<<dim3((unsigned)((long long)t.tiles() * B), sums_splits(B, t)), GEN_THREADS, smem,
+                               stream>>>(x, weight, bias, workspace, static_cast<float*>(conv), t);
+    } else {
+        err = with_type(conv_type, [&](auto type) {
+            using ST = decltype(type);
+            plane_sums_kernel<ST><<<(unsigned)((long long)B * C_out * chunks), PLANE_THREADS, 0, stream>>>(
+                static_cast<const ST*>(conv), bias, workspace, C_out, S, chunks);
+            return cudaSuccess;
+        });
+    }
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    gn_stats_general_kernel<<<B, GEN_THREADS, 2 * C_out * sizeof(double), stream>>>(
+        workspace, gn_weight, gn_bias, norm, group_stats, C_out, groups, chunks, (double)S, eps);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
     return with_types(conv_type, norm_type, [&](auto type, auto to) {
         using T = decltype(type);
         using TO = decltype(to);
-        cudaError_t err;
-        const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
-        if (tiled) {
-            const size_t smem = t.smem_bytes();
-            if (smem > (40u << 10) &&
-                (err = cudaFuncSetAttribute(gn_sums_tiled_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)smem)) != cudaSuccess)
-                return err;
-            gn_sums_tiled_kernel<T, true><<<grid, GEN_THREADS, smem, stream>>>(x, weight, bias, workspace, conv, t);
-        } else {
-            gn_sums_tiled_kernel<T, false><<<grid, GEN_THREADS, 0, stream>>>(x, weight, bias, workspace, conv, t);
-        }
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
-        gn_stats_general_kernel<<<B, GEN_THREADS, 2 * C_out * sizeof(double), stream>>>(
-            workspace, gn_weight, gn_bias, norm, group_stats, C_out, groups, t.tiles(), n_channel, eps);
-        if ((err = cudaGetLastError()) != cudaSuccess) return err;
         if (is_half<T>()) {
             const long long n = (long long)B * C_out;
             half_norm_kernel<TO><<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(group_stats, gn_weight, gn_bias,
                                                                                  half_norm, C_out, groups, n);
-            if ((err = cudaGetLastError()) != cudaSuccess) return err;
+            cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess) return e;
         }
-        lse_tiled_kernel<T, TO><<<(unsigned)((long long)t.tiles() * B), GEN_THREADS, 0, stream>>>(
-            bias, is_half<T>() ? half_norm : norm, conv, static_cast<TO*>(out), t);
+        lse_kernel<T, T, TO><<<(unsigned)((B * S + 31) / 32), 32 * LSE_WARPS, 0, stream>>>(
+            static_cast<const T*>(conv), bias, is_half<T>() ? half_norm : norm, static_cast<TO*>(out), C_out, S,
+            B * S);
         return cudaGetLastError();
     });
 }
 
-// PyTorch's conv path's backward, up to dL/dy: grad_conv (B, C_out, Ho, Wo) holds the conv before its bias (a float
-// copy of the forward's), then dL/dy, written over it where conv_grads (some conv gradient is wanted); the caller
-// then gives dL/dy to PyTorch's convolution backward. out_float (half precision): the output recomputed here in
-// float32, unrounded, as the sweeps read it (the same buffer as out).
-cudaError_t general_backward_launch(const float* bias, const float* gn_weight, const float* norm,
-                                    const float* group_stats, const float* out, float* out_float,
-                                    const float* grad_out, double* workspace, float* grad_conv, bool conv_grads,
+// The tiled and PyTorch's conv paths' backward, up to dL/dy: conv (B, C_out, Ho, Wo) the forward's kept conv (before
+// its bias, in the dtype of conv_type); dL/dy written to grad_conv (same shape and dtype) where conv_grads (some conv
+// gradient is wanted), for the caller to give to PyTorch's convolution backward. out_float (half precision): the
+// output recomputed here in float32, unrounded, as the sweeps read it (the same buffer as out).
+cudaError_t general_backward_launch(const void* conv, int conv_type, const float* bias, const float* gn_weight,
+                                    const float* norm, const float* group_stats, const float* out, float* out_float,
+                                    const float* grad_out, double* workspace, void* grad_conv, bool conv_grads,
                                     float* grad_bias, float* grad_gn_weight, float* grad_gn_bias, int B, int C_out,
                                     int groups, int H, int W, int kh, int kw, cudaStream_t stream) {
-    const Kernel2 k{kh, kw};
-    const TileConv t{0, C_out, H, W, 1, k};
-    const int chunks = t.tiles();   // partials a (sample, channel): one per tile
-    const double n_channel = (double)(H - kh + 1) * (W - kw + 1);
+    const long long S = (long long)(H - kh + 1) * (W - kw + 1);
+    const int pieces = plane_pieces(B, C_out, S);
     double* partials = workspace;
-    double* sums = partials + (size_t)B * C_out * chunks * 2;
+    double* sums = partials + (size_t)B * C_out * pieces * 2;
     double* coef = sums + (size_t)B * 2 * C_out;
-    GeneralBackward a{bias, gn_weight, norm, group_stats, out, grad_out, coef, grad_conv, partials,
-                      C_out, groups, H, W, k};
-    const dim3 grid((unsigned)((long long)t.tiles() * B), sums_splits(B, t));
-    cudaError_t err;
-    if (out_float != nullptr) {
-        lse_tiled_kernel<float, float><<<(unsigned)((long long)t.tiles() * B), GEN_THREADS, 0, stream>>>(
-            bias, norm, grad_conv, out_float, t);
+    const GeneralBackward a{bias, gn_weight, norm, group_stats, out, grad_out, coef, partials, C_out, groups, pieces, S};
+    const unsigned blocks = (unsigned)((long long)B * C_out * pieces);
+    return with_type(conv_type, [&](auto type) {
+        using ST = decltype(type);
+        const ST* c = static_cast<const ST*>(conv);
+        cudaError_t err;
+        if (out_float != nullptr) {
+            lse_kernel<ST, float, float><<<(unsigned)((B * S + 31) / 32), 32 * LSE_WARPS, 0, stream>>>(
+                c, bias, norm, out_float, C_out, S, B * S);
+            if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        }
+        backward_plane_kernel<ST, false><<<blocks, PLANE_THREADS, 0, stream>>>(a, c, nullptr);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    }
-    backward_tiled_kernel<false><<<grid, GEN_THREADS, 0, stream>>>(a, t);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    backward_coef_general_kernel<<<B, GEN_THREADS, 0, stream>>>(partials, gn_weight, sums, coef, C_out, groups, chunks,
-                                                                n_channel);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (conv_grads) {   // dL/dy over the conv, its sums (the bias gradient) into partials
-        backward_tiled_kernel<true><<<grid, GEN_THREADS, 0, stream>>>(a, t);
+        backward_coef_general_kernel<<<B, GEN_THREADS, 0, stream>>>(partials, gn_weight, sums, coef, C_out, groups,
+                                                                    pieces, (double)S);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    }
-    channel_grads_general_kernel<<<dim3(C_out, 3), 32, 0, stream>>>(partials, sums, conv_grads ? grad_bias : nullptr,
-                                                                  grad_gn_weight, grad_gn_bias, B, C_out, chunks);
-    return cudaGetLastError();
+        if (conv_grads) {   // dL/dy, its sums (the bias gradient) into partials
+            backward_plane_kernel<ST, true><<<blocks, PLANE_THREADS, 0, stream>>>(a, c, static_cast<ST*>(grad_conv));
+            if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        }
+        channel_grads_general_kernel<<<dim3(C_out, 3), 32, 0, stream>>>(
+            partials, sums, conv_grads ? grad_bias : nullptr, grad_gn_weight, grad_gn_bias, B, C_out, pieces);
+        return cudaGetLastError();
+    });
 }
 
 // The launch plan for a configuration: each stage's kernel and the rule that picked it, from the decisions the
@@ -2373,20 +2398,20 @@ std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw
     }
     const Path path = conv2d_gn_lse_path(C_in, C_out, kh, kw, W, half);
     if (path == Path::TILED) {
-        s += "forward statistics: gn_sums_tiled_kernel<COMPUTE> + gn_stats_general_kernel; tiled: float32, C_in <= " +
+        s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel; tiled: float32, C_in <= " +
              std::to_string(TILED_MAX_C_IN) + " (the conv on the CUDA cores, written for the output and the "
              "backward)\n";
     } else {
         s += "forward conv: PyTorch's convolution (at::_convolution); PyTorch's conv path: outside the tuned envelope "
              "(kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32) and the tiled one (float32, C_in <= " +
              std::to_string(TILED_MAX_C_IN) + ")\n";
-        s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel" + half_norm + "; over PyTorch's conv "
-             "output\n";
+        s += "forward statistics: plane_sums_kernel + gn_stats_general_kernel" + half_norm + "; over PyTorch's conv "
+             "output, read in its dtype\n";
     }
-    s += "forward output: lse_tiled_kernel; over the conv output\n";
-    s += std::string("backward sums: ") + (half ? "lse_tiled_kernel (the output recomputed unrounded) + " : "") +
-         "backward_tiled_kernel<false> + backward_coef_general_kernel; over the forward's saved conv output\n";
-    s += "backward dL/dy: backward_tiled_kernel<true> + channel_grads_general_kernel; over the saved conv output\n";
+    s += "forward output: lse_kernel; over the conv output\n";
+    s += std::string("backward sums: ") + (half ? "lse_kernel (the output recomputed unrounded) + " : "") +
+         "backward_plane_kernel<false> + backward_coef_general_kernel; over the forward's saved conv output\n";
+    s += "backward dL/dy: backward_plane_kernel<true> + channel_grads_general_kernel; over the saved conv output\n";
     s += "backward dL/dx, dL/dW: PyTorch's convolution backward (at::convolution_backward); off the tuned path\n";
     return s;
 }
@@ -2528,15 +2553,15 @@ long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
 std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw, int conv_type);
 long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw);
-cudaError_t general_forward_launch(const float* x, const float* weight, float* conv, const float* bias,
+cudaError_t general_forward_launch(const float* x, const float* weight, void* conv, const float* bias,
                                    const float* gn_weight, const float* gn_bias, double* workspace, float* norm,
                                    float* group_stats, float* half_norm, void* out, int conv_type, int norm_type,
                                    int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw, bool tiled,
                                    double eps, cudaStream_t stream);
 int conv2d_gn_lse_path_code(int C_in, int C_out, int kh, int kw, int W, bool half);
-cudaError_t general_backward_launch(const float* bias, const float* gn_weight, const float* norm,
-                                    const float* group_stats, const float* out, float* out_float,
-                                    const float* grad_out, double* workspace, float* grad_conv, bool conv_grads,
+cudaError_t general_backward_launch(const void* conv, int conv_type, const float* bias, const float* gn_weight,
+                                    const float* norm, const float* group_stats, const float* out, float* out_float,
+                                    const float* grad_out, double* workspace, void* grad_conv, bool conv_grads,
                                     float* grad_bias, float* grad_gn_weight, float* grad_gn_bias, int B, int C_out,
                                     int groups, int H, int W, int kh, int kw, cudaStream_t stream);
 cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
@@ -2647,12 +2672,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
         auto workspace = at::empty({general_workspace_doubles(B, C_out, groups, H, W, kh, kw)},
                                    x.options().dtype(torch::kFloat64));
         auto [out, norm, group_stats] = empty_outputs();
-        auto cf = converted(conv, at::kFloat);
         const auto bf = converted(bias, at::kFloat);
         const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
         auto half_norm = x.scalar_type() != at::kFloat ? at::empty({B, C_out, 2}, f32) : Tensor();
         check(general_forward_launch(tiled ? x.data_ptr<float>() : nullptr, tiled ? weight.data_ptr<float>() : nullptr,
-                                     cf.data_ptr<float>(), bf.data_ptr<float>(), gwf.data_ptr<float>(),
+                                     conv.data_ptr(), bf.data_ptr<float>(), gwf.data_ptr<float>(),
                                      gbf.data_ptr<float>(), workspace.data_ptr<double>(), norm.data_ptr<float>(),
                                      group_stats.data_ptr<float>(),
                                      half_norm.defined() ? half_norm.data_ptr<float>() : nullptr, out.data_ptr(),
@@ -2708,19 +2732,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
             const auto stream = c10::cuda::getCurrentCUDAStream();
             auto workspace = at::empty({general_workspace_doubles(B, C_out, groups, H, W, kh, kw)},
                                        x.options().dtype(torch::kFloat64));
-            auto grad_conv = half ? converted(conv, at::kFloat) : conv.clone();   // the sweeps write over it
+            const auto kept = conv.contiguous();
+            auto grad_conv = conv_grads ? at::empty_like(kept) : Tensor();   // dL/dy, in the conv's dtype
             auto out = half ? at::empty({B, 1, Ho, Wo}, f32) : out_in.contiguous();   // half: recomputed, unrounded
             const auto bf = converted(bias_in, at::kFloat), gwf = converted(gn_weight_in, at::kFloat);
             const auto g = converted(grad_out, at::kFloat);
-            check(general_backward_launch(bf.data_ptr<float>(), gwf.data_ptr<float>(), norm.data_ptr<float>(),
+            check(general_backward_launch(kept.data_ptr(), dtype_code(kept), bf.data_ptr<float>(),
+                                          gwf.data_ptr<float>(), norm.data_ptr<float>(),
                                           group_stats.data_ptr<float>(), out.data_ptr<float>(),
                                           half ? out.data_ptr<float>() : nullptr, g.data_ptr<float>(),
-                                          workspace.data_ptr<double>(), grad_conv.data_ptr<float>(), conv_grads,
+                                          workspace.data_ptr<double>(),
+                                          grad_conv.defined() ? grad_conv.data_ptr() : nullptr, conv_grads,
                                           grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr,
                                           grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), B, C_out,
                                           groups, H, W, kh, kw, stream), "backward");
             if (conv_mask[0] || conv_mask[1]) {
-                auto r = torch_conv_backward(converted(grad_conv, x.scalar_type()), x, weight_in, {1, 1}, {0, 0}, false,
+                auto r = torch_conv_backward(grad_conv, x, weight_in, {1, 1}, {0, 0}, false,
                                              {0, 0}, {conv_mask[0], conv_mask[1], false});
                 grad_x = std::get<0>(r);
                 grad_weight = std::get<1>(r);
