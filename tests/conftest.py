@@ -45,9 +45,21 @@ def small(name):
 
 # The inner loop's subset, `pytest -m quick` (2.5 minutes on a fresh H200 machine, its six builds included): the
 # CPU checks of the files' text, the shared code, the references and the checker; each file's operators on meta
-# tensors; and one GPU check per file at its benchmark size. The full suite is the check before landing.
+# tensors; one GPU check per file at its benchmark size; and per full file one configuration off the tuned path,
+# forward and gradients (QUICK_CASES). The full suite is the check before landing.
 QUICK = {"test_contract.py", "test_shared.py", "test_harness_rules.py", "test_reference_and_checker.py",
          "test_operators.py::test_meta_forward_and_backward_shapes", "test_gpu.py::test_benchmark_configuration"}
+QUICK_CASES = {"test_configurations.py::test_forward_and_gradients_fp32[" + case + "]" for case in (
+    "conv3d_groupnorm_mean-in_channels_8_torch_conv", "conv3d_groupnorm_mean-in_channels_7_tiled",
+    "conv3d_hardswish_groupnorm_mean_all_custom-kernel5", "conv3d_hardswish_groupnorm_mean-kernel1",
+    "convtranspose3d_swish_groupnorm_hardswish-kernel3_stride1_pad1",
+    "conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp-torch_conv_in_channels_40")}
+
+
+def pytest_report_header(config):
+    gpu = torch.cuda.get_device_name(0) if HAS_GPU else "none visible: the GPU tests skip"
+    toolkit = str(nvcc_path()) if HAS_NVCC else "none found (CUDA_HOME, /usr/local/cuda): nothing can be built"
+    return [f"CUDA toolkit: {toolkit}", f"GPU: {gpu}"]
 
 
 def pytest_configure(config):
@@ -56,5 +68,6 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if item.path.name in QUICK or f"{item.path.name}::{item.originalname}" in QUICK:
+        if item.path.name in QUICK or f"{item.path.name}::{item.originalname}" in QUICK or \
+                f"{item.path.name}::{item.name}" in QUICK_CASES:
             item.add_marker(pytest.mark.quick)

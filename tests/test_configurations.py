@@ -55,3 +55,10 @@ def test_gradients_bf16(name, label, init_args, shape):
     ref, new = models(name, init_args)
     grads = check_half_gradients(new, ref, shape, "cuda", HALF_DTYPES["bf16"])
     assert all(r.passed for r in grads.values()), failures(grads)
+
+
+def test_the_quick_subset_names_existing_cases():
+    """tests/conftest.py's QUICK_CASES (the off-benchmark gradient cases of `pytest -m quick`) are cases of this grid."""
+    from tests.conftest import QUICK_CASES
+    ids = {f"test_configurations.py::test_forward_and_gradients_fp32[{i}]" for i in IDS}
+    assert QUICK_CASES <= ids, QUICK_CASES - ids

@@ -1,5 +1,7 @@
 """GPU: every variant against the float64 truth at the benchmark size and at the edge cases; bad
 input, layouts, determinism, CUDA graphs, other module configurations; the pre-Hopper tensor-core path."""
+import copy
+import inspect
 import os
 import subprocess
 import sys
@@ -113,6 +115,8 @@ def test_bit_identical_on_repeat(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_cuda_graph_replay(name):
+    """A captured call replayed on new data in the captured input gives what a plain call on that data gives (a
+    replay that kept the captured answer, or read a stale workspace, would not)."""
     case = small(name)
     ref, new = models(name, case.init_args)
     x = make_input(case.input_shape, 6, DEVICE)
@@ -126,12 +130,16 @@ def test_cuda_graph_replay(name):
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             captured = new(x)
-    x.copy_(make_input(case.input_shape, 6, DEVICE))
+    fresh = make_input(case.input_shape, 7, DEVICE)
+    x.copy_(fresh)
     with torch.no_grad(), cudnn_tf32(True):
         graph.replay()
         torch.cuda.synchronize()
-    assert torch.equal(captured, expected)
-    truth = float64_copy(ref)(x.double())
+    with torch.no_grad(), cudnn_tf32(False):
+        direct = new(fresh)
+    assert not torch.equal(direct, expected)   # the new data gives another answer
+    assert torch.equal(captured, direct)
+    truth = float64_copy(ref)(fresh.double())
     assert compare(captured, truth).passed
 
 
@@ -398,13 +406,22 @@ def test_mma_sync_path_matches_float64(name):
 
 
 @pytest.mark.parametrize("name", FULL)
-def test_plan_on_this_gpu(name):
-    """ModelNew.plan on a real input (this GPU's SM count, the input's alignment) names every stage; on Hopper the
-    files built for sm_90a say so."""
+@pytest.mark.parametrize("point", ["benchmark", "general"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_plan_on_this_gpu(name, point, dtype):
+    """ModelNew.plan on a real input (this GPU's SM count, the input's alignment) is the plan the meta-device tests
+    pin (tests/test_plan.py) for the same shapes and this GPU's SM count; on Hopper the files built for sm_90a say
+    so."""
     problem = PROBLEMS[name]
-    _, new = models(name, problem.init_args)
-    x = make_input((2,) + problem.input_shape[1:], 0, DEVICE)
+    case = getattr(problem, point)
+    _, new = models(name, case.init_args)
+    new = new.to(dtype)
+    x = make_input((2,) + case.input_shape[1:], 0, DEVICE).to(dtype)
     stages = new.plan(x)
+    meta_model = copy.deepcopy(new).to("meta")
+    sms = {"sms": torch.cuda.get_device_properties(x.device).multi_processor_count} \
+        if "sms" in inspect.signature(new.plan).parameters else {}
+    assert stages == meta_model.plan(torch.empty(x.shape, device="meta", dtype=dtype), **sms)
     assert any(s.startswith("forward") for s in stages) and any(s.startswith("backward") for s in stages)
     if "tensor cores" in stages and torch.cuda.get_device_capability() == (9, 0) and \
             os.environ.get("VARIANTS_NO_SM90A") != "1":

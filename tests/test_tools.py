@@ -45,3 +45,11 @@ def test_gpu_tools_say_plainly_that_they_need_a_gpu(tmp_path):
     usage = subprocess.run([sys.executable, str(root / "tools" / "profile_one.py")], env=env, cwd=tmp_path,
                            capture_output=True, text=True, timeout=120)
     assert usage.returncode != 0 and "python tools/profile_one.py NAME" in usage.stderr
+
+
+def test_a_cuda_toolkit_is_there_to_build_with():
+    """Without nvcc every compile test would skip, and a run of skips is no pass: this one fails and says why."""
+    from tests.conftest import HAS_NVCC
+    assert HAS_NVCC, ("no CUDA toolkit found: set CUDA_HOME to one (or install it under /usr/local/cuda) whose major "
+                      f"version matches torch's CUDA ({torch.version.cuda}); torch must be a CUDA build. Without it "
+                      "no file can be built, so nothing here was checked")
