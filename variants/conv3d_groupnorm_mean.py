@@ -1039,9 +1039,16 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ param_terms,  //
 // float32 (half precision: float copies, exact): dL/dx and dL/dW. Every sum in a fixed order.
 struct GradDims { int B, C_in, C_out, D, H, W, Do, Ho, Wo; };
 
-// dL/dx on the tensor cores (split TF32), kernel 3, W <= 32, C_in <= 4: per input row (b, id, ih) the transposed
-// conv as a GEMM, rows = output columns ow (32: two 16-row tiles), columns = (kw, ci) (16: two 8-column tiles),
-// depth = the row's valid taps (kd, kh) x output channels; then grad_x[iw] = sum_kw C[iw - kw][kw, ci]. The
+using TcDims = GradDims;
+// shared: tc_grad_3d begin
+// TcDims: the file's dims type (B, C_in, C_out, D, H, W, Do, Ho, Wo), named before this block; the split_tf32
+// block (split, operand, mma) before it too. The conv's gradients on the tensor cores for the 3-D files' tuned
+// paths (kernel K, rows of at most 32 columns), from dL/dy in float32 and the input and weights in float32.
+
+// dL/dx on the tensor cores (mma.sync m16n8k8, split TF32), kernel K <= 4, W <= 32, C_in <= 4: per input row
+// (b, id, ih) the transposed conv as a GEMM, rows = output columns ow (32: two 16-row tiles), columns = (kw, ci)
+// (16: two 8-column tiles), depth = the row's valid taps (kd, kh) x output channels; then
+// grad_x[iw] = sum_kw C[iw - kw][kw, ci]. The
 // weights of every (kd, kh, chunk of 8 output channels) step, split, sit in shared memory. A warp takes GI_ROWS
 // neighbouring input rows ih0 + r at once: a step is one dL/dy row (kd, oh) and 8 channels, loaded once and
 // multiplied into row r's C with the weights of kh = ih0 + r - oh wherever that is a tap; rows outside dL/dy
@@ -1054,12 +1061,12 @@ constexpr int GI_WARPS = 4;
 constexpr int GI_ROWS = 2;    // input rows a warp takes
 constexpr int GI_TAIL = 32;   // floats after grad_y that the last row's columns past Wo may read
 
-template <bool TF32>   // one TF32 product a step (operand), else split TF32
+template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
-    GradDims d)
+    TcDims d)
 {
     __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
     __shared__ float c_s[GI_WARPS][32][17];         // a warp's C, [ow][kw * 4 + ci]
@@ -1181,6 +1188,152 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
             if (++id == d.D) { id = 0; ++b; }
     }
 }
+
+// dL/dW on the tensor cores (split TF32), kernel K, W <= 32 and a multiple of 4, C_in K^2 <= 64: per output row
+// (b, od, oh) and depth k = (ci, kd, kh), with X_k the input row x[b, ci, od + kd, oh + kh, :],
+//   dW[co][k][kw] += sum_iw dL/dy[co][iw - kw] X_k[iw]   (dL/dy zero outside [0, Wo)),
+// for each kw a GEMM (m16n8k8): rows = a chunk's 16 output channels (A: dL/dy shifted by kw), columns = depths
+// k, reduction over the 32 input columns. The reduction's order is free, so lane t takes iw = 8t .. 8t + 7 (two
+// 16-byte loads per depth): at step s its depths t, t + 4 are iw = 8t + 2s and 8t + 2s + 1; columns past W are
+// clamped and meet only zero dL/dy (iw >= W means ow = iw - kw >= Wo). A lane loads dL/dy of its channels g,
+// g + 8 at columns 8t .. 8t + 7, and the 3 before from lane t - 1, so that every shifted A fragment is a
+// register. A warp: one row at a time, 16 depths (grp) and all kw; a block: WGT_RPB rows at a time (warp /
+// groups) x all depth groups (warp % groups), over a contiguous range of the rows of all samples; grid y: chunks
+// of 16 output channels. A row's products add up in the tensor cores, then into fp32 totals (round to nearest:
+// the tensor cores' own additions truncate, which over thousands of rows would bias the sum); at the end the
+// block's warps of a depth group add their totals in order (double) into its partials
+// (blocks, chunks, groups, WGT_CO, WGT_DEPTHS, K).
+constexpr int WGT_CO = 16;                    // output channels a chunk
+constexpr int WGT_TILES = 2;                  // 8-column tiles (depths) per warp
+constexpr int WGT_DEPTHS = 8 * WGT_TILES;
+constexpr int WGT_RPB = 2;                    // rows a block takes at a time
+constexpr int WGT_MAX_GROUPS = 4;             // depth C_in K^2 <= 64
+__host__ __device__ inline int wgt_groups(int depth) { return (depth + WGT_DEPTHS - 1) / WGT_DEPTHS; }
+
+template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else split TF32
+__global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
+    const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
+    double* __restrict__ partials, TcDims d)
+{
+    __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int depth = d.C_in * K * K, groups = wgt_groups(depth), rr = warp / groups, grp = warp % groups;
+    const int co0 = blockIdx.y * WGT_CO, rows_ps = d.Do * d.Ho;
+    const long long rows = (long long)d.B * rows_ps;
+    const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
+    unsigned tap[WGT_TILES];   // input offsets of this lane's depths grp * 16 + 8j + g (padding: 0)
+#pragma unroll
+    for (int j = 0; j < WGT_TILES; ++j) {
+        const int k = grp * WGT_DEPTHS + 8 * j + g;
+        tap[j] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+    }
+    float total[K][WGT_TILES][4] = {};
+#pragma unroll 1
+    for (long long row = r0 + rr; row < r1; row += WGT_RPB) {
+        float acc[K][WGT_TILES][4] = {};
+        const long long b = row / rows_ps;
+        const int rw = (int)(row % rows_ps), od = rw / d.Ho, oh = rw % d.Ho;
+        const float* xr = x + (((size_t)b * d.C_in * d.D + od) * d.H + oh) * d.W;
+        float4 xv[WGT_TILES][2];
+#pragma unroll
+        for (int j = 0; j < WGT_TILES; ++j) {
+            xv[j][0] = __ldg(reinterpret_cast<const float4*>(xr + tap[j] + min(8 * t, d.W - 4)));
+            xv[j][1] = __ldg(reinterpret_cast<const float4*>(xr + tap[j] + min(8 * t + 4, d.W - 4)));
+        }
+        // G[h][3 + m] = dL/dy[co0 + g + 8h][ow = 8t + m], m = -3 .. 7 (zero outside the row and past C_out).
+        float G[2][11];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int co = co0 + g + 8 * h;
+            const float* gr = grad_y + ((size_t)b * d.C_out + min(co, d.C_out - 1)) * rows_ps * d.Wo + (size_t)rw * d.Wo;
+#pragma unroll
+            for (int m = 0; m < 8; ++m)
+                G[h][3 + m] = co < d.C_out && 8 * t + m < d.Wo ? __ldg(gr + 8 * t + m) : 0.f;
+#pragma unroll
+            for (int m = 0; m < 3; ++m) {
+                const float v = __shfl_up_sync(0xffffffffu, G[h][8 + m], 1);   // lane t - 1's columns 5 .. 7
+                G[h][m] = t > 0 ? v : 0.f;
+            }
+        }
+        uint32_t gb[2][11], gs[2][11];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int m = 0; m < 11; ++m) {
+                const Split v = operand<TF32>(G[h][m]);
+                gb[h][m] = v.big;
+                gs[h][m] = v.small;
+            }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            uint32_t xb[WGT_TILES][2], xsm[WGT_TILES][2];
+#pragma unroll
+            for (int j = 0; j < WGT_TILES; ++j) {
+                const float4 v = xv[j][s / 2];
+                const Split p0 = operand<TF32>(s % 2 ? v.z : v.x), p1 = operand<TF32>(s % 2 ? v.w : v.y);
+                xb[j][0] = p0.big; xsm[j][0] = p0.small;
+                xb[j][1] = p1.big; xsm[j][1] = p1.small;
+            }
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) {
+                const int m = 3 + 2 * s - kw;   // a = dL/dy[g, g + 8][8t + 2s - kw (+ 1)]
+                const uint32_t ab[4] = {gb[0][m], gb[1][m], gb[0][m + 1], gb[1][m + 1]};
+                const uint32_t as[4] = {gs[0][m], gs[1][m], gs[0][m + 1], gs[1][m + 1]};
+#pragma unroll
+                for (int j = 0; j < WGT_TILES; ++j) {
+                    if (!TF32) {
+                        mma(acc[kw][j], as, xb[j][0], xb[j][1]);
+                        mma(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
+                    }
+                    mma(acc[kw][j], ab, xb[j][0], xb[j][1]);
+                }
+            }
+        }
+#pragma unroll
+        for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+            for (int j = 0; j < WGT_TILES; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
+    }
+    // The block's warps of each depth group add their sums in order; c[e]: co = g + 8 (e / 2), k = 8j + 2t + e % 2.
+    for (int q = 0; q < WGT_RPB; ++q) {
+        if (rr == q)
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+                for (int j = 0; j < WGT_TILES; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        double& v = sums[((grp * WGT_CO + g + 8 * (e / 2)) * WGT_DEPTHS + 8 * j + 2 * t + e % 2) * K + kw];
+                        v = (q == 0 ? 0.0 : v) + total[kw][j][e];
+                    }
+        __syncthreads();
+    }
+    const int n_sums = groups * WGT_CO * WGT_DEPTHS * K;
+    for (int i = threadIdx.x; i < n_sums; i += blockDim.x)
+        partials[((size_t)blockIdx.x * gridDim.y + blockIdx.y) * n_sums + i] = sums[i];
+}
+
+// dL/dW from grad_weight_tc_kernel's partials, a thread per weight, the blocks' partials added in order.
+template <int K>
+__global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partials, float* __restrict__ grad_weight,
+                                             TcDims d, int wg_blocks)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int taps = K * K * K, depth = d.C_in * K * K, chunks = (d.C_out + WGT_CO - 1) / WGT_CO;
+    const int n_sums = wgt_groups(depth) * WGT_CO * WGT_DEPTHS * K;
+    if (i >= (long long)d.C_out * d.C_in * taps) return;
+    // weight (co, ci, kd, kh, kw) = (co, k, kw): sums[grp][co % WGT_CO][k % WGT_DEPTHS][kw] of chunk co / WGT_CO
+    const int co = (int)(i / (d.C_in * taps)), r = (int)(i % (d.C_in * taps)), k = r / K, kw = r % K;
+    const int slot = (((k / WGT_DEPTHS) * WGT_CO + co % WGT_CO) * WGT_DEPTHS + k % WGT_DEPTHS) * K + kw;
+    double v = 0.0;
+    for (int blk = 0; blk < wg_blocks; ++blk) v += w_partials[((size_t)blk * chunks + co / WGT_CO) * n_sums + slot];
+    grad_weight[i] = (float)v;
+}
+// shared: tc_grad_3d end
+
 // dL/dx streamed (split TF32, kernel 3, W <= 32, C_in <= 3, C_out <= 32, samples at least half the SMs): a block
 // takes one sample and walks its dL/dy planes od in order. Per dL/dy row (od, oh) a warp forms
 // C[ow][kw, m] = sum_co dL/dy[co][ow] w[co][m][kw], m = (kd, kh, ci): rows = the row's columns (tile i holds
@@ -1351,150 +1504,9 @@ __host__ __device__ inline bool tc_input_grad(const GradDims& d) {
     return d.W <= 32 && d.C_in <= 4 && K * K * ((d.C_out + 7) / 8) <= GI_MAX_STEPS;
 }
 
-// dL/dW on the tensor cores (split TF32), kernel 3, W <= 32 and a multiple of 4, C_in K^2 <= 64: per output row
-// (b, od, oh) and depth k = (ci, kd, kh), with X_k the input row x[b, ci, od + kd, oh + kh, :],
-//   dW[co][k][kw] += sum_iw dL/dy[co][iw - kw] X_k[iw]   (dL/dy zero outside [0, Wo)),
-// for each kw a GEMM (m16n8k8): rows = a chunk's 16 output channels (A: dL/dy shifted by kw), columns = depths
-// k, reduction over the 32 input columns. The reduction's order is free, so lane t takes iw = 8t .. 8t + 7 (two
-// 16-byte loads per depth): at step s its depths t, t + 4 are iw = 8t + 2s and 8t + 2s + 1; columns past W are
-// clamped and meet only zero dL/dy (iw >= W means ow = iw - kw >= Wo). A lane loads dL/dy of its channels g,
-// g + 8 at columns 8t .. 8t + 7, and the 3 before from lane t - 1, so that every shifted A fragment is a
-// register. A warp: one row at a time, 16 depths (grp) and all kw; a block: WGT_RPB rows at a time (warp /
-// groups) x all depth groups (warp % groups), over a contiguous range of the rows of all samples; grid y: chunks
-// of 16 output channels. A row's products add up in the tensor cores, then into fp32 totals (round to nearest:
-// the tensor cores' own additions truncate, which over thousands of rows would bias the sum); at the end the
-// block's warps of a depth group add their totals in order (double) into its partials
-// (blocks, chunks, groups, WGT_CO, WGT_DEPTHS, K).
-constexpr int WGT_CO = 16;                    // output channels a chunk
-constexpr int WGT_TILES = 2;                  // 8-column tiles (depths) per warp
-constexpr int WGT_DEPTHS = 8 * WGT_TILES;
-constexpr int WGT_RPB = 2;                    // rows a block takes at a time
-constexpr int WGT_MAX_GROUPS = 4;             // depth C_in K^2 <= 64
-__host__ __device__ inline int wgt_groups(int depth) { return (depth + WGT_DEPTHS - 1) / WGT_DEPTHS; }
-
-template <bool TF32>   // one TF32 product a step (operand), else split TF32
-__global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
-    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
-    const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
-    double* __restrict__ partials, GradDims d)
-{
-    __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int depth = d.C_in * K * K, groups = wgt_groups(depth), rr = warp / groups, grp = warp % groups;
-    const int co0 = blockIdx.y * WGT_CO, rows_ps = d.Do * d.Ho;
-    const long long rows = (long long)d.B * rows_ps;
-    const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
-    unsigned tap[WGT_TILES];   // input offsets of this lane's depths grp * 16 + 8j + g (padding: 0)
-#pragma unroll
-    for (int j = 0; j < WGT_TILES; ++j) {
-        const int k = grp * WGT_DEPTHS + 8 * j + g;
-        tap[j] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
-    }
-    float total[K][WGT_TILES][4] = {};
-#pragma unroll 1
-    for (long long row = r0 + rr; row < r1; row += WGT_RPB) {
-        float acc[K][WGT_TILES][4] = {};
-        const long long b = row / rows_ps;
-        const int rw = (int)(row % rows_ps), od = rw / d.Ho, oh = rw % d.Ho;
-        const float* xr = x + (((size_t)b * d.C_in * d.D + od) * d.H + oh) * d.W;
-        float4 xv[WGT_TILES][2];
-#pragma unroll
-        for (int j = 0; j < WGT_TILES; ++j) {
-            xv[j][0] = __ldg(reinterpret_cast<const float4*>(xr + tap[j] + min(8 * t, d.W - 4)));
-            xv[j][1] = __ldg(reinterpret_cast<const float4*>(xr + tap[j] + min(8 * t + 4, d.W - 4)));
-        }
-        // G[h][3 + m] = dL/dy[co0 + g + 8h][ow = 8t + m], m = -3 .. 7 (zero outside the row and past C_out).
-        float G[2][11];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int co = co0 + g + 8 * h;
-            const float* gr = grad_y + ((size_t)b * d.C_out + min(co, d.C_out - 1)) * rows_ps * d.Wo + (size_t)rw * d.Wo;
-#pragma unroll
-            for (int m = 0; m < 8; ++m)
-                G[h][3 + m] = co < d.C_out && 8 * t + m < d.Wo ? __ldg(gr + 8 * t + m) : 0.f;
-#pragma unroll
-            for (int m = 0; m < 3; ++m) {
-                const float v = __shfl_up_sync(0xffffffffu, G[h][8 + m], 1);   // lane t - 1's columns 5 .. 7
-                G[h][m] = t > 0 ? v : 0.f;
-            }
-        }
-        uint32_t gb[2][11], gs[2][11];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int m = 0; m < 11; ++m) {
-                const Split v = operand<TF32>(G[h][m]);
-                gb[h][m] = v.big;
-                gs[h][m] = v.small;
-            }
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            uint32_t xb[WGT_TILES][2], xsm[WGT_TILES][2];
-#pragma unroll
-            for (int j = 0; j < WGT_TILES; ++j) {
-                const float4 v = xv[j][s / 2];
-                const Split p0 = operand<TF32>(s % 2 ? v.z : v.x), p1 = operand<TF32>(s % 2 ? v.w : v.y);
-                xb[j][0] = p0.big; xsm[j][0] = p0.small;
-                xb[j][1] = p1.big; xsm[j][1] = p1.small;
-            }
-#pragma unroll
-            for (int kw = 0; kw < K; ++kw) {
-                const int m = 3 + 2 * s - kw;   // a = dL/dy[g, g + 8][8t + 2s - kw (+ 1)]
-                const uint32_t ab[4] = {gb[0][m], gb[1][m], gb[0][m + 1], gb[1][m + 1]};
-                const uint32_t as[4] = {gs[0][m], gs[1][m], gs[0][m + 1], gs[1][m + 1]};
-#pragma unroll
-                for (int j = 0; j < WGT_TILES; ++j) {
-                    if (!TF32) {
-                        mma(acc[kw][j], as, xb[j][0], xb[j][1]);
-                        mma(acc[kw][j], ab, xsm[j][0], xsm[j][1]);
-                    }
-                    mma(acc[kw][j], ab, xb[j][0], xb[j][1]);
-                }
-            }
-        }
-#pragma unroll
-        for (int kw = 0; kw < K; ++kw)
-#pragma unroll
-            for (int j = 0; j < WGT_TILES; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
-    }
-    // The block's warps of each depth group add their sums in order; c[e]: co = g + 8 (e / 2), k = 8j + 2t + e % 2.
-    for (int q = 0; q < WGT_RPB; ++q) {
-        if (rr == q)
-#pragma unroll
-            for (int kw = 0; kw < K; ++kw)
-#pragma unroll
-                for (int j = 0; j < WGT_TILES; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        double& v = sums[((grp * WGT_CO + g + 8 * (e / 2)) * WGT_DEPTHS + 8 * j + 2 * t + e % 2) * K + kw];
-                        v = (q == 0 ? 0.0 : v) + total[kw][j][e];
-                    }
-        __syncthreads();
-    }
-    const int n_sums = groups * WGT_CO * WGT_DEPTHS * K;
-    for (int i = threadIdx.x; i < n_sums; i += blockDim.x)
-        partials[((size_t)blockIdx.x * gridDim.y + blockIdx.y) * n_sums + i] = sums[i];
-}
+// The tensor-core dL/dW's bounds (tc_grad_3d's grad_weight_tc_kernel).
 __host__ __device__ inline bool tc_weight_grad(const GradDims& d) {
     return d.W <= 32 && d.W % 4 == 0 && d.C_in * K * K <= WGT_MAX_GROUPS * WGT_DEPTHS;
-}
-
-// dL/dW from grad_weight_tc_kernel's partials, a thread per weight, the blocks' partials added in order.
-__global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partials, float* __restrict__ grad_weight,
-                                             GradDims d, int wg_blocks)
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int taps = K * K * K, depth = d.C_in * K * K, chunks = (d.C_out + WGT_CO - 1) / WGT_CO;
-    const int n_sums = wgt_groups(depth) * WGT_CO * WGT_DEPTHS * K;
-    if (i >= (long long)d.C_out * d.C_in * taps) return;
-    // weight (co, ci, kd, kh, kw) = (co, k, kw): sums[grp][co % WGT_CO][k % WGT_DEPTHS][kw] of chunk co / WGT_CO
-    const int co = (int)(i / (d.C_in * taps)), r = (int)(i % (d.C_in * taps)), k = r / K, kw = r % K;
-    const int slot = (((k / WGT_DEPTHS) * WGT_CO + co % WGT_CO) * WGT_DEPTHS + k % WGT_DEPTHS) * K + kw;
-    double v = 0.0;
-    for (int blk = 0; blk < wg_blocks; ++blk) v += w_partials[((size_t)blk * chunks + co / WGT_CO) * n_sums + slot];
-    grad_weight[i] = (float)v;
 }
 
 // dL/dW on the tensor cores with the roles of grad_weight_tc_kernel swapped, for depth C_in K^2 <= 32 and C_out <=
@@ -2087,7 +2099,7 @@ static int wgt_blocks(const GradDims& d, int sms) {
     const int groups = wgt_groups(d.C_in * K * K);
     int per_sm = resident[groups].load();
     if (per_sm == 0) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_tc_kernel<false>, wgt_threads(d), 0) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_weight_tc_kernel<K, false>, wgt_threads(d), 0) !=
             cudaSuccess)
             per_sm = 2;
         resident[groups] = per_sm = std::max(1, per_sm);
@@ -2144,7 +2156,7 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
             // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
             kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
         } else if (dx == DxPath::TC) {
-            const auto kernel = tf32 ? grad_input_tc_kernel<true> : grad_input_tc_kernel<false>;
+            const auto kernel = tf32 ? grad_input_tc_kernel<K, true> : grad_input_tc_kernel<K, false>;
             int per_sm = 0;   // one wave of resident blocks
             if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
                 return err;
@@ -2185,11 +2197,11 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         (tf32 ? grad_weight_rows_kernel<true> : grad_weight_rows_kernel<false>)<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(
             grad_y, x, work, d);
     else
-        (tf32 ? grad_weight_tc_kernel<true> : grad_weight_tc_kernel<false>)<<<
+        (tf32 ? grad_weight_tc_kernel<K, true> : grad_weight_tc_kernel<K, false>)<<<
             dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(grad_y, x, work, d);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const long long n_w = (long long)C_out * C_in * K * K * K;
-    finish_weight_grad_tc_kernel<<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
+    finish_weight_grad_tc_kernel<K><<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
     return cudaGetLastError();
 }
 

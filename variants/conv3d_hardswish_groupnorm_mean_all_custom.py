@@ -785,32 +785,41 @@ __global__ void gn_mean_backward_coef_kernel(const float* __restrict__ grad_out,
     }
 }
 
-// dL/dx on the tensor cores (mma.sync m16n8k8, split TF32) where the forward runs there, C_in <= 4 and
-// K^2 ceil(C_out / 8) <= GI_MAX_STEPS: per input row (b, id, ih) a GEMM with rows = the 32 output columns ow,
-// columns = (kw, ci) (4 x 4, zero past K and C_in), depth = the row's valid taps (kd, kh) x output channels:
-//   C[ow][kw, ci] = sum_{kd, kh, co} dL/dy[co][id - kd][ih - kh][ow] W[co][ci][kd][kh][kw],
-// then dL/dx[iw][ci] = sum_kw C[iw - kw][kw, ci] over 0 <= iw - kw < Wo, added by lane iw from the warp's C
-// in shared memory. A warp takes GI_ROWS neighbouring input rows ih0 + r at once: a step is one dL/dy row
-// (kd, oh) and 8 channels, loaded once and multiplied into row r's C with the weights of kh = ih0 + r - oh
-// wherever that is a tap; rows outside dL/dy are never visited (a warp-uniform step count). Lane (g, t)
-// loads rows ow = g + 8r + 16i (tile i) of channels t and t + 4 at immediate offsets; columns past Wo read
-// on into the next row (grad_y has a GI_TAIL-float tail) and their C rows are never used. The step after
-// next's loads fly during a step's products. A block takes a contiguous range of all samples' row groups.
+using TcDims = Dims;
+// shared: tc_grad_3d begin
+// TcDims: the file's dims type (B, C_in, C_out, D, H, W, Do, Ho, Wo), named before this block; the split_tf32
+// block (split, operand, mma) before it too. The conv's gradients on the tensor cores for the 3-D files' tuned
+// paths (kernel K, rows of at most 32 columns), from dL/dy in float32 and the input and weights in float32.
+
+// dL/dx on the tensor cores (mma.sync m16n8k8, split TF32), kernel K <= 4, W <= 32, C_in <= 4: per input row
+// (b, id, ih) the transposed conv as a GEMM, rows = output columns ow (32: two 16-row tiles), columns = (kw, ci)
+// (16: two 8-column tiles), depth = the row's valid taps (kd, kh) x output channels; then
+// grad_x[iw] = sum_kw C[iw - kw][kw, ci]. The
+// weights of every (kd, kh, chunk of 8 output channels) step, split, sit in shared memory. A warp takes GI_ROWS
+// neighbouring input rows ih0 + r at once: a step is one dL/dy row (kd, oh) and 8 channels, loaded once and
+// multiplied into row r's C with the weights of kh = ih0 + r - oh wherever that is a tap; rows outside dL/dy
+// are never visited (a warp-uniform step count). Lane (g, t) loads rows ow = g + 8r + 16i (tile i) of channels
+// t and t + 4; columns past Wo read on into the next row (grad_y has a GI_TAIL-float tail) and their C rows are
+// never used. The step after next's loads fly during a step's products. A block takes a contiguous range of all
+// samples' row groups.
 constexpr int GI_MAX_STEPS = 32;
 constexpr int GI_WARPS = 4;
-constexpr int GI_ROWS = 2;    // input rows a warp takes (4: 150 registers, slower)
+constexpr int GI_ROWS = 2;    // input rows a warp takes
 constexpr int GI_TAIL = 32;   // floats after grad_y that the last row's columns past Wo may read
 
 template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, Dims d)
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
+    const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
+    float* __restrict__ grad_x,           // (B, C_in, D, H, W)
+    TcDims d)
 {
     __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
     __shared__ float c_s[GI_WARPS][32][17];         // a warp's C, [ow][kw * 4 + ci]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int chunks = (d.C_out + 7) / 8;
     for (int i = threadIdx.x; i < K * K * chunks * 128; i += blockDim.x) {
-        const int l = i % 32, j = i / 32 % 2, half = i / 64 % 2, st = i / 128;
+        const int l = i % 32, j = i / 32 % 2, part = i / 64 % 2, st = i / 128;
         const int n = 8 * j + l / 4, kw = n / 4, ci = n % 4, kd = st / chunks / K, kh = st / chunks % K;
         float v[2];
         for (int h = 0; h < 2; ++h) {
@@ -819,7 +828,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                        ? weight[((((size_t)co * d.C_in + ci) * K + kd) * K + kh) * K + kw] : 0.f;
         }
         const Split s0 = operand<TF32>(v[0]), s1 = operand<TF32>(v[1]);
-        w_s[st][half][j][l] = half == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
+        w_s[st][part][j][l] = part == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
     }
     __syncthreads();
     const int row_groups = (d.H + GI_ROWS - 1) / GI_ROWS;   // per (sample, id)
@@ -839,7 +848,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
         // channels past C_out read grad_y's start and are zeroed. tap: (weights index of (kd, kh = 0, c),
         // ih0 - oh: the group's row r takes this step with kh = ih0 - oh + r where that is a tap).
         const auto load = [&](float (&a)[2][4], int2& tap) {
-            const float* p = lane_gy + c * chunk_stride + ((id - kd) * d.Ho + oh) * d.Wo;
+            const float* p = lane_gy + c * chunk_stride + ((size_t)(id - kd) * d.Ho + oh) * d.Wo;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const bool ok = 8 * c + t + 4 * h < d.C_out;
@@ -925,43 +934,46 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
             if (++id == d.D) { id = 0; ++b; }
     }
 }
-__host__ __device__ inline bool tc_input_grad(const Dims& d, int K) {
-    return tc_forward(d, K) && d.C_in <= 4 && K * K * ((d.C_out + 7) / 8) <= GI_MAX_STEPS;
-}
 
-// dL/dW on the tensor cores where the forward runs there and a row's 4 columns are one 16-byte load (vec):
-// per output row (b, od, oh) and depth k = (ci, kd, kh), with X_k the input row x[b, ci, od + kd, oh + kh, :],
+// dL/dW on the tensor cores (split TF32), kernel K, W <= 32 and a multiple of 4, C_in K^2 <= 64: per output row
+// (b, od, oh) and depth k = (ci, kd, kh), with X_k the input row x[b, ci, od + kd, oh + kh, :],
 //   dW[co][k][kw] += sum_iw dL/dy[co][iw - kw] X_k[iw]   (dL/dy zero outside [0, Wo)),
-// for each kw a GEMM (mma.sync m16n8k8, split TF32): rows = the chunk's 16 output channels (A: dL/dy shifted
-// by kw), columns = depths k, reduction over the 32 input columns. The reduction's order is free, so lane t
-// takes iw = 8t .. 8t + 7 (two 16-byte loads per depth): at step s its depths t, t + 4 are iw = 8t + 2s and
-// 8t + 2s + 1; columns past W are clamped and meet only zero dL/dy (iw >= W means ow = iw - kw >= Wo). A
-// lane loads dL/dy of its channels g, g + 8 at columns 8t .. 8t + 7, and the 3 before from lane t - 1, so
-// that every shifted A fragment is a register. A warp: one row at a time, 16 depths (grp) and all kw; a
-// block: RPB rows at a time (warp / groups) x all depth groups (warp % groups), over a contiguous range of
-// the rows of all samples; grid y: chunks of 16 output channels. At the end the block's warps of a depth
-// group add their sums in order (double) into its partials (blocks, chunks, groups, CO, 16, K).
+// for each kw a GEMM (m16n8k8): rows = a chunk's 16 output channels (A: dL/dy shifted by kw), columns = depths
+// k, reduction over the 32 input columns. The reduction's order is free, so lane t takes iw = 8t .. 8t + 7 (two
+// 16-byte loads per depth): at step s its depths t, t + 4 are iw = 8t + 2s and 8t + 2s + 1; columns past W are
+// clamped and meet only zero dL/dy (iw >= W means ow = iw - kw >= Wo). A lane loads dL/dy of its channels g,
+// g + 8 at columns 8t .. 8t + 7, and the 3 before from lane t - 1, so that every shifted A fragment is a
+// register. A warp: one row at a time, 16 depths (grp) and all kw; a block: WGT_RPB rows at a time (warp /
+// groups) x all depth groups (warp % groups), over a contiguous range of the rows of all samples; grid y: chunks
+// of 16 output channels. A row's products add up in the tensor cores, then into fp32 totals (round to nearest:
+// the tensor cores' own additions truncate, which over thousands of rows would bias the sum); at the end the
+// block's warps of a depth group add their totals in order (double) into its partials
+// (blocks, chunks, groups, WGT_CO, WGT_DEPTHS, K).
+constexpr int WGT_CO = 16;                    // output channels a chunk
 constexpr int WGT_TILES = 2;                  // 8-column tiles (depths) per warp
 constexpr int WGT_DEPTHS = 8 * WGT_TILES;
 constexpr int WGT_RPB = 2;                    // rows a block takes at a time
+constexpr int WGT_MAX_GROUPS = 4;             // depth C_in K^2 <= 64
 __host__ __device__ inline int wgt_groups(int depth) { return (depth + WGT_DEPTHS - 1) / WGT_DEPTHS; }
-constexpr int WGT_MAX_GROUPS = TC_MAX_STEPS * 8 / WGT_DEPTHS;   // tc_forward bounds the depth
 
 template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, Dims d)
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
+    const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
+    double* __restrict__ partials, TcDims d)
 {
-    __shared__ double sums[WGT_MAX_GROUPS * CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
+    __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int depth = d.C_in * K * K, groups = wgt_groups(depth), rr = warp / groups, grp = warp % groups;
-    const int co0 = blockIdx.y * CO, rows_ps = d.Do * d.Ho;
+    const int co0 = blockIdx.y * WGT_CO, rows_ps = d.Do * d.Ho;
     const long long rows = (long long)d.B * rows_ps;
     const long long r0 = blockIdx.x * rows / gridDim.x, r1 = (blockIdx.x + 1) * rows / gridDim.x;
     unsigned tap[WGT_TILES];   // input offsets of this lane's depths grp * 16 + 8j + g (padding: 0)
 #pragma unroll
-    for (int j = 0; j < WGT_TILES; ++j) tap[j] = depth_offset<K>(grp * WGT_DEPTHS + 8 * j + g, depth, d);
-    // A row's products add up in the tensor cores (acc), then into total in fp32 (round to nearest): the
-    // tensor cores' own additions truncate, which over thousands of rows would bias the sum by ~1e-4.
+    for (int j = 0; j < WGT_TILES; ++j) {
+        const int k = grp * WGT_DEPTHS + 8 * j + g;
+        tap[j] = k < depth ? ((k / (K * K) * d.D + k / K % K) * d.H + k % K) * d.W : 0u;
+    }
     float total[K][WGT_TILES][4] = {};
 #pragma unroll 1
     for (long long row = r0 + rr; row < r1; row += WGT_RPB) {
@@ -1040,12 +1052,12 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 for (int j = 0; j < WGT_TILES; ++j)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        double& v = sums[((grp * CO + g + 8 * (e / 2)) * WGT_DEPTHS + 8 * j + 2 * t + e % 2) * K + kw];
+                        double& v = sums[((grp * WGT_CO + g + 8 * (e / 2)) * WGT_DEPTHS + 8 * j + 2 * t + e % 2) * K + kw];
                         v = (q == 0 ? 0.0 : v) + total[kw][j][e];
                     }
         __syncthreads();
     }
-    const int n_sums = groups * CO * WGT_DEPTHS * K;
+    const int n_sums = groups * WGT_CO * WGT_DEPTHS * K;
     for (int i = threadIdx.x; i < n_sums; i += blockDim.x)
         partials[((size_t)blockIdx.x * gridDim.y + blockIdx.y) * n_sums + i] = sums[i];
 }
@@ -1053,18 +1065,25 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
 // dL/dW from grad_weight_tc_kernel's partials, a thread per weight, the blocks' partials added in order.
 template <int K>
 __global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partials, float* __restrict__ grad_weight,
-                                             Dims d, int wg_blocks)
+                                             TcDims d, int wg_blocks)
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int taps = K * K * K, depth = d.C_in * K * K, chunks = (d.C_out + CO - 1) / CO;
-    const int n_sums = wgt_groups(depth) * CO * WGT_DEPTHS * K;
+    const int taps = K * K * K, depth = d.C_in * K * K, chunks = (d.C_out + WGT_CO - 1) / WGT_CO;
+    const int n_sums = wgt_groups(depth) * WGT_CO * WGT_DEPTHS * K;
     if (i >= (long long)d.C_out * d.C_in * taps) return;
-    // weight (co, ci, kd, kh, kw) = (co, k, kw): sums[grp][co % CO][k % 24][kw] of chunk co / CO
+    // weight (co, ci, kd, kh, kw) = (co, k, kw): sums[grp][co % WGT_CO][k % WGT_DEPTHS][kw] of chunk co / WGT_CO
     const int co = (int)(i / (d.C_in * taps)), r = (int)(i % (d.C_in * taps)), k = r / K, kw = r % K;
-    const int slot = (((k / WGT_DEPTHS) * CO + co % CO) * WGT_DEPTHS + k % WGT_DEPTHS) * K + kw;
+    const int slot = (((k / WGT_DEPTHS) * WGT_CO + co % WGT_CO) * WGT_DEPTHS + k % WGT_DEPTHS) * K + kw;
     double v = 0.0;
-    for (int blk = 0; blk < wg_blocks; ++blk) v += w_partials[((size_t)blk * chunks + co / CO) * n_sums + slot];
+    for (int blk = 0; blk < wg_blocks; ++blk) v += w_partials[((size_t)blk * chunks + co / WGT_CO) * n_sums + slot];
     grad_weight[i] = (float)v;
+}
+// shared: tc_grad_3d end
+static_assert(WGT_MAX_GROUPS * WGT_DEPTHS >= TC_MAX_STEPS * 8, "tc_forward's depth fits grad_weight_tc_kernel");
+static_assert(WGT_CO == CO, "dL/dy's and dL/dW's chunks of output channels are one");
+// The tensor-core dL/dx's bounds (tc_grad_3d's grad_input_tc_kernel): the forward's, C_in <= 4, its depth bound.
+__host__ __device__ inline bool tc_input_grad(const Dims& d, int K) {
+    return tc_forward(d, K) && d.C_in <= 4 && K * K * ((d.C_out + 7) / 8) <= GI_MAX_STEPS;
 }
 
 // Per channel (block x), one of three sums (block y): the bias gradient from the grad_y blocks' partials,
