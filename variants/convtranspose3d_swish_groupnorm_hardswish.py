@@ -2487,6 +2487,9 @@ DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("model(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int[3] stride, "
           "int[3] padding, int groups, float eps) -> Tensor");
 }
+// shared: register_ops begin
+// The operators' implementations by dispatch key, for a file whose operators are forward, backward and model
+// (model_plain, model_autograd, backward_autograd, model_autocast and the CUDA and Meta kernels named before).
 IMPLEMENT_OPS(OPS_NAMESPACE, CUDA, m) {
     m.impl("forward", forward_cuda);
     m.impl("backward", backward_cuda);
@@ -2505,6 +2508,7 @@ IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
     m.impl("model", model_autocast);
 }
 """
+// shared: register_ops end
 
 # shared: build begin
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).
