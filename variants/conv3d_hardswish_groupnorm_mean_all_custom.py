@@ -2536,8 +2536,8 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
 IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
     m.impl("model", model_autocast);
 }
-"""
 // shared: register_ops end
+"""
 
 # shared: build begin
 # PyTorch >= 2.7 can skip prepending torch headers to the .cu file (about 40 s less to build it).

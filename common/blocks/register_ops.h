@@ -17,4 +17,3 @@ IMPLEMENT_OPS(OPS_NAMESPACE, Autograd, m) {
 IMPLEMENT_OPS(OPS_NAMESPACE, AutocastCUDA, m) {
     m.impl("model", model_autocast);
 }
-"""
