@@ -53,3 +53,21 @@ def test_a_cuda_toolkit_is_there_to_build_with():
     assert HAS_NVCC, ("no CUDA toolkit found: set CUDA_HOME to one (or install it under /usr/local/cuda) whose major "
                       f"version matches torch's CUDA ({torch.version.cuda}); torch must be a CUDA build. Without it "
                       "no file can be built, so nothing here was checked")
+
+
+def test_kernelbench_check_takes_other_sizes_of_the_same_model_only(tmp_path):
+    """With references from elsewhere (an older KernelBench), a problem whose file there names another model (problem
+    27 before July 2025) is skipped and said so, not run against that model."""
+    import kernelbench_check
+    for folder, files in (("now", ("23_Conv3d_GroupNorm_Mean.py", "27_Conv3d_HardSwish_GroupNorm_Mean.py")),
+                          ("then", ("23_Conv3d_GroupNorm_Mean.py", "27_Conv3d_HardSwish_ReLU_Softmax_Mean.py"))):
+        level2 = tmp_path / folder / "KernelBench" / "level2"
+        level2.mkdir(parents=True)
+        for name in files:
+            (level2 / name).write_text("batch_size = 1\n")
+    said = []
+    kept = kernelbench_check.same_model(["conv3d_groupnorm_mean", "conv3d_hardswish_groupnorm_mean"],
+                                        tmp_path / "now", references=tmp_path / "then" / "KernelBench" / "level2",
+                                        log=said.append)
+    assert kept == ["conv3d_groupnorm_mean"]
+    assert len(said) == 1 and "27_Conv3d_HardSwish_ReLU_Softmax_Mean.py" in said[0]

@@ -58,6 +58,18 @@ PREVIOUS = "21fbe5a"          # KernelBench's last revision before its July 2025
 PREVIOUS_PROBLEMS = (23, 60, 92)   # the problems whose model was the same then
 
 
+def reference_file(kernelbench_dir, problem_id, revision=None, references=None):
+    """The file name of problem `problem_id`'s level-2 reference there (None where there is none)."""
+    if revision:
+        names = subprocess.run(["git", "-C", str(kernelbench_dir), "ls-tree", "--name-only", revision,
+                                "KernelBench/level2/"], check=True, capture_output=True, text=True).stdout.split()
+        matches = [pathlib.Path(n).name for n in names if pathlib.Path(n).name.startswith(f"{problem_id}_")]
+    else:
+        folder = pathlib.Path(references) if references else pathlib.Path(kernelbench_dir) / "KernelBench" / "level2"
+        matches = [p.name for p in folder.glob(f"{problem_id}_*.py")]
+    return matches[0] if len(matches) == 1 else None
+
+
 def reference_source(kernelbench_dir, problem_id, revision=None, references=None):
     """The level-2 reference of `problem_id`: from the checkout, from a git revision of it, or from a folder."""
     if revision:
@@ -74,6 +86,20 @@ def reference_source(kernelbench_dir, problem_id, revision=None, references=None
     if len(matches) != 1:
         raise SystemExit(f"no single level-2 reference for problem {problem_id} under {folder}")
     return matches[0].read_text()
+
+
+def same_model(names, kernelbench_dir, revision=None, references=None, log=print):
+    """The variants whose problem has the same model there as in the checkout: its reference file named as today's
+    (KernelBench names a file after its model's ops; problem 27 was another model before July 2025)."""
+    kept = []
+    for n in names:
+        pid = PROBLEMS[n].kernelbench_id
+        then, now = reference_file(kernelbench_dir, pid, revision, references), reference_file(kernelbench_dir, pid)
+        if then is not None and then == now:
+            kept.append(n)
+        else:
+            log(f"{n}: skipped, problem {pid} there is {then or 'absent'}, not today's model {now}")
+    return kept
 
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -145,8 +171,8 @@ def main():
     revision = PREVIOUS if args.previous else args.revision
     names = args.only or [n for n in variant_names()
                           if not args.previous or PROBLEMS[n].kernelbench_id in PREVIOUS_PROBLEMS]
-    if args.references:   # the problems the folder has
-        names = [n for n in names if any(pathlib.Path(args.references).glob(f"{PROBLEMS[n].kernelbench_id}_*.py"))]
+    if revision or args.references:
+        names = same_model(names, args.kernelbench_dir, revision, args.references)
     if (revision or args.references) and not args.only:   # other sizes: the full modules (the concise file takes
         names = [n for n in names if PROBLEMS[n].full]    # the benchmark's channels only)
     rows = [check(name, args.kernelbench_dir, kb_eval, checker, args.precision, revision, args.references)
