@@ -14,7 +14,8 @@ or, with --no-tf32, off. KernelBench flags a speedup above 10x as "excessive" fo
 KernelBench's previous sizes (its problem files before July 2025, "v0": problems 23, 60 and 92 with other
 channel counts and sizes, inputs from torch.randn; problem 27 was then a different model): --previous takes the
 references from that revision of a git checkout of KernelBench (--revision REV: any revision); --references DIR
-takes them from a folder of level-2 problem files (for instance extracted with `git show REV:KernelBench/level2/F`).
+takes them from a folder of level-2 problem files (for instance extracted with `git show REV:KernelBench/level2/F`);
+either skips, with a line, a problem whose reference file there is named otherwise than in the checkout (another model).
 KernelBench execs the reference and then the file into one namespace, so the file's own size globals and
 get_inputs() (today's sizes) would replace the reference's; for these runs the reference's size block (from its
 `batch_size = ...` line to its end) is appended to the file's text, as a user would set the file to those sizes.
