@@ -35,7 +35,7 @@ Floor at the benchmark size (B=1024, 16 channels of 13x29x29): the fused forward
 (0.17 ms at 4.2 TB/s); the backward reads y and writes dL/dy, 1.43 GB (0.34 ms). The model's time is
 cuDNN's fp32 conv: 10.8 ms of which the fused kernel is 0.26 to 0.28 ms (1.05x to 1.14x its floor at an
 H100's copy bandwidth); forward + backward 138 ms, nearly all cuDNN's conv weight gradient. bf16 10.72 ms and
-fp16 4.66 ms (cuDNN's conv in each). README's tables; history in docs/conv3d_hardswish_groupnorm_mean.md.
+fp16 4.66 ms (cuDNN's conv in each). README's tables; the design page docs/conv3d_hardswish_groupnorm_mean.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean.py
 """
