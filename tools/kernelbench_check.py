@@ -56,7 +56,6 @@ def import_kernelbench(kernelbench_dir):
 
 
 PREVIOUS = "21fbe5a"          # KernelBench's last revision before its July 2025 resizing (v0 sizes)
-PREVIOUS_PROBLEMS = (23, 60, 92)   # the problems whose model was the same then
 
 
 def reference_file(kernelbench_dir, problem_id, revision=None, references=None):
@@ -159,7 +158,7 @@ def main():
     sizes = parser.add_mutually_exclusive_group()
     sizes.add_argument("--previous", action="store_true",
                        help=f"KernelBench's previous sizes: the references at revision {PREVIOUS} (a git checkout), "
-                            f"for the problems with the same model then ({', '.join(map(str, PREVIOUS_PROBLEMS))})")
+                            "for the problems with the same model then (same_model: 23, 60 and 92)")
     sizes.add_argument("--revision", help="the references at this git revision of KERNELBENCH_DIR")
     sizes.add_argument("--references", help="the references from this folder of level-2 problem files")
     parser.add_argument("--markdown", help="append the table here")
@@ -170,8 +169,7 @@ def main():
     kb_eval, checker = import_kernelbench(args.kernelbench_dir)
     torch.backends.cudnn.allow_tf32 = not args.no_tf32
     revision = PREVIOUS if args.previous else args.revision
-    names = args.only or [n for n in variant_names()
-                          if not args.previous or PROBLEMS[n].kernelbench_id in PREVIOUS_PROBLEMS]
+    names = args.only or variant_names()
     if revision or args.references:
         names = same_model(names, args.kernelbench_dir, revision, args.references)
     if (revision or args.references) and not args.only:   # other sizes: the full modules (the concise file takes

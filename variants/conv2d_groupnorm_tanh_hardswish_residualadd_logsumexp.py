@@ -1808,11 +1808,11 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
     }
     return cudaSuccess;
 }
-// ---- PyTorch's conv path: any kernel size (tuples too) and any number of input and output channels, where the
-// tuned kernels do not apply. PyTorch's convolution computes the conv (without its bias, in the input's dtype:
-// eager's bits; half precision read here as floats, exact), and these kernels run the chain over it: tiles of
-// 16 x 32 output positions, 16 channels a thread (64-bit indices), every sum in a fixed order; formats of their
-// own: norm (B, C, 2) holds y's plain scale and shift (fp32; half precision: half_norm_kernel's a and b),
+// ---- The tiled and PyTorch's conv paths: any kernel size (tuples too) and any number of input and output channels,
+// where the tuned kernels do not apply. PyTorch's convolution computes the conv (without its bias, in the input's
+// dtype: eager's bits, read here as stored) or, on the tiled path, gn_sums_tiled_kernel does (float32, tiles of
+// 16 x 32 output positions, 16 channels a thread); the kernels after it run the chain over it by (sample, channel)
+// plane and by pixel (64-bit indices), every sum in a fixed order; formats of their own: norm (B, C, 2) holds y's plain scale and shift (fp32; half precision: half_norm_kernel's a and b),
 // group_stats (B, G, 2) the groups' mean and 1/std. ----
 struct Kernel2 { int h, w; };
 constexpr int GEN_THREADS = 256;
