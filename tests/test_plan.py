@@ -161,7 +161,6 @@ def test_problem92():
                      "backward dL/dW": "grad_weight_kernel<128> (output rows wider than 32 and 128 columns' shared "
                                        "memory on this GPU) or <32> + grad_weight_reduce_kernel",
                      "backward dL/dx": "grad_input_kernel"}
-    assert plan(P92, batch1(P92)) == bench
     torch_path = {"forward conv": TORCH_FWD, "forward statistics": "plane_sums_kernel + gn_stats_general_kernel",
                   "forward output": "lse_kernel",
                   "backward sums": "backward_plane_kernel<false> + backward_coef_general_kernel",
@@ -171,14 +170,20 @@ def test_problem92():
     del tiled_path["forward conv"]
     tiled_path["forward statistics"] = "gn_sums_tiled_kernel + gn_stats_general_kernel"
     assert plan(P92, "previous") == tiled_path   # 30-column output rows, 3 channels, float32: the tiled conv
+    Case = type(PROBLEMS[P92].benchmark)
+    for batch, c_out, tiled in ((63, 16, False), (64, 16, True), (15, 64, False), (16, 64, True)):
+        # the tiled rule: float32, C_in <= 4, batch x C_out >= 1024 (fewer planes: too few blocks, PyTorch's conv wins)
+        stages = plan(P92, Case("planes", (3, c_out, 3, 8), (batch, 3, 32, 32)))
+        assert stages == (tiled_path if tiled else torch_path), (batch, c_out)
     assert plan(P92, "previous", torch.bfloat16)["forward conv"] == TORCH_FWD
     assert plan(P92, "general") == torch_path   # kernel 5, 8 channels
-    Case = type(PROBLEMS[P92].benchmark)
-    for c_in, c_out, w, tuned in ((16, 64, 40, True), (17, 64, 40, False), (8, 80, 40, False), (8, 64, 34, False),
-                                  (8, 64, 35, True)):
-        # the tuned rule: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32
-        stages = plan(P92, Case("edge", (c_in, c_out, 3, 16), (2, c_in, 9, w)))
-        assert (stages["forward output"] == "conv_kernel<LOGSUMEXP>" if tuned else stages == torch_path), (c_in, c_out, w)
+    assert plan(P92, batch1(P92)) == torch_path   # batch 1: PyTorch's conv path
+    for c_in, c_out, w, batch, tuned in ((16, 64, 40, 8, True), (17, 64, 40, 8, False), (8, 80, 40, 8, False),
+                                         (8, 64, 34, 8, False), (8, 64, 35, 8, True), (8, 64, 40, 7, False)):
+        # the tuned rule: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32, batch >= 8
+        stages = plan(P92, Case("edge", (c_in, c_out, 3, 16), (batch, c_in, 9, w)))
+        assert (stages["forward output"] == "conv_kernel<LOGSUMEXP>" if tuned else stages == torch_path), \
+            (c_in, c_out, w, batch)
     assert plan(P92, "benchmark", torch.bfloat16)["forward statistics"] == ("gram_kernel + gram_stats_kernel + "
                                                                            "half_norm_kernel (the GroupNorm statistics "
                                                                            "rounded as PyTorch's)")
@@ -197,7 +202,7 @@ def test_every_stage_names_a_kernel_of_the_file(name):
 
 
 # Kernels a plan never names: per-call helpers of every path (convert_kernel: the half paths' float copies and the
-# gradients' roundings; split_tf32_kernel: problem 60's half backward on PyTorch's conv path, inside its "PyTorch's
+# gradients' roundings; split_tf32_kernel: problem 60's half dL/dW on PyTorch's conv path, inside its "PyTorch's
 # convolution backward" stage).
 HELPERS = {"convert_kernel", "split_tf32_kernel"}
 

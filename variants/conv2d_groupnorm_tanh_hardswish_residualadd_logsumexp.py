@@ -8,7 +8,7 @@ tensor cores, applies the chain and writes one logsumexp value a pixel. The back
 
 Plan (conv2d_gn_lse_path in the CUDA source; ModelNew.plan(x) names every stage's kernel and its rule,
 tests/test_plan.py pins them). Three paths, each kept where it was measured fastest:
-  forward (TUNED: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32)
+  forward (TUNED: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32, batch >= 8)
     gram_kernel                 the input's row correlations as split-TF32 GEMMs (mma.sync), in double bins
     gram_stats_kernel           G, each channel's variance, scale and shift
     half_norm_kernel            half precision: GroupNorm's statistics rounded as PyTorch stores them
@@ -16,7 +16,8 @@ tests/test_plan.py pins them). Three paths, each kept where it was measured fast
                                 chain, logsumexp across the 4 lanes of a quad
   forward elsewhere: the conv (before its bias) written once and kept for the backward, by PyTorch's own
   convolution (TORCH_CONV: at::_convolution under the user's flags and dtype, eager's bits) or, in float32 with
-  C_in <= 4 (TILED), by gn_sums_tiled_kernel (a tiled FP32 conv, 1.15x to 1.54x PyTorch's there, with its sums)
+  C_in <= 4 and batch x C_out >= 1024 (TILED), by gn_sums_tiled_kernel (a tiled FP32 conv with its sums, 1.16x to
+  1.54x PyTorch's there; fewer planes leave it too few blocks)
     plane_sums_kernel           the statistics' sums over PyTorch's conv output, in its dtype, by (sample, channel)
     gn_stats_general_kernel     the statistics in order
     lse_kernel                  the chain and logsumexp over the conv, 32 pixels a block, its warps split channels
@@ -2246,25 +2247,31 @@ __global__ void __launch_bounds__(32) channel_grads_general_kernel(
 // plan() (the C++ operator and ModelNew.plan read these functions, nothing else).
 // TUNED (conv_kernel, gram_kernel: the conv never written): kernel 3, C_in <= TUNED_MAX_C_IN, C_out <= C_PAD, and
 // output rows wider than 32 (a unit is 128 columns of a row; at KernelBench's previous 30-column rows the tuned
-// kernels lost to the tiled ones 2.9x, and those to eager).
-// TILED: float32 with at most TILED_MAX_C_IN input channels elsewhere: the forward's conv on the CUDA cores in tiles
-// (gn_sums_tiled_kernel), which writes it for the output's sweep and the backward, whose sweeps and
-// gradients are then PyTorch's conv path's (H200, fp32 forward: at KernelBench's previous size, 128x3x32x32,
-// 1.54x PyTorch's conv path; 3 -> 16 channels 1.15x to 1.27x; 8 -> 64 kernel 5 only 1.07x, so 8 stays PyTorch's).
+// kernels lost to the tiled ones 2.9x, and those to eager), and a batch of at least TUNED_MIN_BATCH (gram_kernel cuts
+// a sample into at most H / 16 bands and gram_stats_kernel takes a block a sample: at the benchmark's configuration,
+// H200, PyTorch's conv path is 2.4x, 2.0x, 1.7x faster forward at batch 1, 2, 4 (fp32; bf16 2.3x to 1.3x), even at
+// 8, where the tuned path's forward + backward is 1.18x faster).
+// TILED: float32 with at most TILED_MAX_C_IN input channels and at least TILED_MIN_PLANES output planes (batch x
+// C_out) elsewhere: the forward's conv on the CUDA cores in tiles (gn_sums_tiled_kernel), which writes it for the
+// output's sweep and the backward, whose sweeps and gradients are then PyTorch's conv path's (H200, fp32 forward:
+// at KernelBench's previous size, 128x3x32x32, 1.54x PyTorch's conv path; 3 -> 16 channels 1.15x to 1.49x at batch
+// 64 and 128, 3 -> 64 1.16x to 1.23x at batch 32 to 128; below 1024 planes too few blocks: 0.75x to 0.97x at 3 -> 16
+// batch 32, 3 -> 64 batch 1 and 8; 8 -> 64 kernel 5 only 1.07x, so 8 stays PyTorch's).
 // TORCH_CONV: everywhere else, PyTorch's conv (cuDNN, the user's flags and dtype), then the chain's tiled kernels
 // over its output; the backward's dL/dx and dL/dW from PyTorch's convolution backward. The implicit-GEMM engine that
 // served from 16 input channels lost to it 1.2x to 4x (docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md).
-constexpr int TUNED_MAX_C_IN = 16, TILED_MAX_C_IN = 4;
+constexpr int TUNED_MAX_C_IN = 16, TUNED_MIN_BATCH = 8, TILED_MAX_C_IN = 4, TILED_MIN_PLANES = 1024;
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W) {
     return kh == K && kw == K && C_in <= TUNED_MAX_C_IN && C_out <= C_PAD && W - K + 1 > 32;
 }
+int tuned_min_batch() { return TUNED_MIN_BATCH; }
 enum class Path { TUNED, TILED, TORCH_CONV };
-static Path conv2d_gn_lse_path(int C_in, int C_out, int kh, int kw, int W, bool half) {
-    if (tuned_config(C_in, C_out, kh, kw, W)) return Path::TUNED;
-    return !half && C_in <= TILED_MAX_C_IN ? Path::TILED : Path::TORCH_CONV;
+static Path conv2d_gn_lse_path(long long B, int C_in, int C_out, int kh, int kw, int W, bool half) {
+    if (tuned_config(C_in, C_out, kh, kw, W) && B >= TUNED_MIN_BATCH) return Path::TUNED;
+    return !half && C_in <= TILED_MAX_C_IN && B * C_out >= TILED_MIN_PLANES ? Path::TILED : Path::TORCH_CONV;
 }
-int conv2d_gn_lse_path_code(int C_in, int C_out, int kh, int kw, int W, bool half) {
-    return (int)conv2d_gn_lse_path(C_in, C_out, kh, kw, W, half);
+int conv2d_gn_lse_path_code(long long B, int C_in, int C_out, int kh, int kw, int W, bool half) {
+    return (int)conv2d_gn_lse_path(B, C_in, C_out, kh, kw, W, half);
 }
 // The tiled conv's stage: as many input channels as fit 40 KB of shared memory (at least one; above 48 KB with the
 // static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
@@ -2379,13 +2386,15 @@ cudaError_t general_backward_launch(const void* conv, int conv_type, const float
 // The launch plan for a configuration: each stage's kernel and the rule that picked it, from the decisions the
 // launchers above make (tuned_config; on the tuned path backward_plan sizes the gradients' grids on the GPU at
 // hand). conv_type: the dtype code. One line a stage, "stage: kernel; rule".
-std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw, int conv_type) {
-    const bool tuned = tuned_config(C_in, C_out, kh, kw, W), half = conv_type != 0;
+std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, int kh, int kw, int conv_type) {
+    const bool half = conv_type != 0;
+    const Path path = conv2d_gn_lse_path(B, C_in, C_out, kh, kw, W, half);
     const std::string half_norm = half ? " + half_norm_kernel (the GroupNorm statistics rounded as PyTorch's)" : "";
     std::string s;
-    if (tuned) {
+    if (path == Path::TUNED) {
         s += "forward statistics: gram_kernel + gram_stats_kernel" + half_norm + "; tuned (kernel 3, C_in <= 16, "
-             "C_out <= 64, output rows wider than 32): each sample's statistics from its input's Gram matrix\n";
+             "C_out <= 64, output rows wider than 32, batch >= " + std::to_string(TUNED_MIN_BATCH) + "): each "
+             "sample's statistics from its input's Gram matrix\n";
         s += "forward output: conv_kernel<LOGSUMEXP>; tuned: split TF32 on the tensor cores, one value a pixel\n";
         s += std::string("backward sums: ") + (half ? "conv_kernel<LOGSUMEXP> (the output recomputed unrounded) + "
                                                     : "") + "conv_kernel<BSUMS> + grad_coef_kernel + "
@@ -2396,15 +2405,15 @@ std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw
         s += "backward dL/dx: grad_input_kernel; tuned, bands of rows sized to fill the GPU (backward_plan)\n";
         return s;
     }
-    const Path path = conv2d_gn_lse_path(C_in, C_out, kh, kw, W, half);
     if (path == Path::TILED) {
         s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel; tiled: float32, C_in <= " +
-             std::to_string(TILED_MAX_C_IN) + " (the conv on the CUDA cores, written for the output and the "
-             "backward)\n";
+             std::to_string(TILED_MAX_C_IN) + ", batch x C_out >= " + std::to_string(TILED_MIN_PLANES) +
+             " (the conv on the CUDA cores, written for the output and the backward)\n";
     } else {
         s += "forward conv: PyTorch's convolution (at::_convolution); PyTorch's conv path: outside the tuned envelope "
-             "(kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32) and the tiled one (float32, C_in <= " +
-             std::to_string(TILED_MAX_C_IN) + ")\n";
+             "(kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32, batch >= " +
+             std::to_string(TUNED_MIN_BATCH) + ") and the tiled one (float32, C_in <= " +
+             std::to_string(TILED_MAX_C_IN) + ", batch x C_out >= " + std::to_string(TILED_MIN_PLANES) + ")\n";
         s += "forward statistics: plane_sums_kernel + gn_stats_general_kernel" + half_norm + "; over PyTorch's conv "
              "output, read in its dtype\n";
     }
@@ -2551,14 +2560,15 @@ cudaError_t logsumexp_launch(const float* x, const float* weight, const float* b
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
-std::string conv2d_gn_lse_plan(int C_in, int C_out, int H, int W, int kh, int kw, int conv_type);
+int tuned_min_batch();
+std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, int kh, int kw, int conv_type);
 long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, int kh, int kw);
 cudaError_t general_forward_launch(const float* x, const float* weight, void* conv, const float* bias,
                                    const float* gn_weight, const float* gn_bias, double* workspace, float* norm,
                                    float* group_stats, float* half_norm, void* out, int conv_type, int norm_type,
                                    int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw, bool tiled,
                                    double eps, cudaStream_t stream);
-int conv2d_gn_lse_path_code(int C_in, int C_out, int kh, int kw, int W, bool half);
+int conv2d_gn_lse_path_code(long long B, int C_in, int C_out, int kh, int kw, int W, bool half);
 cudaError_t general_backward_launch(const void* conv, int conv_type, const float* bias, const float* gn_weight,
                                     const float* norm, const float* group_stats, const float* out, float* out_float,
                                     const float* grad_out, double* workspace, void* grad_conv, bool conv_grads,
@@ -2622,15 +2632,18 @@ static void check_smem(int64_t C_in) {
 }
 
 // Whether an input takes the tuned path (else PyTorch's conv path): the plan's rule (tuned_config), from the conv's
-// channels and kernel and the input's width (a Meta kernel with symbolic sizes specialises only those).
+// channels and kernel and the input's width, and whether the batch reaches tuned_min_batch() (a Meta kernel with
+// symbolic sizes specialises the first and guards on the comparison only). path_of: concrete sizes only.
 static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
 enum PathCode { TUNED = 0, TILED = 1, TORCH_CONV = 2 };   // the CUDA source's Path
 static int path_of(const Tensor& x, const Tensor& weight) {
-    return conv2d_gn_lse_path_code((int)static_size(weight, 1), (int)static_size(weight, 0), (int)static_size(weight, 2),
-                                   (int)static_size(weight, 3), (int)static_size(x, 3),
-                                   weight.scalar_type() != at::kFloat);
+    return conv2d_gn_lse_path_code(x.size(0), (int)weight.size(1), (int)weight.size(0), (int)weight.size(2),
+                                   (int)weight.size(3), (int)x.size(3), weight.scalar_type() != at::kFloat);
 }
-static bool tuned_path(const Tensor& x, const Tensor& weight) { return path_of(x, weight) == TUNED; }
+static bool tuned_path(const Tensor& x, const Tensor& weight) {
+    return tuned_config((int)static_size(weight, 1), (int)static_size(weight, 0), (int)static_size(weight, 2),
+                        (int)static_size(weight, 3), (int)static_size(x, 3)) && x.sym_size(0) >= tuned_min_batch();
+}
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
@@ -2902,7 +2915,7 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // plan(x_shape, weight_shape, dtype code): each stage's kernel and why (ModelNew.plan).
 std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type) {
     TORCH_CHECK(x.size() == 4 && w.size() == 4, "conv2d_gn_lse: plan takes 4-D shapes");
-    return conv2d_gn_lse_plan((int)x[1], (int)w[0], (int)x[2], (int)x[3], (int)w[2], (int)w[3], (int)conv_type);
+    return conv2d_gn_lse_plan((long long)x[0], (int)x[1], (int)w[0], (int)x[2], (int)x[3], (int)w[2], (int)w[3], (int)conv_type);
 }
 
 DEFINE_OPS(OPS_NAMESPACE, m) {
