@@ -10,6 +10,8 @@ from common import reference
 
 # Plain FP32 fused multiply-add rate of an H100/H200 SXM: 132 SMs x 128 lanes x 2 FLOP x 1.98 GHz.
 FP32_FLOPS = 67e12
+# Dense 16-bit tensor-core rate (fp16 or bf16 products, fp32 sums) of an H100/H200 SXM: the half types' floor.
+HALF_FLOPS = 989e12
 FLOAT_BYTES = 4
 
 
@@ -51,21 +53,27 @@ class Problem:
 
     def floor(self, bandwidth, init_args=None, input_shape=None, element_size=FLOAT_BYTES):
         """(floor seconds, memory seconds, compute seconds) at `bandwidth` bytes/s, with tensors of
-        `element_size` bytes (the FLOPs at the FP32 rate either way: the kernels multiply in fp32 or TF32)."""
+        `element_size` bytes: 4, the FLOPs at the FP32 rate (exact products); 2, at the 16-bit tensor-core rate."""
         args = self.init_args if init_args is None else init_args
         shape = self.input_shape if input_shape is None else input_shape
         t_mem = self.min_bytes(args, shape) * element_size / FLOAT_BYTES / bandwidth
-        t_flop = self.flops(args, shape) / FP32_FLOPS
+        t_flop = self.flops(args, shape) / flop_rate(element_size)
         return max(t_mem, t_flop), t_mem, t_flop
 
     def backward_floor(self, bandwidth, init_args=None, input_shape=None, element_size=FLOAT_BYTES):
         """Seconds the backward needs at least: the conv's two gradients (input and weight) are twice its
-        forward multiply-adds at the FP32 rate; the bytes are the input read, its gradient written and the
-        output's gradient read (everything else can stay on chip in principle)."""
+        forward multiply-adds at the dtype's rate (as floor); the bytes are the input read, its gradient written and
+        the output's gradient read (everything else can stay on chip in principle)."""
         args = self.init_args if init_args is None else init_args
         shape = self.input_shape if input_shape is None else input_shape
         nbytes = element_size * (2 * math.prod(shape) + math.prod(self.out_shape(args, shape)))
-        return max(nbytes / bandwidth, 2 * self.flops(args, shape) / FP32_FLOPS)
+        return max(nbytes / bandwidth, 2 * self.flops(args, shape) / flop_rate(element_size))
+
+
+def flop_rate(element_size):
+    """The floor's multiply-add rate for tensors of `element_size` bytes: FP32's for float32, the 16-bit tensor
+    cores' for float16 and bfloat16."""
+    return FP32_FLOPS if element_size == FLOAT_BYTES else HALF_FLOPS
 
 
 def conv_out(size, kernel, stride=1, padding=0):

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 from common.accuracy import _compare_gradient, check_gradients, check_gradients_tf32, compare
 from common.inputs import float64_copy, make_input, make_models, perturb_groupnorm
-from common.problems import PROBLEMS
+from common.problems import FP32_FLOPS, HALF_FLOPS, PROBLEMS
 
 NAMES = sorted(PROBLEMS)
 
@@ -52,6 +52,21 @@ def test_problem23_mean_needs_only_channel_sums():
                    + ref.group_norm.bias)
     torch.testing.assert_close(per_channel.mean(1), expected, rtol=1e-12, atol=1e-12)
     assert expected.abs().min() > 1e-3   # perturbed parameters: not the degenerate all-zero output
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_floor_takes_each_dtypes_rate(name):
+    """run_all.py's floor: bytes at the dtype's size; FLOPs at the FP32 rate in float32, at the 16-bit tensor
+    cores' in half precision (a half-precision file can beat a floor taken at the FP32 rate)."""
+    problem = PROBLEMS[name]
+    bandwidth = 4e12
+    flops = problem.flops(problem.init_args, problem.input_shape)
+    full, mem, flop = problem.floor(bandwidth)
+    half, half_mem, half_flop = problem.floor(bandwidth, element_size=2)
+    assert (flop, half_flop) == (flops / FP32_FLOPS, flops / HALF_FLOPS)
+    assert half_mem == mem / 2 and half == max(half_mem, half_flop) and full == max(mem, flop)
+    if problem.has_backward:
+        assert problem.backward_floor(bandwidth, element_size=2) < problem.backward_floor(bandwidth)
 
 
 def test_problem23_default_parameters_are_degenerate():
