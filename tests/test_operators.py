@@ -67,6 +67,19 @@ def test_compile_fullgraph_traces_forward_and_backward(name):
     assert not caught, [str(w.message) for w in caught]
 
 
+@pytest.mark.skipif(not hasattr(torch.export, "Dim"), reason="torch.export's dynamic_shapes came in torch 2.2")
+@pytest.mark.parametrize("name", NAMES)
+def test_export_with_a_dynamic_batch(name):
+    """torch.export with the batch dynamic from 2 to 1024: no plan rule may guard on the batch (92's tuned path starts
+    at batch 8; its Meta kernel writes that rule into the kept conv's shape), and the program follows the batch."""
+    ref, new, x = meta_models(name, 4)
+    batch = torch.export.Dim("batch", min=2, max=1024)
+    program = torch.export.export(new, (x.detach(),), dynamic_shapes={"x": {0: batch}})
+    for b in (2, 7, 8, 16):
+        _, _, y = meta_models(name, b)
+        assert program.module()(y.detach()).shape == ref(y).shape
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_second_exec_reuses_the_loaded_operators(name, capsys):
     """The file exec-ed again in this process (as harnesses do) finds its operators registered and does not

@@ -2631,26 +2631,29 @@ static void check_smem(int64_t C_in) {
                 " KB (in_channels <= 8 fits every GPU since sm_80)");
 }
 
-// Whether an input takes the tuned path (else PyTorch's conv path): the plan's rule (tuned_config), from the conv's
-// channels and kernel and the input's width, and whether the batch reaches tuned_min_batch() (a Meta kernel with
-// symbolic sizes specialises the first and guards on the comparison only). path_of: concrete sizes only.
+// Whether an input takes the tuned path (else PyTorch's conv path): the plan's rule, its shape part (tuned_shape: the
+// conv's channels and kernel and the input's width, which a Meta kernel with symbolic sizes specialises) and the
+// batch (tuned_path, path_of: concrete sizes only; forward_meta writes the batch rule into a shape instead).
 static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
 enum PathCode { TUNED = 0, TILED = 1, TORCH_CONV = 2 };   // the CUDA source's Path
 static int path_of(const Tensor& x, const Tensor& weight) {
     return conv2d_gn_lse_path_code(x.size(0), (int)weight.size(1), (int)weight.size(0), (int)weight.size(2),
                                    (int)weight.size(3), (int)x.size(3), weight.scalar_type() != at::kFloat);
 }
-static bool tuned_path(const Tensor& x, const Tensor& weight) {
+static bool tuned_shape(const Tensor& x, const Tensor& weight) {
     return tuned_config((int)static_size(weight, 1), (int)static_size(weight, 0), (int)static_size(weight, 2),
-                        (int)static_size(weight, 3), (int)static_size(x, 3)) && x.sym_size(0) >= tuned_min_batch();
+                        (int)static_size(weight, 3), (int)static_size(x, 3));
+}
+static bool tuned_path(const Tensor& x, const Tensor& weight) {
+    return tuned_shape(x, weight) && x.size(0) >= tuned_min_batch();
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, 1, Ho, Wo), norm (B, C, 2),
 //     group_stats (B, G, 2), conv: the conv output before its bias (B, C, Ho, Wo) on the tiled path (float32) and
-//     PyTorch's conv path (PyTorch's, in the input's dtype), kept for the backward as eager keeps it; empty on the
-//     tuned path);
+//     PyTorch's conv path (PyTorch's, in the input's dtype), kept for the backward as eager keeps it; empty,
+//     (0, C, Ho, Wo), on the tuned path);
 //   backward(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv, conv_mask) -> the gradients of x,
 //     weight, bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor& weight_in,
@@ -2668,7 +2671,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
     // The output in the GroupNorm's dtype; the statistics in float32 (the backward's, in either precision).
     const auto f32 = x.options().dtype(at::kFloat);
     const int64_t Ho = H - kh + 1, Wo = W - kw + 1;
-    auto conv = tuned ? at::empty({0}, x.options()) : at::empty({B, C_out, Ho, Wo}, x.options());
+    auto conv = at::empty({tuned ? 0 : B, C_out, Ho, Wo}, x.options());
     const auto empty_outputs = [&] {
         return std::make_tuple(at::empty({B, 1, Ho, Wo}, gn_weight.options()), at::empty({B, C_out, 2}, f32),
                                at::empty({B, groups, 2}, f32));
@@ -2819,10 +2822,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const T
     const auto B = x.sym_size(0), C = weight.sym_size(0);
     const auto Ho = x.sym_size(2) - weight.sym_size(2) + 1, Wo = x.sym_size(3) - weight.sym_size(3) + 1;
     const auto f32 = x.options().dtype(at::kFloat);
-    const std::vector<c10::SymInt> conv_shape = tuned_path(x, weight) ? std::vector<c10::SymInt>{0}
-                                                                      : std::vector<c10::SymInt>{B, C, Ho, Wo};
+    // conv's batch: B, or 0 on the tuned path (from tuned_min_batch() on), in arithmetic rather than a comparison:
+    // a symbolic batch takes no guard (torch.export with a dynamic batch on both sides of the rule)
+    const auto from_rule = (B - (tuned_min_batch() - 1)).max(c10::SymInt(0)).min(c10::SymInt(1));   // 0 or 1
+    const auto kept = tuned_shape(x, weight) ? (B * (1 - from_rule)).max(c10::SymInt(0)) : B;   // max: >= 0 shown
     return {at::empty_symint({B, 1, Ho, Wo}, gn_weight.options()), at::empty_symint({B, C, 2}, f32),
-            at::empty_symint({B, groups, 2}, f32), at::empty_symint(conv_shape, x.options())};
+            at::empty_symint({B, groups, 2}, f32), at::empty_symint({kept, C, Ho, Wo}, x.options())};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
@@ -2865,7 +2870,7 @@ Tensor model_plain(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 // an output of the forward operator, so that CUDA graph pools track them): x, weight, bias, gn_weight (the
 // inputs as given); norm (B, C, 2), each channel's affine GroupNorm coefficients; group_stats (B, G, 2), each
 // group's mean and 1/std; out (B, 1, Ho, Wo), the model's output (the logsumexp the backward differentiates);
-// conv, PyTorch's conv output on its path (empty on the tuned path, whose backward recomputes the conv).
+// conv, PyTorch's conv output on its path ((0, C, Ho, Wo) on the tuned path, whose backward recomputes the conv).
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const Tensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
