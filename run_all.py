@@ -128,7 +128,7 @@ def main():
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile of the reference")
     parser.add_argument("--cold", action="store_true", help="also time a build into an empty folder")
-    parser.add_argument("--sweep", action="store_true", help="time every file across sizes (fp32) instead")
+    parser.add_argument("--sweep", action="store_true", help="time every file across sizes (each --dtype) instead")
     parser.add_argument("--channels", action="store_true", help="time every file's channel sweep (each --dtype) instead")
     parser.add_argument("--plot", help="with --channels: draw the sweep into this PNG file (matplotlib)")
     parser.add_argument("--baseline-dir", help="with --sweep or --channels: time DIR/<name>.py (another version of "
