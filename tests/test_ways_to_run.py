@@ -14,7 +14,7 @@ import torch
 from common.inputs import make_input
 from common.loading import variant_names
 from common.problems import PROBLEMS, full_names
-from tests.conftest import models, needs_gpu, small
+from tests.conftest import load, models, needs_gpu, small
 
 pytestmark = needs_gpu
 NAMES = full_names()   # the full modules (the concise file is forward-only fp32)
@@ -170,6 +170,32 @@ def test_double_backward_raises_clearly(name):
     grads = torch.autograd.grad(out.sum(), list(new.parameters()), create_graph=True)
     with pytest.raises(RuntimeError, match="double backward"):
         sum(g.pow(2).sum() for g in grads).backward()
+
+
+@pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="torch.library.opcheck came in torch 2.4")
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("batch", [2, 8])
+def test_meta_kernels_agree_with_the_cuda_kernels(name, batch):
+    """torch.library.opcheck (its fake-tensor test) on the forward and backward operators a training step calls, at
+    the benchmark configuration and spatial size (92: both sides of its batch rule): each Meta kernel gives the CUDA
+    kernel's output shapes, strides and dtypes, which torch.compile and torch.export plan with."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    namespace = load(name)["_namespace"]
+    calls = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.namespace == namespace:
+                calls.append((func, args, kwargs or {}))
+            return func(*args, **(kwargs or {}))
+    problem = PROBLEMS[name]
+    _, new = models(name, problem.init_args)
+    x = make_input((batch,) + problem.input_shape[1:], 6, DEVICE).requires_grad_(True)
+    with Record():
+        new(x).sum().backward()
+    assert {"forward", "backward"} <= {func._schema.name.split("::")[1] for func, _, _ in calls}
+    for func, args, kwargs in calls:
+        torch.library.opcheck(func, args, kwargs, test_utils=("test_faketensor",))
 
 
 @pytest.mark.parametrize("name", NAMES)
