@@ -70,6 +70,13 @@ cuda_source = r"""
 #include <string>
 #include <type_traits>
 
+// ---- The plan's thresholds (conv2d_gn_lse_path applies them; its comment has the measurements, H200):
+constexpr int TUNED_MAX_C_IN = 16;      // the tuned kernels' staged input and Gram sums: at most 16 input channels
+constexpr int TUNED_MIN_WO = 33;        // output rows at least 33 wide (a unit is 128 columns; at 30 it lost 2.9x)
+constexpr int TUNED_MIN_BATCH = 8;      // below: per-sample Gram kernels leave the GPU idle (PyTorch's conv 2.4x at 1)
+constexpr int TILED_MAX_C_IN = 4;       // the tiled CUDA-core conv: 1.15x to 1.54x PyTorch's at 3 channels, 1.07x at 8
+constexpr int TILED_MIN_PLANES = 1024;  // batch x C_out: fewer, too few blocks (0.75x to 0.97x PyTorch's conv path)
+
 constexpr int K = 3;             // the tuned path's kernel size (other sizes: the tiled or PyTorch's conv path)
 constexpr int TAPS = K * K;
 constexpr int N_TILES = 8;       // 8-channel tiles: the conv's channels, padded to 64
@@ -2246,11 +2253,11 @@ __global__ void __launch_bounds__(32) channel_grads_general_kernel(
 // ---- The plan: which path an input takes, decided here once for the forward, the backward, the workspace and
 // plan() (the C++ operator and ModelNew.plan read these functions, nothing else).
 // TUNED (conv_kernel, gram_kernel: the conv never written): kernel 3, C_in <= TUNED_MAX_C_IN, C_out <= C_PAD, and
-// output rows wider than 32 (a unit is 128 columns of a row; at KernelBench's previous 30-column rows the tuned
-// kernels lost to the tiled ones 2.9x, and those to eager), and a batch of at least TUNED_MIN_BATCH (gram_kernel cuts
-// a sample into at most H / 16 bands and gram_stats_kernel takes a block a sample: at the benchmark's configuration,
-// H200, PyTorch's conv path is 2.4x, 2.0x, 1.7x faster forward at batch 1, 2, 4 (fp32; bf16 2.3x to 1.3x), even at
-// 8, where the tuned path's forward + backward is 1.18x faster).
+// output rows of at least TUNED_MIN_WO (a unit is 128 columns of a row; at KernelBench's previous 30-column rows the
+// tuned kernels lost to the tiled ones 2.9x, and those to eager), and a batch of at least TUNED_MIN_BATCH (gram_kernel
+// cuts a sample into at most H / 16 bands and gram_stats_kernel takes a block a sample: at the benchmark's
+// configuration, H200, PyTorch's conv path is 2.4x, 2.0x, 1.7x faster forward at batch 1, 2, 4 (fp32; bf16 2.3x to
+// 1.3x), even at 8, where the tuned path's forward + backward is 1.18x faster).
 // TILED: float32 with at most TILED_MAX_C_IN input channels and at least TILED_MIN_PLANES output planes (batch x
 // C_out) elsewhere: the forward's conv on the CUDA cores in tiles (gn_sums_tiled_kernel), which writes it for the
 // output's sweep and the backward, whose sweeps and gradients are then PyTorch's conv path's (H200, fp32 forward:
@@ -2260,9 +2267,8 @@ __global__ void __launch_bounds__(32) channel_grads_general_kernel(
 // TORCH_CONV: everywhere else, PyTorch's conv (cuDNN, the user's flags and dtype), then the chain's tiled kernels
 // over its output; the backward's dL/dx and dL/dW from PyTorch's convolution backward. The implicit-GEMM engine that
 // served from 16 input channels lost to it 1.2x to 4x (docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md).
-constexpr int TUNED_MAX_C_IN = 16, TUNED_MIN_BATCH = 8, TILED_MAX_C_IN = 4, TILED_MIN_PLANES = 1024;
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W) {
-    return kh == K && kw == K && C_in <= TUNED_MAX_C_IN && C_out <= C_PAD && W - K + 1 > 32;
+    return kh == K && kw == K && C_in <= TUNED_MAX_C_IN && C_out <= C_PAD && W - K + 1 >= TUNED_MIN_WO;
 }
 int tuned_min_batch() { return TUNED_MIN_BATCH; }
 enum class Path { TUNED, TILED, TORCH_CONV };

@@ -60,6 +60,11 @@ cuda_source = r"""
 #include <string>
 #include <type_traits>
 
+// ---- The plan's thresholds (conv3d_groupnorm_mean_path applies them; its comment has the measurements, H200):
+constexpr int TUNED_MAX_C_IN = 7;       // float32: the tuned sums run C_in x 9 deep in one accumulator; at 15 they miss
+constexpr int TUNED_MAX_C_IN_HALF = 16; // half precision: the 16-bit MMA kernel, under the 1e-2 rule (1.7x eager at 16)
+constexpr int TILED_MAX_C_IN = 7;       // float32, other kernels: the tiled conv, 1.4x (3.7x with backward) cuDNN's
+
 constexpr int K = 3;                  // the tuned path's kernel size (other sizes: the tiled or PyTorch's conv path)
 constexpr int CO_CHUNK = 24;          // output channels per block: all of the benchmark's 24
 constexpr int N_COLS = K * CO_CHUNK;  // GEMM columns: (kw, channel), kw-major
@@ -1926,7 +1931,6 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
 // conv_sums_kernel over its output, and in the backward grad_y_from_conv_kernel and PyTorch's convolution backward.
 // From 8 input channels on the conv is compute-bound and cuDNN beats any conv of ours, and in half precision it
 // beats the tiled kernels' backward 2x (docs/conv3d_groupnorm_mean.md).
-constexpr int TUNED_MAX_C_IN = 7, TUNED_MAX_C_IN_HALF = 16, TILED_MAX_C_IN = 7;
 enum class Path { TUNED, TILED, TORCH_CONV };
 Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half) {
     const bool k3 = kd == K && kh == K && kw == K;

@@ -58,6 +58,10 @@ cuda_source = r"""
 #include <string>
 #include <type_traits>
 
+// ---- The plan's thresholds (forward_path applies them; its comment has the measurements, H200):
+constexpr int PLAIN_MAX_C_IN = 7;       // past the tensor-core bounds, the plain FP32 fused conv to 7 input channels
+constexpr int TILED_MAX_C_IN = 7;       // float32, any other kernel: the tiled conv, 2x (7x with the backward) cuDNN's
+
 constexpr int THREADS = 128;   // conv-shaped kernels: a thread per 4 output columns
 constexpr int PW = 4;          // adjacent columns per thread
 constexpr int CO = 16;         // output channels per thread (grid covers the rest in chunks)
@@ -1772,7 +1776,6 @@ static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + TH
 // output: the pass of the conv-kept file (hardswish_gn_mean block), forward and backward. From 8 input channels the
 // conv is compute-bound and cuDNN beats any conv of ours, and in half precision it beats the tiled backward 2x
 // (docs/conv3d_hardswish_groupnorm_mean_all_custom.md).
-constexpr int PLAIN_MAX_C_IN = 7, TILED_MAX_C_IN = 7;
 enum class Path { FUSED, TILED, TORCH_CONV };
 bool tuned_kernel(int kd, int kh, int kw) { return kd == kh && kh == kw && (kd == 3 || kd == 4); }
 static Path forward_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {

@@ -73,6 +73,11 @@ cuda_source = r"""
 #include <string>
 #include <type_traits>
 
+// ---- The plan's thresholds (convt_tuned applies them; its comment has the measurements, H200, made against the
+// conv engine since removed, not yet against PyTorch's conv path):
+constexpr int TUNED_MAX_C_IN = 4;                // at 3 input channels the tuned pass won 1.6x to 8.6x, at 8 it lost
+constexpr long long TUNED_MIN_POSITIONS = 512;   // input positions a sample: at 256 (4x8x8) the tuned pass lost 1.1x
+
 constexpr int K = 3, TAPS = K * K * K;   // stride 2, padding 1: the configuration the parity split is for
 constexpr int CO_TILE = 4;      // output channels per sweep of a thread: one float4 of weights per tap
 static_assert(CO_TILE % 2 == 0, "phase 1 pairs the channels of a chunk");
@@ -219,18 +224,18 @@ struct ConvShape {
     int C_in, C_out, D, H, W, Do, Ho, Wo;
     int k[3], s[3], p[3];
 };
-// The configuration convt_swish_gn_kernel takes: kernel 3, stride 2, padding 1 on every axis, at most 4 input
-// channels and at least 512 input positions a sample, where its one pass over the output beats a conv written and
-// normalised in more passes. The 4 and the 512 were set against the implicit-GEMM engine that served elsewhere until
-// 2026-11-28 (H200, batch 32, interleaved, forward / forward + backward: C_in 3 -> 16 on 4x8x8 the engine 1.1x / -,
-// on 6x14x14 the tuned path 1.6x / 1.1x, on 8x16x16 2.0x / 1.5x, at the benchmark 8.6x; C_in 8 the engine on all
-// three; C_in 16 the engine 4.9x). PyTorch's conv path, which replaced the engine, was faster than it forward +
-// backward in all 48 rows of the channel sweep and forward in 33 (0.63x to 3.4x, the slow ones fp32 at small
+// The configuration convt_swish_gn_kernel takes: kernel 3, stride 2, padding 1 on every axis, at most TUNED_MAX_C_IN
+// input channels and at least TUNED_MIN_POSITIONS input positions a sample, where its one pass over the output beats a
+// conv written and normalised in more passes. The 4 and the 512 were set against the implicit-GEMM engine that served
+// elsewhere until 2026-11-28 (H200, batch 32, interleaved, forward / forward + backward: C_in 3 -> 16 on 4x8x8 the
+// engine 1.1x / -, on 6x14x14 the tuned path 1.6x / 1.1x, on 8x16x16 2.0x / 1.5x, at the benchmark 8.6x; C_in 8 the
+// engine on all three; C_in 16 the engine 4.9x). PyTorch's conv path, which replaced the engine, was faster than it
+// forward + backward in all 48 rows of the channel sweep and forward in 33 (0.63x to 3.4x, the slow ones fp32 at small
 // batches); the tuned path was not re-measured against it at these edges.
 bool convt_tuned(const ConvShape& cs) {
     for (int a = 0; a < 3; ++a)
         if (cs.k[a] != K || cs.s[a] != 2 || cs.p[a] != 1) return false;
-    return cs.C_in <= 4 && (long long)cs.D * cs.H * cs.W >= 512;
+    return cs.C_in <= TUNED_MAX_C_IN && (long long)cs.D * cs.H * cs.W >= TUNED_MIN_POSITIONS;
 }
 
 struct Geometry {
