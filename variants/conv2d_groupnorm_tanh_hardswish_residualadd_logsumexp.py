@@ -2650,9 +2650,7 @@ static bool tuned_shape(const Tensor& x, const Tensor& weight) {
     return tuned_config((int)static_size(weight, 1), (int)static_size(weight, 0), (int)static_size(weight, 2),
                         (int)static_size(weight, 3), (int)static_size(x, 3));
 }
-static bool tuned_path(const Tensor& x, const Tensor& weight) {
-    return tuned_shape(x, weight) && x.size(0) >= tuned_min_batch();
-}
+static bool tuned_path(const Tensor& x, const Tensor& weight) { return path_of(x, weight) == TUNED; }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
