@@ -24,3 +24,17 @@ def test_the_checker_finds_drift(tmp_path, monkeypatch, capsys):
     assert check_shared.main(["--check"]) == 1
     assert "variants/conv3d_groupnorm_mean.py: block host differs" in capsys.readouterr().out
     assert check_shared.main(["--write"]) == 0 and check_shared.main(["--check"]) == 0
+
+
+def test_hardswish_grad_takes_the_running_pytorchs_side_at_the_joins():
+    """common/blocks/hardswish_grad.h picks PyTorch's convention at v = -3 and 3 by torch version (open band from
+    2.7, closed before): the branch the running torch's headers select gives what its own hardswish_backward gives
+    there (the CPU kernel; PyTorch changed its CPU and CUDA kernels together)."""
+    import re
+    import torch
+    text = (ROOT / "common" / "blocks" / "hardswish_grad.h").read_text()
+    major, minor = map(int, re.search(r"TORCH_VERSION_MAJOR == (\d+) && TORCH_VERSION_MINOR >= (\d+)", text).groups())
+    version = tuple(int(p) for p in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+    open_band = version >= (major, minor)
+    grads = torch.ops.aten.hardswish_backward(torch.ones(2), torch.tensor([-3.0, 3.0])).tolist()
+    assert grads == ([0.0, 1.0] if open_band else [-0.5, 1.5]), (torch.__version__, grads)

@@ -129,10 +129,11 @@ template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
 }
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
+// b = beta - a mean in float, the product rounded before the sum (ComputeFusedParams compiles to FMUL, FADD: its
+// SASS), so never contracted here.
 template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
     const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+    return make_float2(a, beta - __fmul_rn(a, round_to<TO>((float)mean)));
 }
 // shared: element_types end
 
@@ -172,9 +173,22 @@ __device__ __forceinline__ float tanh_of_exp2_arg(float y2) { return fmaf(-2.f, 
 // hardswish(t) = t * clamp(t + 3, 0, 6) / 6; for a tanh (|t| <= 1) the clamp is never active.
 __device__ __forceinline__ float hardswish_of_tanh(float t) { return t * fmaf(t, 1.f / 6.f, 0.5f); }
 
-__device__ __forceinline__ float hardswish_grad(float v) {   // PyTorch's convention at the joins
+// shared: hardswish_grad begin
+// d hardswish / dv as the running PyTorch's hardswish_backward takes it at the joins: from torch 2.7 (pull request
+// 148049) the band is open (v <= -3 -> 0, v >= 3 -> 1), before it closed (v = -3 -> -0.5, v = 3 -> 1.5); measured:
+// torch 2.1.2 closed, 2.11 and 2.14 open. Half values land on -3 and 3 exactly (one in 128 bf16 values near them), so
+// a half backward takes PyTorch's side there or a small gradient falls farther from float64 than PyTorch's own.
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+__device__ __forceinline__ float hardswish_grad(float v) {
+    return v <= -3.f ? 0.f : (v < 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
+}
+#else
+__device__ __forceinline__ float hardswish_grad(float v) {
     return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
 }
+#endif
+// shared: hardswish_grad end
 
 // shared: split_tf32 begin
 // Split-TF32: v = big + small. big is v with its low 13 bits cleared, exact in TF32 (sign, 8

@@ -114,10 +114,11 @@ template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
 }
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
+// b = beta - a mean in float, the product rounded before the sum (ComputeFusedParams compiles to FMUL, FADD: its
+// SASS), so never contracted here.
 template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
     const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+    return make_float2(a, beta - __fmul_rn(a, round_to<TO>((float)mean)));
 }
 // shared: element_types end
 

@@ -109,10 +109,11 @@ template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
 }
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
+// b = beta - a mean in float, the product rounded before the sum (ComputeFusedParams compiles to FMUL, FADD: its
+// SASS), so never contracted here.
 template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
     const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+    return make_float2(a, beta - __fmul_rn(a, round_to<TO>((float)mean)));
 }
 // shared: element_types end
 // Two values rounded to a half type and back by one packed conversion (bf16: the halves unpacked by a shift and
@@ -165,9 +166,22 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 // shared: convert end
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
-__device__ __forceinline__ float hardswish_grad(float v) {   // PyTorch's convention at the joins
+// shared: hardswish_grad begin
+// d hardswish / dv as the running PyTorch's hardswish_backward takes it at the joins: from torch 2.7 (pull request
+// 148049) the band is open (v <= -3 -> 0, v >= 3 -> 1), before it closed (v = -3 -> -0.5, v = 3 -> 1.5); measured:
+// torch 2.1.2 closed, 2.11 and 2.14 open. Half values land on -3 and 3 exactly (one in 128 bf16 values near them), so
+// a half backward takes PyTorch's side there or a small gradient falls farther from float64 than PyTorch's own.
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+__device__ __forceinline__ float hardswish_grad(float v) {
+    return v <= -3.f ? 0.f : (v < 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
+}
+#else
+__device__ __forceinline__ float hardswish_grad(float v) {
     return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
 }
+#endif
+// shared: hardswish_grad end
 
 // A block's per-channel sums (one float per thread and channel) added in double in a fixed order:
 // a shuffle tree per warp, then the warps in order by the first 2 * CO threads. red: [warps][CO].
@@ -1488,7 +1502,7 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
 // shared: hardswish_gn_mean begin
 // PyTorch's conv output y (B, C, D, H, W) -> HardSwish -> GroupNorm -> mean over (D, H, W), and its backward: the
 // fused pass of problem 27 over a conv output that PyTorch computed (its conv-kept file's whole chain, and its
-// all-custom file's PyTorch-conv path). Needs the element_types block before it. Kernels and helpers live in
+// all-custom file's PyTorch-conv path). Needs the element_types and hardswish_grad blocks before it. Kernels and helpers live in
 // namespace hgm (a file's own kernels may use the same names); the two launchers are global.
 namespace hgm {
 constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
@@ -1505,11 +1519,6 @@ template <typename T> union Pack16 {
 
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
-
-// d hardswish / dv, with PyTorch's convention at the joins (v = -3 -> -0.5, v = 3 -> 1.5).
-__device__ __forceinline__ float hardswish_grad(float v) {
-    return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
-}
 
 __device__ __forceinline__ double warp_sum(double v) {
 #pragma unroll

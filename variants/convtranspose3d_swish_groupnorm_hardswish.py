@@ -131,12 +131,30 @@ template <typename F> cudaError_t with_types(int conv, int norm, F&& f) {
 }
 // GroupNorm's affine form y = a x + b as PyTorch's half-precision GroupNorm builds it: its per-group mean and
 // 1/std are stored in the dtype (native_group_norm's outputs, rounded), then a = rstd gamma and
-// b = -a mean + beta in float (ComputeFusedParams).
+// b = beta - a mean in float, the product rounded before the sum (ComputeFusedParams compiles to FMUL, FADD: its
+// SASS), so never contracted here.
 template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double mean, double rstd, float gamma, float beta) {
     const float a = round_to<TO>((float)rstd) * gamma;
-    return make_float2(a, fmaf(-a, round_to<TO>((float)mean), beta));
+    return make_float2(a, beta - __fmul_rn(a, round_to<TO>((float)mean)));
 }
 // shared: element_types end
+
+// shared: hardswish_grad begin
+// d hardswish / dv as the running PyTorch's hardswish_backward takes it at the joins: from torch 2.7 (pull request
+// 148049) the band is open (v <= -3 -> 0, v >= 3 -> 1), before it closed (v = -3 -> -0.5, v = 3 -> 1.5); measured:
+// torch 2.1.2 closed, 2.11 and 2.14 open. Half values land on -3 and 3 exactly (one in 128 bf16 values near them), so
+// a half backward takes PyTorch's side there or a small gradient falls farther from float64 than PyTorch's own.
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+__device__ __forceinline__ float hardswish_grad(float v) {
+    return v <= -3.f ? 0.f : (v < 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
+}
+#else
+__device__ __forceinline__ float hardswish_grad(float v) {
+    return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
+}
+#endif
+// shared: hardswish_grad end
 
 
 
@@ -1061,7 +1079,7 @@ __device__ __forceinline__ void sweep_block(SweepSmem& s, const SweepParams& p, 
                         float& a = acc[bb][c][r][q];
                         const float sig = rcp_approx(1.f + exp2_approx(a)), y = a * (float)-LN2;
                         const float n = fmaf(y * sig, rstd, mrs), z = fmaf(gamma, n, beta);
-                        const float dz = dout[c][r] * (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
+                        const float dz = dout[c][r] * hardswish_grad(z);
                         if (WRITE) {
                             const float da = fmaf(chan[4 * CO_GROUP], dz, -fmaf(n, chan[6 * CO_GROUP], chan[5 * CO_GROUP]));
                             a = da * sig * fmaf(y, 1.f - sig, 1.f);
@@ -1288,9 +1306,10 @@ __global__ void __launch_bounds__(GN_THREADS, 2) group_norm_hardswish_kernel(
     __syncthreads();
     for (int c = 0; c < cpg; ++c) {   // each channel's row: 16-byte vectors between a head and a tail of elements
         const int ch = grp * cpg + c;
-        const float a = mean_rstd[1] * gn_weight[ch], b = -a * mean_rstd[0] + gn_bias[ch];
+        const float2 ab = half_gn_affine<TO>(mean_rstd[0], mean_rstd[1], gn_weight[ch], gn_bias[ch]);
+        const float a = ab.x, b = ab.y;
         const auto apply = [a, b](TO v) {
-            const float z = round_to<TO>(a * to_float(v) + b);
+            const float z = round_to<TO>(fmaf(a, to_float(v), b));
             return from_float<TO>(z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f));
         };
         TO* const row = x + (size_t)c * vol;
@@ -1541,7 +1560,7 @@ __global__ void __launch_bounds__(BWD_THREADS) chain_backward_kernel(
         const float sig = 1.f / (1.f + expf(-y));
         const float n = (y * sig - mu) * rstd;
         const float z = fmaf(gamma, n, beta);
-        const float dz = load_streaming(grad_out + row + pos) * (z < -3.f ? 0.f : (z <= 3.f ? fmaf(z, 1.f / 3.f, 0.5f) : 1.f));
+        const float dz = load_streaming(grad_out + row + pos) * hardswish_grad(z);
         if (WRITE) {
             const float da = rstd * (gamma * dz - p_n - n * q_n);
             const float dy = da * sig * (1.f + y * (1.f - sig));

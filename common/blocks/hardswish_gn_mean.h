@@ -1,6 +1,6 @@
 // PyTorch's conv output y (B, C, D, H, W) -> HardSwish -> GroupNorm -> mean over (D, H, W), and its backward: the
 // fused pass of problem 27 over a conv output that PyTorch computed (its conv-kept file's whole chain, and its
-// all-custom file's PyTorch-conv path). Needs the element_types block before it. Kernels and helpers live in
+// all-custom file's PyTorch-conv path). Needs the element_types and hardswish_grad blocks before it. Kernels and helpers live in
 // namespace hgm (a file's own kernels may use the same names); the two launchers are global.
 namespace hgm {
 constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
@@ -17,11 +17,6 @@ template <typename T> union Pack16 {
 
 
 __device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
-
-// d hardswish / dv, with PyTorch's convention at the joins (v = -3 -> -0.5, v = 3 -> 1.5).
-__device__ __forceinline__ float hardswish_grad(float v) {
-    return v < -3.f ? 0.f : (v <= 3.f ? fmaf(v, 1.f / 3.f, 0.5f) : 1.f);
-}
 
 __device__ __forceinline__ double warp_sum(double v) {
 #pragma unroll
