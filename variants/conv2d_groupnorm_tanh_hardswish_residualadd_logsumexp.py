@@ -2410,10 +2410,14 @@ std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, i
     const bool half = conv_type != 0;
     const Path path = conv2d_gn_lse_path(B, C_in, C_out, kh, kw, W, half);
     const std::string half_norm = half ? " + half_norm_kernel (the GroupNorm statistics rounded as PyTorch's)" : "";
+    const std::string tuned_rule = "kernel " + std::to_string(K) + ", C_in <= " + std::to_string(TUNED_MAX_C_IN) +
+                                   ", C_out <= " + std::to_string(C_PAD) + ", output rows wider than " +
+                                   std::to_string(TUNED_MIN_WO - 1) + ", batch >= " + std::to_string(TUNED_MIN_BATCH);
+    const std::string tiled_rule = "float32, C_in <= " + std::to_string(TILED_MAX_C_IN) + ", batch x C_out >= " +
+                                   std::to_string(TILED_MIN_PLANES);
     std::string s;
     if (path == Path::TUNED) {
-        s += "forward statistics: gram_kernel + gram_stats_kernel" + half_norm + "; tuned (kernel 3, C_in <= 16, "
-             "C_out <= 64, output rows wider than 32, batch >= " + std::to_string(TUNED_MIN_BATCH) + "): each "
+        s += "forward statistics: gram_kernel + gram_stats_kernel" + half_norm + "; tuned (" + tuned_rule + "): each "
              "sample's statistics from its input's Gram matrix\n";
         s += "forward output: conv_kernel<LOGSUMEXP>; tuned: split TF32 on the tensor cores, one value a pixel\n";
         s += std::string("backward sums: ") + (half ? "conv_kernel<LOGSUMEXP> (the output recomputed unrounded) + "
@@ -2426,14 +2430,11 @@ std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, i
         return s;
     }
     if (path == Path::TILED) {
-        s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel; tiled: float32, C_in <= " +
-             std::to_string(TILED_MAX_C_IN) + ", batch x C_out >= " + std::to_string(TILED_MIN_PLANES) +
+        s += "forward statistics: gn_sums_tiled_kernel + gn_stats_general_kernel; tiled: " + tiled_rule +
              " (the conv on the CUDA cores, written for the output and the backward)\n";
     } else {
         s += "forward conv: PyTorch's convolution (at::_convolution); PyTorch's conv path: outside the tuned envelope "
-             "(kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32, batch >= " +
-             std::to_string(TUNED_MIN_BATCH) + ") and the tiled one (float32, C_in <= " +
-             std::to_string(TILED_MAX_C_IN) + ", batch x C_out >= " + std::to_string(TILED_MIN_PLANES) + ")\n";
+             "(" + tuned_rule + ") and the tiled one (" + tiled_rule + ")\n";
         s += "forward statistics: plane_sums_kernel + gn_stats_general_kernel" + half_norm + "; over PyTorch's conv "
              "output, read in its dtype\n";
     }
