@@ -58,34 +58,32 @@ def import_kernelbench(kernelbench_dir):
 PREVIOUS = "21fbe5a"          # KernelBench's last revision before its July 2025 resizing (v0 sizes)
 
 
+def level2_folder(kernelbench_dir, references=None):
+    """The folder of level-2 problem files: `references`, or the checkout's."""
+    return pathlib.Path(references) if references else pathlib.Path(kernelbench_dir) / "KernelBench" / "level2"
+
+
 def reference_file(kernelbench_dir, problem_id, revision=None, references=None):
-    """The file name of problem `problem_id`'s level-2 reference there (None where there is none)."""
+    """The file name of problem `problem_id`'s level-2 reference there (None where there is no single one)."""
     if revision:
         names = subprocess.run(["git", "-C", str(kernelbench_dir), "ls-tree", "--name-only", revision,
                                 "KernelBench/level2/"], check=True, capture_output=True, text=True).stdout.split()
         matches = [pathlib.Path(n).name for n in names if pathlib.Path(n).name.startswith(f"{problem_id}_")]
     else:
-        folder = pathlib.Path(references) if references else pathlib.Path(kernelbench_dir) / "KernelBench" / "level2"
-        matches = [p.name for p in folder.glob(f"{problem_id}_*.py")]
+        matches = [p.name for p in level2_folder(kernelbench_dir, references).glob(f"{problem_id}_*.py")]
     return matches[0] if len(matches) == 1 else None
 
 
 def reference_source(kernelbench_dir, problem_id, revision=None, references=None):
     """The level-2 reference of `problem_id`: from the checkout, from a git revision of it, or from a folder."""
+    name = reference_file(kernelbench_dir, problem_id, revision, references)
+    if name is None:
+        where = f"at {revision}" if revision else f"under {level2_folder(kernelbench_dir, references)}"
+        raise SystemExit(f"no single level-2 reference for problem {problem_id} {where}")
     if revision:
-        git = ["git", "-C", str(kernelbench_dir)]
-        names = subprocess.run(git + ["ls-tree", "--name-only", revision, "KernelBench/level2/"], check=True,
-                               capture_output=True, text=True).stdout.split()
-        matches = [n for n in names if pathlib.Path(n).name.startswith(f"{problem_id}_")]
-        if len(matches) != 1:
-            raise SystemExit(f"no single level-2 reference for problem {problem_id} at {revision}")
-        return subprocess.run(git + ["show", f"{revision}:{matches[0]}"], check=True, capture_output=True,
-                              text=True).stdout
-    folder = pathlib.Path(references) if references else pathlib.Path(kernelbench_dir) / "KernelBench" / "level2"
-    matches = sorted(folder.glob(f"{problem_id}_*.py"))
-    if len(matches) != 1:
-        raise SystemExit(f"no single level-2 reference for problem {problem_id} under {folder}")
-    return matches[0].read_text()
+        return subprocess.run(["git", "-C", str(kernelbench_dir), "show", f"{revision}:KernelBench/level2/{name}"],
+                              check=True, capture_output=True, text=True).stdout
+    return (level2_folder(kernelbench_dir, references) / name).read_text()
 
 
 def same_model(names, kernelbench_dir, revision=None, references=None, log=print):
