@@ -1,7 +1,10 @@
 """Shared code (CPU): every copy of a block under common/blocks/ in a variant equals its source, every marker names a
 source, and every source is used (tools/check_shared.py --check)."""
+import re
 import subprocess
 import sys
+
+import torch
 
 from common.loading import ROOT
 
@@ -30,8 +33,6 @@ def test_hardswish_grad_takes_the_running_pytorchs_side_at_the_joins():
     """common/blocks/hardswish_grad.h picks PyTorch's convention at v = -3 and 3 by torch version (open band from
     2.7, closed before): the branch the running torch's headers select gives what its own hardswish_backward gives
     there (the CPU kernel; PyTorch changed its CPU and CUDA kernels together)."""
-    import re
-    import torch
     text = (ROOT / "common" / "blocks" / "hardswish_grad.h").read_text()
     major, minor = map(int, re.search(r"TORCH_VERSION_MAJOR == (\d+) && TORCH_VERSION_MINOR >= (\d+)", text).groups())
     version = tuple(int(p) for p in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
