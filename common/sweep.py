@@ -64,13 +64,21 @@ CONVS = (nn.Conv2d, nn.Conv3d, nn.ConvTranspose3d)
 
 
 def path_of(model, x):
-    """"torch conv" where the model's plan (if it has one) runs PyTorch's conv in its forward, else "fused"."""
+    """"torch conv" where the model's plan (if it has one) runs PyTorch's conv in its forward, else "fused"; where a
+    call that wants a gradient takes another path than one that does not (a plan follows grad mode, as the call
+    does), "<forward alone>, training: <that path>"."""
     plan = getattr(model, "plan", None)
     if plan is None:
         return "fused"
-    stages = plan(x)
-    return "torch conv" if any(k.startswith("forward") and v.startswith("PyTorch's") for k, v in stages.items()) \
-        else "fused"
+
+    def kind(stages):
+        return "torch conv" if any(k.startswith("forward") and v.startswith("PyTorch's") for k, v in stages.items()) \
+            else "fused"
+    with torch.no_grad():
+        inference = kind(plan(x))
+    with torch.enable_grad():
+        training = kind(plan(x))
+    return inference if training == inference else f"{inference}, training: {training}"
 
 
 def sweep_point(name, model_cls, case, reps=20, backward=True, dtype="fp32", harness=True, baseline_cls=None):

@@ -17,12 +17,13 @@ P60 = "convtranspose3d_swish_groupnorm_hardswish"
 P92 = "conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp"
 
 
-def plan(name, case, dtype=torch.float32):
+def plan(name, case, dtype=torch.float32, training=True):
+    """The plan of a call (problem 23: one that wants a gradient unless training=False; the others do not ask)."""
     problem = PROBLEMS[name]
     point = getattr(problem, case) if isinstance(case, str) else case
     model = load(name)["ModelNew"](*point.init_args).to("meta").to(dtype)
     x = torch.empty(point.input_shape, device="meta", dtype=dtype)
-    extra = {"sms": 132} if name == P23 else {}
+    extra = {"sms": 132, "training": training} if name == P23 else {}
     stages = {stage: line.split(";")[0] for stage, line in model.plan(x, **extra).items()}
     if "tensor cores" in stages:   # the build's choice: wgmma where the extension was built for sm_90a
         assert stages.pop("tensor cores").startswith("wgmma" if load(name)["_hopper"] else "mma.sync")
@@ -60,13 +61,20 @@ def test_problem23():
     assert plan(P23, "general", torch.bfloat16) == torch_path
     Case = type(PROBLEMS[P23].benchmark)
     for c_in, k, dtype, path in ((7, 3, torch.float32, "tuned"), (8, 3, torch.float32, torch_path),
-                                 (16, 3, torch.bfloat16, "tuned"), (17, 3, torch.bfloat16, torch_path),
-                                 (7, 5, torch.float32, tiled_path), (8, 5, torch.float32, torch_path),
-                                 (3, 5, torch.float16, torch_path)):
-        # the plan's rule: tuned (kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half), tiled (float32,
-        # C_in <= 7), else PyTorch's conv
+                                 (7, 3, torch.bfloat16, "tuned"), (8, 3, torch.bfloat16, torch_path),
+                                 (16, 3, torch.float16, torch_path), (7, 5, torch.float32, tiled_path),
+                                 (8, 5, torch.float32, torch_path), (3, 5, torch.float16, torch_path)):
+        # the plan's rule in training: tuned (kernel 3 on every axis, C_in <= 7), tiled (float32, C_in <= 7), else
+        # PyTorch's conv
         stages = plan(P23, Case("edge", (c_in, 16, k, 4), (2, c_in, 6, 7, 8)), dtype)
         assert (stages["forward"].startswith("conv_gn_stats") if path == "tuned" else stages == path), (c_in, k, dtype)
+    forward_only = {"forward": "conv_gn_stats_half_kernel<VEC>", "forward finish": "gn_mean_finalize_kernel"}
+    for c_in, dtype, path in ((16, torch.bfloat16, forward_only), (17, torch.bfloat16, torch_path),
+                              (7, torch.float32, {**forward_only, "forward": "conv_gn_stats_kernel"}),
+                              (8, torch.float32, torch_path)):
+        # the forward alone (no gradient wanted): tuned up to 16 input channels in half, 7 in float32
+        stages = plan(P23, Case("edge", (c_in, 16, 3, 4), (2, c_in, 6, 7, 8)), dtype, training=False)
+        assert stages == {k: v for k, v in path.items() if k.startswith("forward")}, (c_in, dtype)
     assert plan(P23, "benchmark", torch.bfloat16)["forward"] == "conv_gn_stats_half_kernel<VEC>"
     wide = Case("wide rows", (3, 16, 3, 4), (2, 3, 6, 7, 40))   # tuned forward, W > 32: the tensor-core grads' bounds
     assert [plan(P23, wide)[s] for s in ("forward", "backward dL/dx", "backward dL/dW")] == [

@@ -1,4 +1,6 @@
 """run_all.py --sweep's plan (common/sweep.py): which sizes each file is timed at, and its summary."""
+import torch
+
 from common.problems import PROBLEMS
 from common.sweep import format_sweep, points, smallest_ratios
 
@@ -81,3 +83,10 @@ def test_path_reads_the_plan():
     assert path_of(Planned({"forward": "conv_gn_stats_kernel", "backward dL/dx": "PyTorch's convolution backward"}),
                    None) == "fused"
     assert path_of(object(), None) == "fused"
+
+    class TrainsOtherwise:   # a plan that follows grad mode, as problem 23's does in half precision
+        def plan(self, x):
+            conv = "PyTorch's convolution (at::_convolution)" if torch.is_grad_enabled() else "conv_gn_stats_kernel"
+            return {"forward conv" if torch.is_grad_enabled() else "forward": conv}
+    with torch.no_grad():
+        assert path_of(TrainsOtherwise(), None) == "fused, training: torch conv"

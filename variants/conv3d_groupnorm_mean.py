@@ -7,7 +7,7 @@ touches memory. The backward follows in closed form: dL/dy = A_c + B_g (y - mu_g
 
 Plan (conv3d_groupnorm_mean_path in the CUDA source; ModelNew.plan(x) names every stage's kernel and its rule,
 tests/test_plan.py pins them). Three paths, each kept where it was measured fastest (docs/conv3d_groupnorm_mean.md):
-  TUNED (kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half):
+  TUNED (kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half; <= 7 in half where a gradient is wanted):
     conv_gn_stats_kernel / conv_gn_stats_half_kernel  the conv as a split-TF32 (half: 16-bit MMA) GEMM per 32-column
                                row segment, its sums in registers; gn_mean_finalize_kernel adds the partials in order
     backward: gn_mean_backward_coef_kernel, conv_gn_stats_kernel<GRAD> (the conv again, writing dL/dy),
@@ -63,6 +63,7 @@ cuda_source = r"""
 // ---- The plan's thresholds (conv3d_groupnorm_mean_path applies them; its comment has the measurements, H200):
 constexpr int TUNED_MAX_C_IN = 7;       // float32: the tuned sums run C_in x 9 deep in one accumulator; at 15 they miss
 constexpr int TUNED_MAX_C_IN_HALF = 16; // half precision: the 16-bit MMA kernel, under the 1e-2 rule (1.7x eager at 16)
+constexpr int TUNED_MAX_C_IN_HALF_TRAINING = 7;   // half, a gradient wanted: from 8 PyTorch's conv path trains faster
 constexpr int TILED_MAX_C_IN = 7;       // float32, other kernels: the tiled conv, 1.4x (3.7x with backward) cuDNN's
 
 constexpr int K = 3;                  // the tuned path's kernel size (other sizes: the tiled or PyTorch's conv path)
@@ -1932,14 +1933,21 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
 // conv_sums_kernel over its output, and in the backward grad_y_from_conv_kernel and PyTorch's convolution backward.
 // From 8 input channels on the conv is compute-bound and cuDNN beats any conv of ours, and in half precision it
 // beats the tiled kernels' backward 2x (docs/conv3d_groupnorm_mean.md).
+// Training (a gradient wanted; every backward) in half precision: tuned only up to TUNED_MAX_C_IN_HALF_TRAINING
+// input channels. Above, the tuned backward recomputes the conv in float32 and hands PyTorch's convolution backward a
+// converted dL/dy, where PyTorch's conv path keeps y from its forward: forward + backward 1.1x to 1.4x faster on
+// that path at 8 -> 16, 12 -> 24 and 16 -> 32 channels, kernel 3, 8x16x16, batch 1, 8 and 32, bf16 and fp16 (ties,
+// 0.97 to 1.03, at 12 -> 24 batch 8 and 32), while the tuned forward alone stays 1.3x to 2.6x faster from batch 8
+// (H200, interleaved).
 enum class Path { TUNED, TILED, TORCH_CONV };
-Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half) {
+Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half, bool training) {
     const bool k3 = kd == K && kh == K && kw == K;
-    if (k3 && C_in <= (half ? TUNED_MAX_C_IN_HALF : TUNED_MAX_C_IN)) return Path::TUNED;
+    const int tuned_max = !half ? TUNED_MAX_C_IN : training ? TUNED_MAX_C_IN_HALF_TRAINING : TUNED_MAX_C_IN_HALF;
+    if (k3 && C_in <= tuned_max) return Path::TUNED;
     return !half && C_in <= TILED_MAX_C_IN ? Path::TILED : Path::TORCH_CONV;
 }
-int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half) {
-    return (int)conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
+int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half, bool training) {
+    return (int)conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, training);
 }
 
 // The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; beyond 48 KB
@@ -2027,7 +2035,7 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
             groups, (double)S);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
-        const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, is_half<T>());
+        const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, is_half<T>(), true);
         if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
             err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                          static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
@@ -2090,7 +2098,7 @@ static DwPath dw_path(const GradDims& d, Path path, bool half, bool x_aligned) {
 int conv3d_groupnorm_mean_torch_grads(const void* x_float, int B, int C_in, int C_out, int D, int H, int W, int kd,
                                       int kh, int kw, bool half, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
+    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, true);
     return (dx_path(d, path, half, sms) == DxPath::TORCH ? 1 : 0) |
            (dw_path(d, path, half, x_float == nullptr || aligned16(x_float)) == DwPath::TORCH ? 2 : 0);
 }
@@ -2128,7 +2136,7 @@ int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const DwPath path = dw_path(d, conv3d_groupnorm_mean_path(C_in, kd, kh, kw, false), false, aligned16(x));
+    const DwPath path = dw_path(d, conv3d_groupnorm_mean_path(C_in, kd, kh, kw, false, true), false, aligned16(x));
     if (path == DwPath::TORCH) return 0;
     if (path == DwPath::TILED) return (long long)wgrad_grid(d, Kernel3{kd, kh, kw}, sms).z * C_out * C_in * kd * kh * kw;
     return (long long)(path == DwPath::ROWS ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((d.C_out + WGT_CO - 1) / WGT_CO) *
@@ -2145,7 +2153,7 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
                                              cudaStream_t stream) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     const Kernel3 k{kd, kh, kw};
-    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
+    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, true);
     cudaError_t err;
     if (grad_x != nullptr) {
         const DxPath dx = dx_path(d, path, half, sms);
@@ -2213,13 +2221,15 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
 // The launch plan for an input: each stage's kernel and the rule that picked it, from the functions above that the
 // launchers call (conv3d_groupnorm_mean_path, half_vec_rows, dx_path, dw_path). conv_type: the dtype code; sms: the
 // GPU's multiprocessor count; x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a
-// non-contiguous input, and in the backward the float copy of a half input). One line a stage, "stage: kernel; rule".
+// non-contiguous input, and in the backward the float copy of a half input); training: a gradient wanted (the
+// backward's stages follow; without it, the forward's alone). One line a stage, "stage: kernel; rule".
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
-                                       int conv_type, int sms, int x_misalign) {
+                                       int conv_type, int sms, int x_misalign, bool training) {
     const bool half = conv_type != 0;
-    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half);
+    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, training);
     const std::string envelope = "(tuned: kernel 3 on every axis, C_in <= " + std::to_string(TUNED_MAX_C_IN) +
-                                 " in float32, <= " + std::to_string(TUNED_MAX_C_IN_HALF) + " in half; tiled: float32, "
+                                 " in float32, <= " + std::to_string(TUNED_MAX_C_IN_HALF) + " in half, <= " +
+                                 std::to_string(TUNED_MAX_C_IN_HALF_TRAINING) + " in half training; tiled: float32, "
                                  "C_in <= " + std::to_string(TILED_MAX_C_IN) + ")";
     const std::string torch_rule = "PyTorch's conv path: outside the tuned and tiled envelopes " + envelope;
     std::string s;
@@ -2239,6 +2249,7 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
              "\n";
     }
     s += "forward finish: gn_mean_finalize_kernel; always\n";
+    if (!training) return s;
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
     s += path == Path::TUNED ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
          : path == Path::TILED ? "backward dL/dy: conv_grad_y_general_kernel; tiled\n"
@@ -2406,7 +2417,7 @@ long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W)
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
                                         cudaStream_t stream);
-int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half);
+int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half, bool training);
 long long conv3d_groupnorm_mean_tiled_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw);
 cudaError_t conv3d_groupnorm_mean_tiled_stats(const float* x, const float* weight, double* partials, int B, int C_in,
                                               int C_out, int D, int H, int W, int kd, int kh, int kw, int sms,
@@ -2429,7 +2440,7 @@ int conv3d_groupnorm_mean_torch_grads(const void* x_float, int B, int C_in, int 
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 int conv3d_groupnorm_mean_grad_y_tail();
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
-                                       int conv_type, int sms, int x_misalign);
+                                       int conv_type, int sms, int x_misalign, bool training);
 long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms);
 cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
@@ -2462,27 +2473,28 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 // shared: converted end
 
 // The path an input takes (the CUDA source's Path: 0 tuned, 1 tiled, 2 PyTorch's conv): the plan's rule, from the
-// conv's channels, kernel and dtype alone (so a Meta kernel with symbolic batch and spatial sizes decides it as the
-// CUDA one does).
+// conv's channels, kernel and dtype alone, and whether a gradient is wanted (so a Meta kernel with symbolic batch and
+// spatial sizes decides it as the CUDA one does).
 enum PathCode { TUNED = 0, TILED = 1, TORCH_CONV = 2 };
-static int path_of(const Tensor& weight) {
+static int path_of(const Tensor& weight, bool training) {
     return conv3d_groupnorm_mean_path_code((int)weight.sym_size(1).guard_int(__FILE__, __LINE__),
                                            (int)weight.sym_size(2).guard_int(__FILE__, __LINE__),
                                            (int)weight.sym_size(3).guard_int(__FILE__, __LINE__),
                                            (int)weight.sym_size(4).guard_int(__FILE__, __LINE__),
-                                           weight.scalar_type() != at::kFloat);
+                                           weight.scalar_type() != at::kFloat, training);
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
-//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B), stats (B, C + 2G) float64: per
+//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps, training) -> (out (B), stats (B, C + 2G) float64: per
 //     channel the mean of the conv output, then per group mu_g, then rstd_g; y: PyTorch's conv output (B, C_out,
-//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it, empty (0 elements) on the others);
+//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it, empty (0 elements) on the others); training:
+//     a backward may follow (the plan's path for training);
 //   backward(grad_out, x, weight, bias, gn_weight, stats, y, groups, conv_mask) -> the gradients of x, weight,
 //     bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
-                                                double eps) {
+                                                double eps, bool training) {
     TORCH_CHECK(input.is_cuda(), "conv3d_groupnorm_mean: input must be a CUDA tensor, got ", input.device());
     TORCH_CHECK_VALUE(takes_dtype(input), "conv3d_groupnorm_mean: input must be float32, float16 or bfloat16, got ",
                       c10::toString(input.scalar_type()));
@@ -2511,7 +2523,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
     const int64_t Do = D - kd + 1, Ho = H - kh + 1, Wo = W - kw + 1;
-    const int path = path_of(w);
+    const int path = path_of(w, training);
     auto out = at::empty({B}, gn_weight.options());
     auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
     auto b = bias.contiguous();
@@ -2554,7 +2566,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
-    const bool ours = path_of(w) != TORCH_CONV, half = x.scalar_type() != at::kFloat;
+    const bool ours = path_of(w, true) != TORCH_CONV, half = x.scalar_type() != at::kFloat;
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "conv3d_groupnorm_mean: the output's gradient "
                 "must have the output's dtype");
     // The gradients in their tensors' dtypes; our dL/dx and dL/dW computed in float32 and rounded at the end,
@@ -2619,9 +2631,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
 std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
-                                                double eps) {
+                                                double eps, bool training) {
     std::vector<c10::SymInt> y_shape{0};
-    if (path_of(weight) == TORCH_CONV) {
+    if (path_of(weight, training) == TORCH_CONV) {
         y_shape = {x.sym_size(0), weight.sym_size(0)};
         for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
     }
@@ -2663,7 +2675,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
 Tensor model_plain(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
                    const Tensor& gn_bias, int64_t groups, double eps) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps));
+    return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps, false));
 }
 
 // model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
@@ -2675,7 +2687,7 @@ struct Model : torch::autograd::Function<Model> {
                           const Tensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                           double eps) {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps);
+        auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps, true);
         ctx->save_for_backward({x, weight, bias, gn_weight, std::get<1>(r), std::get<2>(r)});
         ctx->saved_data["groups"] = groups;
         ctx->saved_data["mask"] = c10::List<bool>({x.requires_grad(), weight.requires_grad(), bias.requires_grad()});
@@ -2716,17 +2728,18 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
 }
 
-// plan(x_shape, weight_shape, dtype code, sms, x_misalign): each stage's kernel and why (ModelNew.plan).
-std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type, int64_t sms, int64_t x_misalign) {
+// plan(x_shape, weight_shape, dtype code, sms, x_misalign, training): each stage's kernel and why (ModelNew.plan).
+std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type, int64_t sms, int64_t x_misalign,
+                    bool training) {
     TORCH_CHECK(x.size() == 5 && w.size() == 5, "conv3d_groupnorm_mean: plan takes 5-D shapes");
     return conv3d_groupnorm_mean_plan((int)x[0], (int)x[1], (int)w[0], (int)x[2], (int)x[3], (int)x[4], (int)w[2],
-                                      (int)w[3], (int)w[4], (int)conv_type, (int)sms, (int)x_misalign);
+                                      (int)w[3], (int)w[4], (int)conv_type, (int)sms, (int)x_misalign, training);
 }
 
 DEFINE_OPS(OPS_NAMESPACE, m) {
-    m.def("plan(int[] x_shape, int[] weight_shape, int dtype, int sms, int x_misalign) -> str", plan_op);
-    m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
-          "-> (Tensor, Tensor, Tensor)");
+    m.def("plan(int[] x_shape, int[] weight_shape, int dtype, int sms, int x_misalign, bool training) -> str", plan_op);
+    m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps, "
+          "bool training) -> (Tensor, Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor stats, Tensor y, "
           "int groups, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     m.def("model(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
@@ -2824,13 +2837,17 @@ class ModelNew(nn.Module):
         cp, gp = conv._parameters, gn._parameters
         return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups, gn.eps)
 
-    def plan(self, x, sms=None):
-        """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward for input x,
-        and why, from the decisions the launchers make. sms: the GPU's multiprocessor count (default: x's GPU's)."""
+    def plan(self, x, sms=None, training=None):
+        """{stage: "kernel; rule"}: which kernel runs at each stage of the forward (and, training, the backward) for
+        input x, and why, from the decisions the launchers make. sms: the GPU's multiprocessor count (default: x's
+        GPU's); training: whether a gradient is wanted (default: as a call now decides it, from grad mode and
+        requires_grad; half precision from 8 input channels trains on PyTorch's conv path, see the CUDA source)."""
         if sms is None:
             sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        if training is None:
+            training = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters()))
         misalign = x.data_ptr() % 16 if x.is_cuda and x.is_contiguous() else 0
-        text = _ops.plan(list(x.shape), list(self.conv.weight.shape), DTYPES.index(x.dtype), sms, misalign)
+        text = _ops.plan(list(x.shape), list(self.conv.weight.shape), DTYPES.index(x.dtype), sms, misalign, training)
         build = ("wgmma; this extension was built for sm_90a (Hopper)" if _hopper else
                  "mma.sync; built without sm_90a (a GPU other than Hopper, or VARIANTS_NO_SM90A=1)")
         return dict([line.split(": ", 1) for line in text.splitlines()] + [("tensor cores", build)])
