@@ -52,7 +52,21 @@ if __name__ == "__main__":   # run from the repository: build where run_all.py a
 
 from torch.utils.cpp_extension import get_default_build_root, load_inline
 
-cuda_source = r"""
+# The plan's types, in both translation units: the CUDA source decides a call's plan once
+# (conv3d_groupnorm_mean_make_plan), the C++ operator and the launchers read it.
+plan_types = r"""
+enum class Path { TUNED, TILED, TORCH_CONV };    // the forward's conv and statistics (conv3d_groupnorm_mean_path)
+enum class DxPath { STREAM, TC, TILED, TORCH };  // dL/dx (dx_path)
+enum class DwPath { ROWS, TC, TILED, TORCH };    // dL/dW (dw_path)
+struct Plan {
+    Path path;
+    bool vec;      // half precision, tuned: conv_gn_stats_half_kernel's 8-byte row loads (half_vec_rows)
+    DxPath dx;     // training only (else TORCH, unused)
+    DwPath dw;
+};
+"""
+
+cuda_source = plan_types + r"""
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <atomic>
@@ -1894,17 +1908,16 @@ static cudaError_t launch_conv_rows(const T* x, const T* weight, const T* bias, 
 }
 
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
-                                        int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
-                                        cudaStream_t stream) {
+                                        int conv_type, int B, int C_in, int C_out, int D, int H, int W, bool vec,
+                                        int sms, cudaStream_t stream) {
     return with_type(conv_type, [&](auto type) {
         using T = decltype(type);
         if constexpr (std::is_same<T, float>::value) {
             return launch_conv_rows<false>(static_cast<const float*>(x), static_cast<const float*>(weight),
                                            static_cast<const float*>(bias),
                                            partials, nullptr, nullptr, B, C_in, C_out, D, H, W, sms, stream);
-        } else {   // conv_gn_stats_half_kernel; VEC: one 4-aligned segment a row
+        } else {   // conv_gn_stats_half_kernel; VEC (the plan's vec): one 4-aligned segment a row
             const T* xt = static_cast<const T*>(x);
-            const bool vec = half_vec_rows(W, reinterpret_cast<uintptr_t>(xt) % (4 * sizeof(T)) == 0);
             const int smem = (int)(half_steps(C_in) * ((CO_CHUNK / 8) * 32 * sizeof(uint2) + 4 * sizeof(unsigned)));
             const auto kernel = vec ? conv_gn_stats_half_kernel<true, T> : conv_gn_stats_half_kernel<false, T>;
             cudaError_t err;
@@ -1939,7 +1952,6 @@ cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const
 // that path at 8 -> 16, 12 -> 24 and 16 -> 32 channels, kernel 3, 8x16x16, batch 1, 8 and 32, bf16 and fp16 (ties,
 // 0.97 to 1.03, at 12 -> 24 batch 8 and 32), while the tuned forward alone stays 1.3x to 2.6x faster from batch 8;
 // at 4 -> 8, 6 -> 12 and 7 -> 14 the tuned path trains 1.07x to 1.45x faster (H200, interleaved).
-enum class Path { TUNED, TILED, TORCH_CONV };
 Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half, bool training) {
     const bool k3 = kd == K && kh == K && kw == K;
     const int tuned_max = !half ? TUNED_MAX_C_IN : training ? TUNED_MAX_C_IN_HALF_TRAINING : TUNED_MAX_C_IN_HALF;
@@ -1996,19 +2008,19 @@ cudaError_t conv3d_groupnorm_mean_conv_sums(const void* y, double* partials, int
 }
 
 // The partials of conv3d_groupnorm_mean_stats (TUNED) or _tiled_stats (TILED), the bias added here; or those of
-// conv3d_groupnorm_mean_conv_sums (TORCH_CONV: y holds the bias, bias is null). path: the Path's code.
+// conv3d_groupnorm_mean_conv_sums (TORCH_CONV: y holds the bias, bias is null). path: the plan's.
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
                                            int norm_type, int B, int C_out, int groups, int D, int H, int W, int kd,
-                                           int kh, int kw, int path, double eps, int sms, cudaStream_t stream) {
+                                           int kh, int kw, Path path, double eps, int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
-        const bool tuned = path == (int)Path::TUNED;
+        const bool tuned = path == Path::TUNED;
         const int ups = tuned ? units_per_sample(D, H, W) : 0;
         const long long S = (long long)(D - kd + 1) * (H - kh + 1) * (W - kw + 1);
-        const int chunks = tuned ? 0 : path == (int)Path::TILED ? tile_plan(1, 1, D, H, W, kd, kh, kw).tiles()
-                                                                : sum_chunks(S);
+        const int chunks = tuned ? 0 : path == Path::TILED ? tile_plan(1, 1, D, H, W, kd, kh, kw).tiles()
+                                                           : sum_chunks(S);
         gn_mean_finalize_kernel<T, TO><<<B, FINAL_THREADS, 3 * C_out * sizeof(double), stream>>>(
             partials, static_cast<const T*>(bias), static_cast<const TO*>(gn_weight), static_cast<const TO*>(gn_bias),
             static_cast<TO*>(out), stats, C_out, groups, ups, (long long)B * ups,
@@ -2020,7 +2032,7 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
 // The backward's kernels up to dL/dy and the parameters' gradients (grad_bias null: not wanted); coef (B, C_out, 3)
 // floats and param_terms (B, 3 C_out) doubles of workspace. TUNED and TILED: the forward's conv recomputed, dL/dy
 // written in float32 to grad_y; TORCH_CONV: dL/dy from the forward's y (the conv's dtype), written in that dtype.
-cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
+cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight, const void* y,
                                            float* coef, double* param_terms, void* grad_y, void* grad_bias,
                                            void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
@@ -2035,7 +2047,6 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
             groups, (double)S);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
-        const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, is_half<T>(), true);
         if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
             err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                          static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
@@ -2076,11 +2087,9 @@ cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* s
 static GradDims grad_dims(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
     return GradDims{B, C_in, C_out, D, H, W, D - kd + 1, H - kh + 1, W - kw + 1};
 }
-static bool aligned16(const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; }
 // dL/dx: STREAM (grad_input_stream_kernel, a block a sample) where its bounds hold and the samples fill the GPU
 // (2 B >= SMs); else TC (grad_input_tc_kernel, blocks splitting the rows) where its bounds hold; else TILED
 // (float32), else TORCH.
-enum class DxPath { STREAM, TC, TILED, TORCH };
 static DxPath dx_path(const GradDims& d, Path path, bool half, int sms) {
     if (path == Path::TUNED && stream_input_grad(d) && 2 * d.B >= sms) return DxPath::STREAM;
     if (path == Path::TUNED && tc_input_grad(d)) return DxPath::TC;
@@ -2089,18 +2098,22 @@ static DxPath dx_path(const GradDims& d, Path path, bool half, int sms) {
 // dL/dW: ROWS (grad_weight_rows_kernel: rows = depths, every output channel a column) where C_in K^2 <= 2 x 16 and
 // C_out <= WR_CO; else TC (grad_weight_tc_kernel); both need tc_weight_grad (W <= 32 and a multiple of 4, C_in <= 7,
 // the float input 16-byte aligned); else TILED (float32), else TORCH.
-enum class DwPath { ROWS, TC, TILED, TORCH };
 static DwPath dw_path(const GradDims& d, Path path, bool half, bool x_aligned) {
     if (path == Path::TUNED && tc_weight_grad(d) && x_aligned) return rows_weight_grad(d) ? DwPath::ROWS : DwPath::TC;
     return path != Path::TORCH_CONV && !half ? DwPath::TILED : DwPath::TORCH;
 }
-// Which of the conv's gradients PyTorch's convolution backward computes: bit 0 dL/dx, bit 1 dL/dW.
-int conv3d_groupnorm_mean_torch_grads(const void* x_float, int B, int C_in, int C_out, int D, int H, int W, int kd,
-                                      int kh, int kw, bool half, int sms) {
+// One call's plan, every stage decided here once. x_misalign: the conv input's address modulo 16 as the operator
+// passes it (a contiguous tensor; 0 for a copy: in the backward, half precision's float copy).
+Plan conv3d_groupnorm_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                     bool half, bool training, int sms, int x_misalign) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, true);
-    return (dx_path(d, path, half, sms) == DxPath::TORCH ? 1 : 0) |
-           (dw_path(d, path, half, x_float == nullptr || aligned16(x_float)) == DwPath::TORCH ? 2 : 0);
+    Plan p{conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, training), false, DxPath::TORCH, DwPath::TORCH};
+    p.vec = half && p.path == Path::TUNED && half_vec_rows(W, x_misalign % 8 == 0);
+    if (training) {
+        p.dx = dx_path(d, p.path, half, sms);
+        p.dw = dw_path(d, p.path, half, half || x_misalign == 0);
+    }
+    return p;
 }
 
 // grad_weight_tc_kernel's blocks (grid x): a wave of resident blocks, shared by the chunks (the residency asked
@@ -2133,30 +2146,28 @@ static int wrows_blocks(int sms) {
 }
 int conv3d_groupnorm_mean_grad_y_tail() { return GI_TAIL; }
 // dL/dW's partial totals (doubles), the workspace (float32 inputs; none where PyTorch computes dL/dW).
-long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
+long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    const DwPath path = dw_path(d, conv3d_groupnorm_mean_path(C_in, kd, kh, kw, false, true), false, aligned16(x));
     if (path == DwPath::TORCH) return 0;
     if (path == DwPath::TILED) return (long long)wgrad_grid(d, Kernel3{kd, kh, kw}, sms).z * C_out * C_in * kd * kh * kw;
     return (long long)(path == DwPath::ROWS ? wrows_blocks(sms) : wgt_blocks(d, sms)) * ((d.C_out + WGT_CO - 1) / WGT_CO) *
            wgt_groups(d.C_in * K * K) * WGT_CO * WGT_DEPTHS * K;
 }
 
-// The tuned and tiled paths' dL/dx and dL/dW in float32, where conv3d_groupnorm_mean_torch_grads leaves them to us
-// (a null grad_x or grad_weight: not wanted, or PyTorch's). tf32 (allow_tf32, float32): the tensor-core kernels take
+// The tuned and tiled paths' dL/dx and dL/dW in float32 as the plan's dx and dw say (a null grad_x or grad_weight:
+// not wanted, or PyTorch's). tf32 (allow_tf32, float32): the tensor-core kernels take
 // one TF32 product a step, as PyTorch's conv backward does under the flag (docs/DESIGN.md), else split TF32; the
 // tiled kernels stay exact.
-cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
-                                             float* grad_weight, double* work, int B, int C_in, int C_out, int D,
-                                             int H, int W, int kd, int kh, int kw, bool half, bool tf32, int sms,
-                                             cudaStream_t stream) {
+cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x,
+                                             const float* weight, float* grad_x, float* grad_weight, double* work,
+                                             int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                             bool tf32, int sms, cudaStream_t stream) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     const Kernel3 k{kd, kh, kw};
-    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, true);
     cudaError_t err;
     if (grad_x != nullptr) {
-        const DxPath dx = dx_path(d, path, half, sms);
+        const DxPath dx = plan.dx;
         if (dx == DxPath::STREAM) {
             const auto kernel = tf32 ? (d.C_in == 1 ? grad_input_stream_kernel<1, true>
                                         : d.C_in == 2 ? grad_input_stream_kernel<2, true> : grad_input_stream_kernel<3, true>)
@@ -2189,7 +2200,7 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
-    const DwPath dw = dw_path(d, path, half, aligned16(x));
+    const DwPath dw = plan.dw;
     if (dw == DwPath::TILED) {
         const dim3 grid = wgrad_grid(d, k, sms);
         const size_t smem = wgrad_smem_bytes(C_in, k);
@@ -2226,7 +2237,9 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                        int conv_type, int sms, int x_misalign, bool training) {
     const bool half = conv_type != 0;
-    const Path path = conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, training);
+    const Plan plan = conv3d_groupnorm_mean_make_plan(B, C_in, C_out, D, H, W, kd, kh, kw, half, training, sms,
+                                                      x_misalign);
+    const Path path = plan.path;
     const std::string envelope = "(tuned: kernel 3 on every axis, C_in <= " + std::to_string(TUNED_MAX_C_IN) +
                                  " in float32, <= " + std::to_string(TUNED_MAX_C_IN_HALF) + " in half, <= " +
                                  std::to_string(TUNED_MAX_C_IN_HALF_TRAINING) + " in half training; tiled: float32, "
@@ -2243,7 +2256,7 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
         const std::string rows = wide_rows(W) ? "rows of 32-column segments (W >= 32)" : "rows of one segment (W < 32)";
         s += "forward: conv_gn_stats_kernel; tuned (kernel 3, C_in <= 7), split TF32 on the tensor cores, " + rows + "\n";
     } else {
-        const bool vec = half_vec_rows(W, x_misalign % 8 == 0);
+        const bool vec = plan.vec;
         s += std::string("forward: conv_gn_stats_half_kernel") + (vec ? "<VEC>" : "") + "; tuned, 16-bit MMA, " +
              (vec ? "one 4-aligned segment a row: 8-byte loads" : "element loads (rows not one 4-aligned segment)") +
              "\n";
@@ -2256,10 +2269,9 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
                                : "backward dL/dy: grad_y_from_conv_kernel; from the forward's saved conv output "
                                  "(PyTorch's conv path)\n";
     s += "backward parameters: gn_param_grad_kernel; always\n";
-    const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); ";
     const std::string bounds = path == Path::TUNED ? "the tensor-core kernels' bounds do not hold" : "tiled";
-    switch (dx_path(d, path, half, sms)) {
+    switch (plan.dx) {
     case DxPath::STREAM:
         s += "backward dL/dx: grad_input_stream_kernel; kernel 3, W <= 32, C_in <= 3, C_out <= 32, its shared memory "
              "fits, and 2 B >= SMs (a block a sample fills the GPU)\n";
@@ -2273,7 +2285,7 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
     default:
         s += "backward dL/dx: " + torch_bwd + (path == Path::TUNED ? bounds + ", half precision\n" : torch_rule + "\n");
     }
-    switch (dw_path(d, path, half, half || x_misalign == 0)) {
+    switch (plan.dw) {
     case DwPath::ROWS:
         s += "backward dL/dW: grad_weight_rows_kernel + finish_weight_grad_tc_kernel; kernel 3, W <= 32 and a "
              "multiple of 4, C_in <= 3, C_out <= 24, the input 16-byte aligned\n";
@@ -2292,7 +2304,7 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
 }
 """
 
-cpp_source = r"""
+cpp_source = plan_types + r"""
 // shared: host begin
 #include <torch/extension.h>
 #include <torch/version.h>
@@ -2415,8 +2427,8 @@ static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad
 
 long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W);
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
-                                        int conv_type, int B, int C_in, int C_out, int D, int H, int W, int sms,
-                                        cudaStream_t stream);
+                                        int conv_type, int B, int C_in, int C_out, int D, int H, int W, bool vec,
+                                        int sms, cudaStream_t stream);
 int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half, bool training);
 long long conv3d_groupnorm_mean_tiled_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw);
 cudaError_t conv3d_groupnorm_mean_tiled_stats(const float* x, const float* weight, double* partials, int B, int C_in,
@@ -2428,25 +2440,25 @@ cudaError_t conv3d_groupnorm_mean_conv_sums(const void* y, double* partials, int
 cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* bias, const void* gn_weight,
                                            const void* gn_bias, void* out, double* stats, int conv_type,
                                            int norm_type, int B, int C_out, int groups, int D, int H, int W, int kd,
-                                           int kh, int kw, int path, double eps, int sms, cudaStream_t stream);
-cudaError_t conv3d_groupnorm_mean_backward(const void* grad_out, const double* stats, const void* x,
+                                           int kh, int kw, Path path, double eps, int sms, cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight, const void* y,
                                            float* coef, double* param_terms, void* grad_y, void* grad_bias,
                                            void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type,
                                            int B, int C_in, int C_out, int groups, int D, int H, int W, int kd,
                                            int kh, int kw, int sms, cudaStream_t stream);
-int conv3d_groupnorm_mean_torch_grads(const void* x_float, int B, int C_in, int C_out, int D, int H, int W, int kd,
-                                      int kh, int kw, bool half, int sms);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 int conv3d_groupnorm_mean_grad_y_tail();
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                        int conv_type, int sms, int x_misalign, bool training);
-long long conv3d_groupnorm_mean_grads_workspace(const float* x, int B, int C_in, int C_out, int D, int H, int W,
+long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms);
-cudaError_t conv3d_groupnorm_mean_conv_grads(const float* grad_y, const float* x, const float* weight, float* grad_x,
-                                             float* grad_weight, double* work, int B, int C_in, int C_out, int D,
-                                             int H, int W, int kd, int kh, int kw, bool half, bool tf32, int sms,
-                                             cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x,
+                                             const float* weight, float* grad_x, float* grad_weight, double* work,
+                                             int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                             bool tf32, int sms, cudaStream_t stream);
+Plan conv3d_groupnorm_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                     bool half, bool training, int sms, int x_misalign);
 
 static void check(cudaError_t err) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_groupnorm_mean: kernel launch failed: ", cudaGetErrorString(err));
@@ -2473,11 +2485,10 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 // shared: converted end
 
 // The path an input takes (the CUDA source's Path: 0 tuned, 1 tiled, 2 PyTorch's conv): the plan's rule, from the
-// conv's channels, kernel and dtype alone, and whether a gradient is wanted (so a Meta kernel with symbolic batch and
-// spatial sizes decides it as the CUDA one does).
-enum PathCode { TUNED = 0, TILED = 1, TORCH_CONV = 2 };
-static int path_of(const Tensor& weight, bool training) {
-    return conv3d_groupnorm_mean_path_code((int)weight.sym_size(1).guard_int(__FILE__, __LINE__),
+// The forward's path from the conv's channels, kernel and dtype alone, and whether a gradient is wanted (the Meta
+// kernel's, with symbolic batch and spatial sizes; the CUDA kernels read the whole plan, make_plan).
+static Path path_of(const Tensor& weight, bool training) {
+    return (Path)conv3d_groupnorm_mean_path_code((int)weight.sym_size(1).guard_int(__FILE__, __LINE__),
                                            (int)weight.sym_size(2).guard_int(__FILE__, __LINE__),
                                            (int)weight.sym_size(3).guard_int(__FILE__, __LINE__),
                                            (int)weight.sym_size(4).guard_int(__FILE__, __LINE__),
@@ -2523,35 +2534,39 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
     const int64_t Do = D - kd + 1, Ho = H - kh + 1, Wo = W - kw + 1;
-    const int path = path_of(w, training);
+    int sms = 0;
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
+    const Plan plan = conv3d_groupnorm_mean_make_plan((int)B, (int)C_in, (int)C_out, (int)D, (int)H, (int)W, kd, kh, kw,
+                                                      x.scalar_type() != at::kFloat, training, sms,
+                                                      (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+    const Path path = plan.path;
     auto out = at::empty({B}, gn_weight.options());
     auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
     auto b = bias.contiguous();
     // PyTorch's conv path: y = PyTorch's conv (bias included), kept for the backward.
-    auto y = path != TORCH_CONV ? at::empty({0}, x.options())
+    auto y = path != Path::TORCH_CONV ? at::empty({0}, x.options())
                : B == 0 ? at::empty({0, C_out, Do, Ho, Wo}, x.options())
                         : torch_conv(x, w, b, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
     if (B == 0) return {out, stats, y};
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv3d_groupnorm_mean: one sample must have fewer than "
                 "2^31 elements");
-    int sms = 0;
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     // The conv kernel first: the host's remaining work then overlaps it.
-    auto partials = at::empty({path == TUNED ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
-                               : path == TILED ? conv3d_groupnorm_mean_tiled_workspace(B, C_out, D, H, W, kd, kh, kw)
-                                               : conv3d_groupnorm_mean_conv_sums_workspace(B, C_out, Do * Ho * Wo)},
+    auto partials = at::empty({path == Path::TUNED   ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
+                               : path == Path::TILED ? conv3d_groupnorm_mean_tiled_workspace(B, C_out, D, H, W, kd, kh,
+                                                                                             kw)
+                                                     : conv3d_groupnorm_mean_conv_sums_workspace(B, C_out, Do * Ho * Wo)},
                               x.options().dtype(torch::kFloat64));
-    if (path == TUNED)
+    if (path == Path::TUNED)
         check(conv3d_groupnorm_mean_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
-                                          dtype_code(x), B, C_in, C_out, D, H, W, sms, stream));
-    else if (path == TILED)
+                                          dtype_code(x), B, C_in, C_out, D, H, W, plan.vec, sms, stream));
+    else if (path == Path::TILED)
         check(conv3d_groupnorm_mean_tiled_stats(x.data_ptr<float>(), w.data_ptr<float>(), partials.data_ptr<double>(),
                                                 B, C_in, C_out, D, H, W, kd, kh, kw, sms, stream));
     else
         check(conv3d_groupnorm_mean_conv_sums(y.data_ptr(), partials.data_ptr<double>(), dtype_code(x), B, C_out,
                                               Do * Ho * Wo, stream));
-    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), path != TORCH_CONV ? b.data_ptr() : nullptr,
+    check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), path != Path::TORCH_CONV ? b.data_ptr() : nullptr,
                                          gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(),
                                          out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight),
                                          B, C_out, groups, D, H, W, kd, kh, kw, path, eps, sms, stream));
@@ -2566,7 +2581,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto w = weight.contiguous();
     const int64_t B = x.size(0), C_in = x.size(1), C_out = w.size(0), D = x.size(2), H = x.size(3), W = x.size(4);
     const int kd = (int)w.size(2), kh = (int)w.size(3), kw = (int)w.size(4);
-    const bool ours = path_of(w, true) != TORCH_CONV, half = x.scalar_type() != at::kFloat;
+    const bool half = x.scalar_type() != at::kFloat;
     TORCH_CHECK(grad_out.scalar_type() == gn_weight.scalar_type(), "conv3d_groupnorm_mean: the output's gradient "
                 "must have the output's dtype");
     // The gradients in their tensors' dtypes; our dL/dx and dL/dW computed in float32 and rounded at the end,
@@ -2583,6 +2598,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                 conv_mask[1] ? at::zeros(w.sizes(), w.options()) : Tensor(), grad_bias, grad_gn_weight, grad_gn_bias};
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
+    // The plan of a call that wants gradients, as the forward made it (the same inputs, training)
+    const Plan plan = conv3d_groupnorm_mean_make_plan((int)B, (int)C_in, (int)C_out, (int)D, (int)H, (int)W, kd, kh, kw,
+                                                      half, true, sms,
+                                                      (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+    const bool ours = plan.path != Path::TORCH_CONV;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
     // dL/dy: float32 with the tensor-core kernels' tail on the tuned and tiled paths; PyTorch's conv path: y's dtype
@@ -2591,27 +2611,25 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto coef = at::empty({B, C_out, 3}, f32);
     auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
     check(conv3d_groupnorm_mean_backward(
-        grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
+        plan.path, grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
         bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), ours ? nullptr : y.data_ptr(),
         coef.data_ptr<float>(), param_terms.data_ptr<double>(), grad_y.data_ptr(),
         grad_bias.defined() ? grad_bias.data_ptr() : nullptr, grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
         dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw, sms, stream));
     if (!conv_mask[0] && !conv_mask[1]) return {grad_x, grad_w, grad_bias, grad_gn_weight, grad_gn_bias};
     const auto xf = ours ? converted(x, at::kFloat) : x;
-    const int torch_grads = conv3d_groupnorm_mean_torch_grads(ours ? xf.data_ptr() : nullptr, B, C_in, C_out, D, H,
-                                                              W, kd, kh, kw, half, sms);
-    const bool ours_x = conv_mask[0] && !(torch_grads & 1), ours_w = conv_mask[1] && !(torch_grads & 2);
+    const bool ours_x = conv_mask[0] && plan.dx != DxPath::TORCH, ours_w = conv_mask[1] && plan.dw != DwPath::TORCH;
     if (ours_x || ours_w) {   // the tensor-core or tiled kernels, in float32
         const auto wf = converted(w, at::kFloat);
         auto gx = ours_x ? at::empty(x.sizes(), f32) : Tensor();
         auto gw = ours_w ? at::empty(w.sizes(), f32) : Tensor();
-        auto work = at::empty({conv3d_groupnorm_mean_grads_workspace(xf.data_ptr<float>(), B, C_in, C_out, D, H, W, kd,
-                                                                     kh, kw, sms)},
+        auto work = at::empty({ours_w ? conv3d_groupnorm_mean_grads_workspace(plan.dw, B, C_in, C_out, D, H, W, kd,
+                                                                              kh, kw, sms) : 0},
                               x.options().dtype(torch::kFloat64));
-        check(conv3d_groupnorm_mean_conv_grads(grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
-                                               ours_x ? gx.data_ptr<float>() : nullptr,
+        check(conv3d_groupnorm_mean_conv_grads(plan, grad_y.data_ptr<float>(), xf.data_ptr<float>(),
+                                               wf.data_ptr<float>(), ours_x ? gx.data_ptr<float>() : nullptr,
                                                ours_w ? gw.data_ptr<float>() : nullptr, work.data_ptr<double>(), B,
-                                               C_in, C_out, D, H, W, kd, kh, kw, half, !half && allow_tf32_conv(), sms,
+                                               C_in, C_out, D, H, W, kd, kh, kw, !half && allow_tf32_conv(), sms,
                                                stream));
         grad_x = converted(gx, x.scalar_type());
         grad_w = converted(gw, w.scalar_type());
@@ -2633,7 +2651,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& w
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps, bool training) {
     std::vector<c10::SymInt> y_shape{0};
-    if (path_of(weight, training) == TORCH_CONV) {
+    if (path_of(weight, training) == Path::TORCH_CONV) {
         y_shape = {x.sym_size(0), weight.sym_size(0)};
         for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
     }
