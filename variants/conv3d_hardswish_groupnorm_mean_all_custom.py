@@ -5,8 +5,9 @@ The output needs, per sample, each channel's mean of h = hardswish(y) and each g
 the conv is memory-bound (few input channels) the forward computes it and keeps those sums in registers; the conv
 output is never written. The backward writes dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), then the conv's gradients.
 
-Plan (forward_path, dy_stage, dx_stage, dw_stage in the CUDA source; ModelNew.plan(x) names every stage's kernel and
-its rule, tests/test_plan.py pins them). Three paths, each kept where it was measured fastest:
+Plan (struct Plan, made once a call by conv3d_hardswish_gn_mean_make_plan from forward_path, dy_stage, dx_stage and
+dw_stage; the launchers, workspaces and ModelNew.plan(x) read it; tests/test_plan.py pins it). Three paths, each kept
+where it was measured fastest:
   FUSED (a cubic kernel of 3 or 4 and W <= 32, C_in K^2 <= 64, or C_in <= 7): conv_rows_tc_kernel (float32: per
     output row a split-TF32 GEMM; wgmma on sm_90a builds, else mma.sync), conv_rows_half_kernel (16-bit MMA), or
     conv_hswish_sums_kernel (plain FP32 past the tensor-core bounds); gn_mean_finalize_kernel
@@ -51,7 +52,22 @@ if __name__ == "__main__":   # run from the repository: build where run_all.py a
 
 from torch.utils.cpp_extension import get_default_build_root, load_inline
 
-cuda_source = r"""
+# The plan's types, in both translation units: the CUDA source decides a call's plan once
+# (conv3d_hardswish_gn_mean_make_plan), the C++ operator and the launchers read it.
+plan_types = r"""
+enum class Path { FUSED, TILED, TORCH_CONV };   // the forward (forward_path)
+enum class Stage { TC, TILED, TORCH };          // a backward stage (dy_stage, dx_stage, dw_stage)
+struct Plan {
+    Path path;
+    bool tc;         // FUSED: the tensor-core conv (tc_forward); else the plain FP32 one
+    bool vec;        // the forward's rows of x as vector loads: W a multiple of 4, x aligned to 4 elements
+    Stage dy;        // TORCH: the chain's backward over y, then PyTorch's convolution backward for dL/dx and dL/dW
+    Stage dx, dw;    // after a TC or TILED dL/dy
+    bool vec_bwd;    // the backward's rows of the float input as vector loads
+};
+"""
+
+cuda_source = plan_types + r"""
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
@@ -1773,8 +1789,8 @@ static Dims make_dims(int B, int C_in, int C_out, int D, int H, int W, int K) {
 
 static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + THREADS - 1) / THREADS); }
 
-// ---- The plan: which path an input takes, decided here once for the forward, the backward, the workspace and
-// plan() (the C++ operator and ModelNew.plan read these functions, nothing else).
+// ---- The plan: which path an input takes, decided here once a call (conv3d_hardswish_gn_mean_make_plan) for the
+// forward, the backward, the workspace and plan() (the C++ operator and ModelNew.plan read the Plan, nothing else).
 // FUSED: the conv ours, its output never written: a cubic kernel of 3 or 4 and either the tensor-core kernels'
 // bounds (tc_forward: W <= 32, C_in K^2 <= 64) or, past them, at most PLAIN_MAX_C_IN input channels (the plain
 // FP32 conv_hswish_sums_kernel: the conv memory-bound, cuDNN's exact fp32 conv far slower).
@@ -1785,7 +1801,6 @@ static int out_blocks_per_sample(const Dims& d) { return (int)((d.out_units + TH
 // output: the pass of the conv-kept file (hardswish_gn_mean block), forward and backward. From 8 input channels the
 // conv is compute-bound and cuDNN beats any conv of ours, and in half precision it beats the tiled backward 2x
 // (docs/conv3d_hardswish_groupnorm_mean_all_custom.md).
-enum class Path { FUSED, TILED, TORCH_CONV };
 bool tuned_kernel(int kd, int kh, int kw) { return kd == kh && kh == kw && (kd == 3 || kd == 4); }
 static Path forward_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
     if (tuned_kernel(kd, kh, kw) &&
@@ -1802,13 +1817,9 @@ int conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, in
 // recomputed by PyTorch's conv after the fused plain path in half precision), then PyTorch's convolution backward.
 // dL/dx and dL/dW after a TC or TILED dL/dy: the tensor-core kernel where its bounds hold (tc_input_grad; rows of
 // the float input as vector loads), else the tiled kernel in float32, else PyTorch's convolution backward.
-enum class Stage { TC, TILED, TORCH };
 static Stage dy_stage(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
     if (tuned_kernel(kd, kh, kw) && tc_forward(make_dims(1, C_in, C_out, kd, kd, W, kd), kd)) return Stage::TC;
     return forward_path(C_in, C_out, W, kd, kh, kw, half) != Path::TORCH_CONV && !half ? Stage::TILED : Stage::TORCH;
-}
-int conv3d_hardswish_gn_mean_dy_stage(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
-    return (int)dy_stage(C_in, C_out, W, kd, kh, kw, half);
 }
 static Stage dx_stage(const Dims& d, int kd, int kh, int kw, bool half) {
     const Stage y = dy_stage(d.C_in, d.C_out, d.W, kd, kh, kw, half);
@@ -1821,11 +1832,22 @@ static Stage dw_stage(const Dims& d, int kd, int kh, int kw, bool half, bool vec
     return y != Stage::TORCH && !half && d.C_in <= TILED_MAX_C_IN ? Stage::TILED : Stage::TORCH;
 }
 
-// Blocks per (sample, channel chunk) of the forward and of dL/dy: each writes one set of partial sums.
-static int sum_blocks(const Dims& d, int K) { return tc_forward(d, K) ? tc_parts(d) : out_blocks_per_sample(d); }
-// Rows of x as 16-byte (half: 8-byte) loads: W a multiple of 4 and x aligned to 4 elements.
-template <typename T>
-static bool aligned_rows(const T* x, int W) { return W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(T)) == 0; }
+// One call's plan, every stage decided here once. x_misalign: the conv input's address modulo 16 as the operator
+// passes it (a contiguous tensor; 0 for a copy). Rows of x as 16-byte (half: 8-byte) loads need W a multiple of 4
+// and x aligned to 4 elements; the backward's float input is a copy in half precision (aligned).
+Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                        bool half, int x_misalign) {
+    const Dims d = make_dims(B, C_in, C_out, D, H, W, kd);
+    Plan p{forward_path(C_in, C_out, W, kd, kh, kw, half), false, false, Stage::TORCH, Stage::TORCH, Stage::TORCH,
+           false};
+    p.tc = p.path == Path::FUSED && tc_forward(d, kd);
+    p.vec = W % 4 == 0 && x_misalign % (half ? 8 : 16) == 0;
+    p.vec_bwd = W % 4 == 0 && (half || x_misalign == 0);
+    p.dy = dy_stage(C_in, C_out, W, kd, kh, kw, half);
+    p.dx = dx_stage(d, kd, kh, kw, half);
+    p.dw = dw_stage(d, kd, kh, kw, half, p.vec_bwd);
+    return p;
+}
 // The tiled path's dims and blocks per sample (a thread an output position).
 static Dims general_dims(int B, int C_in, int C_out, int D, int H, int W, Kernel3 k) {
     Dims d = make_dims(B, C_in, C_out, D, H, W, 1);
@@ -1833,23 +1855,25 @@ static Dims general_dims(int B, int C_in, int C_out, int D, int H, int W, Kernel
     return d;
 }
 static int general_bps(const Dims& d) { return (int)(((long long)d.Do * d.Ho * d.Wo + THREADS - 1) / THREADS); }
-static Dims path_dims(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    return tuned_kernel(kd, kh, kw) ? make_dims(B, C_in, C_out, D, H, W, kd)
-                                    : general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
+static Dims path_dims(const Plan& p, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
+    return p.path == Path::FUSED ? make_dims(B, C_in, C_out, D, H, W, kd)
+                                 : general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
 }
-static int path_bps(const Dims& d, int kd, int kh, int kw) {   // partials a (sample, channel chunk)
-    return tuned_kernel(kd, kh, kw) ? sum_blocks(d, kd) : general_bps(d);
+// Blocks per (sample, channel chunk) of the forward: each writes one set of partial sums.
+static int path_bps(const Plan& p, const Dims& d) {
+    return p.path != Path::FUSED ? general_bps(d) : p.tc ? tc_parts(d) : out_blocks_per_sample(d);
 }
 
 // The fused and tiled forwards' partials (doubles).
-long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw) {
-    const Dims d = path_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-    return (long long)B * ((C_out + CO - 1) / CO) * path_bps(d, kd, kh, kw) * 2 * CO;
+long long forward_workspace_doubles(const Plan& plan, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
+                                    int kw) {
+    const Dims d = path_dims(plan, B, C_in, C_out, D, H, W, kd, kh, kw);
+    return (long long)B * ((C_out + CO - 1) / CO) * path_bps(plan, d) * 2 * CO;
 }
 
 // The fused and tiled forwards. Dtype codes: see with_types; x and the conv's parameters in the conv's type, the
 // rest in the GroupNorm's.
-cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* bias_in, const void* gn_weight,
+cudaError_t forward_launch(const Plan& plan, const void* x_in, const void* weight_in, const void* bias_in, const void* gn_weight,
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
                            int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh,
                            int kw, double eps, cudaStream_t stream) {
@@ -1860,9 +1884,9 @@ cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* 
         const T* weight = static_cast<const T*>(weight_in);
         const T* bias = static_cast<const T*>(bias_in);
         const int K = kd;
-        const Dims d = path_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
-        const bool tuned = tuned_kernel(kd, kh, kw), tc = tuned && tc_forward(d, K), vec = aligned_rows(x, W);
-        const int bps = path_bps(d, kd, kh, kw);
+        const Dims d = path_dims(plan, B, C_in, C_out, D, H, W, kd, kh, kw);
+        const bool tuned = plan.path == Path::FUSED, tc = plan.tc, vec = plan.vec;
+        const int bps = path_bps(plan, d);
         const dim3 grid((unsigned)((long long)B * bps), (C_out + CO - 1) / CO);
         if (!tuned) {   // the tiled path: float32 only (forward_path), so no half instantiation
             if constexpr (!is_half<T>())
@@ -1892,28 +1916,19 @@ cudaError_t forward_launch(const void* x_in, const void* weight_in, const void* 
     });
 }
 
-// conv3d_hardswish_gn_mean_torch_grads: bit 0 dL/dx, bit 1 dL/dW by PyTorch's convolution backward (after a TC or
-// TILED dL/dy).
-int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd,
-                                         int kh, int kw, bool half) {
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, kd);
-    return (dx_stage(d, kd, kh, kw, half) == Stage::TORCH ? 1 : 0) |
-           (dw_stage(d, kd, kh, kw, half, aligned_rows(x, W)) == Stage::TORCH ? 2 : 0);
-}
-
 // Workspace (doubles): coef (B, C, 3) floats rounded up to doubles, param terms (B, 2C), bias partials,
 // weight-gradient partials.
 // grad_weight_tc_kernel's blocks (grid x): 2 per SM resident (a wave), shared by the chunks.
 static int wgt_blocks(const Dims& d, int sms) { return std::max(1, 2 * sms / ((d.C_out + CO - 1) / CO)); }
 int grad_y_tail() { return GI_TAIL; }
-long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
-                                     int kw, bool half, int sms) {
+long long backward_workspace_doubles(const Plan& plan, int B, int C_in, int C_out, int D, int H, int W, int kd,
+                                     int kh, int kw, int sms) {
     const Dims dt = make_dims(B, C_in, C_out, D, H, W, kd);
     const Dims dg = general_dims(B, C_in, C_out, D, H, W, {kd, kh, kw});
-    const bool tc_y = dy_stage(C_in, C_out, W, kd, kh, kw, half) == Stage::TC;
+    const bool tc_y = plan.dy == Stage::TC;
     const int chunks = (C_out + CO - 1) / CO, bps = tc_y ? tc_parts(dt) : general_bps(dg);
     const long long common = ((long long)B * C_out * 3 + 1) / 2 + (long long)B * 2 * C_out + (long long)B * chunks * bps * CO;
-    switch (dw_stage(dt, kd, kh, kw, half, aligned_rows(x, W))) {
+    switch (plan.dw) {
     case Stage::TC:
         return common + (long long)wgt_blocks(dt, sms) * chunks * wgt_groups(C_in * kd * kd) * CO * WGT_DEPTHS * kd;
     case Stage::TILED:
@@ -1923,20 +1938,20 @@ long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out,
     }
 }
 
-// The backward after a TC or TILED dL/dy (dy_stage), in float32 (half precision: on float copies, exact); dL/dy
+// The backward after a TC or TILED dL/dy (the plan's dy), in float32 (half precision: on float copies, exact); dL/dy
 // written to grad_y. grad_x / grad_weight null: not wanted here (or PyTorch's: the caller's). tf32 (allow_tf32,
 // float32): the tensor-core dL/dx and dL/dW take one TF32 product a step, as PyTorch's conv backward does under the
 // flag (docs/DESIGN.md); the tiled kernels stay exact.
-cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
-                            const float* gn_weight, const double* stats, double* work, float* grad_y,
-                            float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
+cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float* x, const float* weight,
+                            const float* bias, const float* gn_weight, const double* stats, double* work,
+                            float* grad_y, float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
-                            int kh, int kw, bool half, bool tf32, int sms, cudaStream_t stream) {
+                            int kh, int kw, bool tf32, int sms, cudaStream_t stream) {
     const int K = kd;
     const Kernel3 k{kd, kh, kw};
     const Dims dt = make_dims(B, C_in, C_out, D, H, W, K);   // the tensor-core kernels' dims (a cubic kernel K)
     const Dims dg = general_dims(B, C_in, C_out, D, H, W, k);
-    const bool tc_y = dy_stage(C_in, C_out, W, kd, kh, kw, half) == Stage::TC;
+    const bool tc_y = plan.dy == Stage::TC;
     const int bps = tc_y ? tc_parts(dt) : general_bps(dg), chunks = (C_out + CO - 1) / CO;
     float* coef = reinterpret_cast<float*>(work);
     double* param_terms = work + ((long long)B * C_out * 3 + 1) / 2;
@@ -1949,13 +1964,13 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     const dim3 grid_y((unsigned)((long long)B * bps), chunks);
     if (tc_y) {
         const auto kernel = K == 3 ? conv_rows_tc_kernel<3, true> : conv_rows_tc_kernel<4, true>;
-        kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dt, bps, aligned_rows(x, W));
+        kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dt, bps, plan.vec_bwd);
     } else {
         grad_y_general_kernel<<<grid_y, THREADS, 0, stream>>>(x, weight, bias, coef, grad_y, b_partials, dg, k, bps);
     }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     // dL/dx: the conv's transpose of dL/dy
-    const Stage dx = dx_stage(dt, kd, kh, kw, half);
+    const Stage dx = plan.dx;
     if (grad_x != nullptr && dx == Stage::TC) {
         const auto kernel = tf32 ? (K == 3 ? grad_input_tc_kernel<3, true> : grad_input_tc_kernel<4, true>)
                                  : (K == 3 ? grad_input_tc_kernel<3, false> : grad_input_tc_kernel<4, false>);
@@ -1979,7 +1994,7 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     // dL/dW: partials, then their sums in order
     const long long n_w = (long long)C_out * C_in * kd * kh * kw;
-    const Stage dw = dw_stage(dt, kd, kh, kw, half, aligned_rows(x, W));
+    const Stage dw = plan.dw;
     if (grad_weight != nullptr && dw == Stage::TC) {
         const int n_blocks = wgt_blocks(dt, sms), threads = 32 * WGT_RPB * wgt_groups(C_in * K * K);
         const unsigned w_grid = (unsigned)((n_w + 127) / 128);
@@ -2007,18 +2022,16 @@ cudaError_t backward_launch(const float* grad_out, const float* x, const float* 
     return cudaGetLastError();
 }
 
-// The launch plan for an input: each stage's kernel and the rule that picked it, from the functions above that the
-// launchers call (forward_path, tc_forward, dy_stage, dx_stage, dw_stage, aligned_rows). conv_type: the dtype code;
-// x_misalign: the input's address modulo 16 (0 for a copy the operator makes: a non-contiguous input, and in the
-// backward the float copy of a half input). One line a stage, "stage: kernel; rule".
+// The launch plan for an input: each stage's kernel and the rule that picked it, from the Plan the launchers read
+// (conv3d_hardswish_gn_mean_make_plan). conv_type: the dtype code; x_misalign: the input's address modulo 16 (0 for
+// a copy the operator makes: a non-contiguous input). One line a stage, "stage: kernel; rule".
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                           int conv_type, int x_misalign) {
     const bool half = conv_type != 0;
     const int K = kd;
-    const Path path = forward_path(C_in, C_out, W, kd, kh, kw, half);
-    const bool tc = path == Path::FUSED && tc_forward(make_dims(B, C_in, C_out, D, H, W, K), K);
-    const bool vec_fwd = W % 4 == 0 && x_misalign % (half ? 8 : 16) == 0;   // aligned_rows on the input as given
-    const bool vec_bwd = W % 4 == 0 && (half || x_misalign == 0);          // aligned_rows on the float input
+    const Plan plan = conv3d_hardswish_gn_mean_make_plan(B, C_in, C_out, D, H, W, kd, kh, kw, half, x_misalign);
+    const Path path = plan.path;
+    const bool tc = plan.tc, vec_fwd = plan.vec;
     const std::string rows = " (rows of x as vector loads: W a multiple of 4 and x aligned)";
     const std::string torch_rule = "PyTorch's conv path: outside the fused envelope (a cubic kernel of 3 or 4, and "
                                    "W <= 32 and C_in K^2 <= 64, or C_in <= " + std::to_string(PLAIN_MAX_C_IN) +
@@ -2041,7 +2054,7 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
              std::to_string(PLAIN_MAX_C_IN) + ": plain FP32\n";
     }
     if (path != Path::TORCH_CONV) s += "forward finish: gn_mean_finalize_kernel; always\n";
-    const Stage y = dy_stage(C_in, C_out, W, kd, kh, kw, half);
+    const Stage y = plan.dy;
     if (y == Stage::TORCH) {
         s += std::string("backward conv: ") + (path == Path::FUSED ? "PyTorch's convolution (at::_convolution) "
                                                                      "recomputes y; half precision past the "
@@ -2055,9 +2068,8 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
     s += y == Stage::TC ? "backward dL/dy: conv_rows_tc_kernel (GRAD); as the forward's tensor-core path\n"
                         : "backward dL/dy: grad_y_general_kernel; float32, C_in <= " + std::to_string(TILED_MAX_C_IN) +
                               ", the tensor-core bounds do not hold\n";
-    const Dims d = make_dims(B, C_in, C_out, D, H, W, K);
     const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); ";
-    switch (dx_stage(d, kd, kh, kw, half)) {
+    switch (plan.dx) {
     case Stage::TC:
         s += "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth bound)\n";
         break;
@@ -2068,7 +2080,7 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
     default:
         s += "backward dL/dx: " + torch_bwd + "half precision, past tc_input_grad's bounds\n";
     }
-    switch (dw_stage(d, kd, kh, kw, half, vec_bwd)) {
+    switch (plan.dw) {
     case Stage::TC:
         s += "backward dL/dW: grad_weight_tc_kernel + finish_weight_grad_tc_kernel; rows of vector loads\n";
         break;
@@ -2084,7 +2096,7 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
 }
 """
 
-cpp_source = r"""
+cpp_source = plan_types + r"""
 // shared: host begin
 #include <torch/extension.h>
 #include <torch/version.h>
@@ -2205,15 +2217,15 @@ static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad
 }
 // shared: torch_conv end
 
-long long forward_workspace_doubles(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw);
-cudaError_t forward_launch(const void* x, const void* weight, const void* bias, const void* gn_weight,
+long long forward_workspace_doubles(const Plan& plan, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
+                                    int kw);
+cudaError_t forward_launch(const Plan& plan, const void* x, const void* weight, const void* bias, const void* gn_weight,
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
                            int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh,
                            int kw, double eps, cudaStream_t stream);
 int conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half);
-int conv3d_hardswish_gn_mean_dy_stage(int C_in, int C_out, int W, int kd, int kh, int kw, bool half);
-int conv3d_hardswish_gn_mean_torch_grads(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd,
-                                         int kh, int kw, bool half);
+Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
+                                        bool half, int x_misalign);
 cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
                                              double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
                                              double eps, cudaStream_t stream);
@@ -2222,16 +2234,16 @@ cudaError_t hardswish_gn_mean_backward_launch(const void* grad_out, const void* 
                                               void* grad_weight, void* grad_bias, int conv_type, int norm_type,
                                               int B, int C, int G, int S, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
-long long backward_workspace_doubles(const float* x, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
-                                     int kw, bool half, int sms);
+long long backward_workspace_doubles(const Plan& plan, int B, int C_in, int C_out, int D, int H, int W, int kd,
+                                     int kh, int kw, int sms);
 int grad_y_tail();
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                           int conv_type, int x_misalign);
-cudaError_t backward_launch(const float* grad_out, const float* x, const float* weight, const float* bias,
-                            const float* gn_weight, const double* stats, double* work, float* grad_y,
-                            float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
+cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float* x, const float* weight,
+                            const float* bias, const float* gn_weight, const double* stats, double* work,
+                            float* grad_y, float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
-                            int kh, int kw, bool half, bool tf32, int sms, cudaStream_t stream);
+                            int kh, int kw, bool tf32, int sms, cudaStream_t stream);
 
 static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean_all_custom: ", what, " failed: ",
@@ -2258,21 +2270,23 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 }
 // shared: converted end
 
-// The plan's decisions (the CUDA source's Path: 0 fused, 1 tiled, 2 PyTorch's conv; the backward's dL/dy stage:
-// 0 tensor cores, 1 tiled, 2 PyTorch's conv path's), from the conv's channels, kernel and dtype and the input's
-// width (so a Meta kernel decides them as the CUDA one does: a symbolic size is specialised only where read).
-enum PathCode { FUSED = 0, TILED = 1, TORCH_CONV = 2 };
+// The forward's path from the conv's channels, kernel and dtype and the input's width alone (the Meta kernel's: a
+// symbolic size is specialised only where read; the CUDA kernels read the whole plan, make_plan).
 static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
-static int path_of(const Tensor& x, const Tensor& weight) {
-    return conv3d_hardswish_gn_mean_path((int)static_size(weight, 1), (int)static_size(weight, 0),
+static Path path_of(const Tensor& x, const Tensor& weight) {
+    return (Path)conv3d_hardswish_gn_mean_path((int)static_size(weight, 1), (int)static_size(weight, 0),
                                          (int)static_size(x, 4), (int)static_size(weight, 2),
                                          (int)static_size(weight, 3), (int)static_size(weight, 4),
                                          weight.scalar_type() != at::kFloat);
 }
-static int dy_stage_of(const Tensor& x, const Tensor& weight) {
-    return conv3d_hardswish_gn_mean_dy_stage((int)weight.size(1), (int)weight.size(0), (int)x.size(4),
-                                             (int)weight.size(2), (int)weight.size(3), (int)weight.size(4),
-                                             weight.scalar_type() != at::kFloat);
+// The plan of a call on a real tensor (x contiguous: its address read for the vector loads).
+static Plan plan_of(const Tensor& x, const Tensor& weight) {
+    return conv3d_hardswish_gn_mean_make_plan((int)x.size(0), (int)x.size(1), (int)weight.size(0), (int)x.size(2),
+                                              (int)x.size(3), (int)x.size(4), (int)weight.size(2),
+                                              (int)weight.size(3), (int)weight.size(4),
+                                              weight.scalar_type() != at::kFloat,
+                                              x.is_contiguous() ? (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16)
+                                                                : 0);
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
@@ -2307,7 +2321,8 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     const int64_t B = x.size(0), C = weight.size(0);
     const int kd = (int)weight.size(2), kh = (int)weight.size(3), kw = (int)weight.size(4);
     const int64_t Do = x.size(2) - kd + 1, Ho = x.size(3) - kh + 1, Wo = x.size(4) - kw + 1;
-    const bool ours = path_of(x, weight) != TORCH_CONV;
+    const Plan plan = plan_of(x, weight);
+    const bool ours = plan.path != Path::TORCH_CONV;
     auto out = at::empty({B, C}, gn_weight.options());
     auto stats = at::empty({B, C + 2 * groups}, x.options().dtype(torch::kFloat64));
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -2325,10 +2340,10 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     }
     auto y = at::empty({0}, x.options());
     if (B == 0) return {out, stats, y};
-    auto partials = at::empty({forward_workspace_doubles(B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd, kh,
+    auto partials = at::empty({forward_workspace_doubles(plan, B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd, kh,
                                                          kw)},
                               x.options().dtype(torch::kFloat64));
-    check(forward_launch(x.data_ptr(), weight.data_ptr(), bias.has_value() ? bias->contiguous().data_ptr() : nullptr,
+    check(forward_launch(plan, x.data_ptr(), weight.data_ptr(), bias.has_value() ? bias->contiguous().data_ptr() : nullptr,
                          gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(), partials.data_ptr<double>(),
                          out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, x.size(1), C,
                          groups, x.size(2), x.size(3), x.size(4), kd, kh, kw, eps, stream),
@@ -2354,7 +2369,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                 has_bias ? at::zeros_like(*bias_in) : at::empty({0}, weight_in.options()), at::zeros_like(gn_weight_in),
                 at::zeros_like(gn_weight_in)};
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    if (dy_stage_of(input, weight_in) == TORCH_CONV) {
+    const Plan plan = plan_of(input, weight_in);
+    if (plan.dy == Stage::TORCH) {
         auto y = y_in.numel() > 0 ? y_in : torch_conv(input, weight_in, bias_in, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
         auto grad_y = at::empty_like(y);
         auto grad_gn_weight = at::empty({C}, gn_weight_in.options()), grad_gn_bias = at::empty({C}, gn_weight_in.options());
@@ -2373,9 +2389,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const auto bias = converted(bias_in, at::kFloat);
     const auto gn_weight = converted(gn_weight_in, at::kFloat), grad_out = converted(grad_out_in, at::kFloat);
     const bool half = input.scalar_type() != at::kFloat;
-    const int torch_grads = conv3d_hardswish_gn_mean_torch_grads(x.data_ptr<float>(), B, C_in, C, D, H, W, kd, kh, kw,
-                                                                 half);
-    const bool ours_x = input_grad && !(torch_grads & 1), ours_w = !(torch_grads & 2);
+    const bool ours_x = input_grad && plan.dx != Stage::TORCH, ours_w = plan.dw != Stage::TORCH;
     auto grad_x = ours_x ? at::empty_like(x) : at::empty({0}, x.options());   // every entry written below
     auto grad_weight = ours_w ? at::empty_like(weight) : Tensor();
     auto grad_bias = at::empty({has_bias ? C : 0}, x.options());
@@ -2384,14 +2398,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
     // dL/dy (B, C, Do, Ho, Wo) and a tail the input gradient's last row may read past (its columns past Wo).
     auto grad_y = at::empty({B * C * Do * Ho * Wo + grad_y_tail()}, x.options());
-    auto work = at::empty({backward_workspace_doubles(x.data_ptr<float>(), B, C_in, C, D, H, W, kd, kh, kw, half, sms)},
+    auto work = at::empty({backward_workspace_doubles(plan, B, C_in, C, D, H, W, kd, kh, kw, sms)},
                           x.options().dtype(torch::kFloat64));
-    check(backward_launch(grad_out.contiguous().data_ptr<float>(), x.data_ptr<float>(), weight.data_ptr<float>(),
+    check(backward_launch(plan, grad_out.contiguous().data_ptr<float>(), x.data_ptr<float>(), weight.data_ptr<float>(),
                           has_bias ? bias->data_ptr<float>() : nullptr, gn_weight.contiguous().data_ptr<float>(),
                           stats.data_ptr<double>(), work.data_ptr<double>(), grad_y.data_ptr<float>(),
                           ours_x ? grad_x.data_ptr<float>() : nullptr, ours_w ? grad_weight.data_ptr<float>() : nullptr,
                           has_bias ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
-                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw, half,
+                          grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw,
                           !half && allow_tf32_conv(), sms, stream), "backward launch");
     auto gx = converted(grad_x, input.scalar_type()), gw = converted(grad_weight, weight_in.scalar_type());
     const bool torch_x = input_grad && !ours_x, torch_w = !ours_w;
@@ -2411,7 +2425,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& w
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps) {
     std::vector<c10::SymInt> y_shape{0};
-    if (path_of(x, weight) == TORCH_CONV) {
+    if (path_of(x, weight) == Path::TORCH_CONV) {
         y_shape = {x.sym_size(0), weight.sym_size(0)};
         for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
     }
