@@ -6,9 +6,10 @@ phases: phase 1 computes the transposed conv and Swish in registers and keeps on
 recomputes them (ten multiply-adds a value: cheaper than storing and re-reading y), normalises, applies HardSwish
 and writes the output once. The backward recomputes y the same way.
 
-Plan (convt_tuned in the CUDA source; ModelNew.plan(x) names every stage's kernel and its rule, tests/test_plan.py
-pins them): the tuned path (kernel 3, stride 2, padding 1; C_in <= 4, >= 512 input positions), else PyTorch's own
-transposed conv (at::_convolution under the user's flags and dtype: eager's bits) and our chain over its output.
+Plan (struct Plan, made once a call by convt_swish_gn_hardswish_make_plan from convt_tuned, the dtype and
+allow_tf32; the launchers, workspaces and ModelNew.plan(x) read it; tests/test_plan.py pins it): the tuned path
+(kernel 3, stride 2, padding 1; C_in <= 4, >= 512 input positions), else PyTorch's own transposed conv
+(at::_convolution under the user's flags and dtype: eager's bits) and our chain over its output.
   forward
     convt_swish_gn_kernel         tuned: the parity split (each input position feeds 2 x 2 x 2 outputs through dense
                                   loops), work items taken by ticket, phase 2 items trailing phase 1's; in half
@@ -65,7 +66,27 @@ if __name__ == "__main__":   # run from the repository: build where run_all.py a
 
 from torch.utils.cpp_extension import get_default_build_root, load_inline
 
-cuda_source = r"""
+# The plan's types, in both translation units: the CUDA source decides a call's plan once
+# (convt_swish_gn_hardswish_make_plan), the C++ operator and the launchers read it.
+plan_types = r"""
+// A transposed conv's shape: channels, input and output sizes, and per axis (d, h, w) kernel, stride, padding.
+struct ConvShape {
+    int C_in, C_out, D, H, W, Do, Ho, Wo;
+    int k[3], s[3], p[3];
+};
+enum class Path { TUNED, TORCH_CONV };   // convt_tuned
+// The conv's dL/dx and dL/dW: the tuned kernels; or PyTorch's convolution backward, in float32 as eager's (TORCH),
+// in half precision on dL/dy rounded to the dtype for dL/dx and on float dL/dy for dL/dW, in float32 (TORCH_HALF)
+// or, under allow_tf32, split in two TF32 parts by split_tf32_kernel (TORCH_HALF_SPLIT: float32-level).
+enum class ConvGrads { TUNED, TORCH, TORCH_HALF, TORCH_HALF_SPLIT };
+struct Plan {
+    Path path;
+    bool vec;          // tuned: rows of the float input as 16-byte loads (W a multiple of 4, the input aligned)
+    ConvGrads grads;
+};
+"""
+
+cuda_source = plan_types + r"""
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cfloat>
@@ -237,11 +258,6 @@ cudaError_t split_tf32_launch(const float* v, float* hi, float* lo, long long n,
 }
 
 
-// A transposed conv's shape: channels, input and output sizes, and per axis (d, h, w) kernel, stride, padding.
-struct ConvShape {
-    int C_in, C_out, D, H, W, Do, Ho, Wo;
-    int k[3], s[3], p[3];
-};
 // The configuration convt_swish_gn_kernel takes: kernel 3, stride 2, padding 1 on every axis, at most TUNED_MAX_C_IN
 // input channels and at least TUNED_MIN_POSITIONS input positions a sample, where its one pass over the output beats a
 // conv written and normalised in more passes. The 4 and the 512 were set against the implicit-GEMM engine that served
@@ -254,6 +270,15 @@ bool convt_tuned(const ConvShape& cs) {
     for (int a = 0; a < 3; ++a)
         if (cs.k[a] != K || cs.s[a] != 2 || cs.p[a] != 1) return false;
     return cs.C_in <= TUNED_MAX_C_IN && (long long)cs.D * cs.H * cs.W >= TUNED_MIN_POSITIONS;
+}
+// One call's plan, every stage decided here once. half: the conv's dtype is a half type; tf32: allow_tf32 for convs
+// as the call reads it (the backward's, when it runs); x_misalign: the float input's address modulo 16 (0 for a copy:
+// half precision's float copy).
+Plan convt_swish_gn_hardswish_make_plan(const ConvShape& cs, bool half, bool tf32, int x_misalign) {
+    const bool tuned = convt_tuned(cs);
+    return Plan{tuned ? Path::TUNED : Path::TORCH_CONV, tuned && cs.W % 4 == 0 && (half || x_misalign == 0),
+                tuned ? ConvGrads::TUNED : !half ? ConvGrads::TORCH : tf32 ? ConvGrads::TORCH_HALF_SPLIT
+                                                                            : ConvGrads::TORCH_HALF};
 }
 
 struct Geometry {
@@ -1506,7 +1531,7 @@ cudaError_t torch_conv_chain_launch(const void* y, void* out, const float* gn_we
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
-    int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream)
+    int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, bool vec, cudaStream_t stream)
 {
     Params p;
     p.g = make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W);
@@ -1516,7 +1541,7 @@ cudaError_t convt_swish_gn_hardswish_launch(
     p.norm = reinterpret_cast<float*>(static_cast<char*>(data) + partials_bytes(B, p.g));
     p.counters = counters; p.done = done; p.ready = ready;
     p.B = B; p.groups = groups; p.eps = eps;
-    p.vec = cs.W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    p.vec = vec;   // the plan's
     if (conv_type == 0) return tf32 ? launch_convt<true, float, float>(p, B, stream) : launch_convt<false, float, float>(p, B, stream);
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using TO = decltype(to);
@@ -1598,8 +1623,8 @@ static int bwd_chunk(long long B, int C_out, long long S) {
     return len;
 }
 // The sweeps' partials per (sample, channel): the tuned sweeps' tiles, or PyTorch's conv path's chunks.
-static int sweep_chunks(long long B, const ConvShape& cs) {
-    if (convt_tuned(cs)) return make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W).tiles;
+static int sweep_chunks(const Plan& plan, long long B, const ConvShape& cs) {
+    if (plan.path == Path::TUNED) return make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W).tiles;
     const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
     const int len = bwd_chunk(B, cs.C_out, S);
     return (int)((S + len - 1) / len);
@@ -1631,8 +1656,8 @@ __global__ void gn_param_grad_kernel(const double* __restrict__ sums, TO* __rest
 }
 
 // Doubles: the sweeps' partials and sums.
-long long chain_backward_workspace(long long B, const ConvShape& cs) {
-    return B * cs.C_out * sweep_chunks(B, cs) * 2 + B * cs.C_out * 2;
+long long chain_backward_workspace(const Plan& plan, long long B, const ConvShape& cs) {
+    return B * cs.C_out * sweep_chunks(plan, B, cs) * 2 + B * cs.C_out * 2;
 }
 
 template <bool WRITE, bool TF32, typename TO>
@@ -1651,17 +1676,17 @@ static cudaError_t launch_sweep(const SweepParams& p, cudaStream_t stream) {
 // (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace, whose partials
 // then hold the WRITE sweep's sums of dL/dy (conv_grads_launch's bias gradient). The tuned path's sweeps recompute
 // y (convt_backward_sweep_kernel); PyTorch's conv path's read y_saved, the forward's conv output as floats.
-cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
+cudaError_t chain_backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const float* y_saved,
                                   const void* grad_out, double* work, void* grad_y, void* grad_gn_weight,
                                   void* grad_gn_bias, int conv_type, int norm_type, int B, const ConvShape& cs,
                                   int groups, bool tf32, int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using TO = decltype(to);
-        const bool tuned = convt_tuned(cs);
+        const bool tuned = plan.path == Path::TUNED;
         const int C_out = cs.C_out;
         const long long S = (long long)cs.Do * cs.Ho * cs.Wo;
-        const int len = bwd_chunk(B, C_out, S), chunks = sweep_chunks(B, cs);
+        const int len = bwd_chunk(B, C_out, S), chunks = sweep_chunks(plan, B, cs);
         double* partials = work;
         double* sums = work + (size_t)B * C_out * chunks * 2;
         const TO* g = static_cast<const TO*>(grad_out);
@@ -1670,7 +1695,7 @@ cudaError_t chain_backward_launch(const float* x, const float* weight, const flo
         if (tuned) {
             sp.x = x; sp.weight = weight; sp.bias = bias; sp.gn_weight = gn_weight; sp.gn_bias = gn_bias;
             sp.stats = stats; sp.grad_out = g; sp.partials = partials; sp.sums = sums; sp.grad_y = gy;
-            sp.B = B; sp.groups = groups; sp.vec = cs.W % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+            sp.B = B; sp.groups = groups; sp.vec = plan.vec;
             sp.g = make_geometry(cs.C_in, cs.C_out, cs.D, cs.H, cs.W);
         }
         const auto sweep = [&](auto write) {
@@ -1900,19 +1925,19 @@ __global__ void __launch_bounds__(BG_THREADS) bias_grad_convt_kernel(const doubl
 }
 
 // Doubles: the tuned dL/dW's partials.
-long long conv_grads_workspace(long long B, const ConvShape& cs, int sms) {
-    return convt_tuned(cs) ? B * wt_parts(B, cs) * cs.C_out * cs.C_in * TAPS : 0;
+long long conv_grads_workspace(const Plan& plan, long long B, const ConvShape& cs) {
+    return plan.grads == ConvGrads::TUNED ? B * wt_parts(B, cs) * cs.C_out * cs.C_in * TAPS : 0;
 }
 
 // The conv's gradients (grad_x, grad_weight null: not wanted, or PyTorch's: every configuration but the tuned one);
 // grad_bias (the conv's dtype code) from the partials the WRITE sweep left in chain_backward_launch's workspace.
 // The tuned path's FP32 kernels stay exact under allow_tf32 too.
-cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
+cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float* x, const float* weight, const double* chain_work,
                               double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
                               const ConvShape& cs, int sms, cudaStream_t stream) {
     cudaError_t err;
     if (grad_bias != nullptr) {
-        const int chunks = sweep_chunks(B, cs);
+        const int chunks = sweep_chunks(plan, B, cs);
         err = with_type(conv_type, [&](auto t) {
             using T = decltype(t);
             bias_grad_convt_kernel<T><<<cs.C_out, BG_THREADS, 0, stream>>>(chain_work, static_cast<T*>(grad_bias), B,
@@ -1921,7 +1946,7 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
         });
         if (err != cudaSuccess) return err;
     }
-    if (!convt_tuned(cs)) return cudaSuccess;
+    if (plan.grads != ConvGrads::TUNED) return cudaSuccess;
     if (grad_x != nullptr) {
         err = with_ci_rows(B, cs, sms, [&](auto ci, auto rows) {
             constexpr int CI = decltype(ci)::value, R = decltype(rows)::value;
@@ -1941,11 +1966,12 @@ cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* 
     return cudaGetLastError();
 }
 
-// The launch plan for a configuration: each stage's kernel and the rule that picked it, from the decisions the
-// launchers above make (convt_tuned). conv_type, norm_type: the dtype codes. One line a stage,
-// "stage: kernel; rule".
-std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type) {
-    const bool tuned = convt_tuned(cs), half_norm = norm_type != 0;
+// The launch plan for a configuration: each stage's kernel and the rule that picked it, from the Plan the launchers
+// read (convt_swish_gn_hardswish_make_plan; the GroupNorm's kernels follow the dtypes). conv_type, norm_type: the
+// dtype codes; tf32: allow_tf32 for convs. One line a stage, "stage: kernel; rule".
+std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type, bool tf32) {
+    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, conv_type != 0, tf32, 0);
+    const bool tuned = plan.path == Path::TUNED, half_norm = norm_type != 0;
     std::string s;
     if (tuned)
         s += std::string("forward: convt_swish_gn_kernel") + (half_norm ? " (RAW: Swish written, rounded)" : "") +
@@ -1967,18 +1993,34 @@ std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, in
         s += "forward GroupNorm: in convt_swish_gn_kernel (phase 2); tuned, float32 output\n";
     s += tuned ? "backward sweeps: convt_backward_sweep_kernel (two sweeps) + chain_sums_kernel + "
                  "gn_param_grad_kernel; tuned, y recomputed in each sweep as the forward computes it\n"
-               : "backward sweeps: chain_backward_kernel (two sweeps) + chain_sums_kernel + gn_param_grad_kernel; "
-                 "over the forward's saved conv output\n";
+               : conv_type == 0 ? "backward sweeps: chain_backward_kernel (two sweeps) + chain_sums_kernel + "
+                                  "gn_param_grad_kernel; over the forward's saved conv output\n"
+                                : "backward sweeps: chain_backward_kernel (two sweeps) + chain_sums_kernel + "
+                                  "gn_param_grad_kernel; half precision: over y recomputed unrounded by PyTorch's "
+                                  "conv on float copies\n";
     s += "backward dL/dbias: bias_grad_convt_kernel; always\n";
-    s += tuned ? "backward dL/dx: grad_input_convt_tuned_kernel; tuned\n"
-               : "backward dL/dx: PyTorch's convolution backward (at::convolution_backward); PyTorch's conv path\n";
-    s += tuned ? "backward dL/dW: grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel; tuned\n"
-               : "backward dL/dW: PyTorch's convolution backward (at::convolution_backward); PyTorch's conv path\n";
+    const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); PyTorch's conv path";
+    switch (plan.grads) {
+    case ConvGrads::TUNED:
+        s += "backward dL/dx: grad_input_convt_tuned_kernel; tuned\n";
+        s += "backward dL/dW: grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel; tuned\n";
+        break;
+    case ConvGrads::TORCH:
+        s += "backward dL/dx: " + torch_bwd + "\nbackward dL/dW: " + torch_bwd + "\n";
+        break;
+    default:
+        s += "backward dL/dx: " + torch_bwd + ", half precision: on dL/dy rounded to the dtype\n";
+        s += plan.grads == ConvGrads::TORCH_HALF_SPLIT
+                 ? "backward dL/dW: split_tf32_kernel + PyTorch's convolution backward (at::convolution_backward) "
+                   "twice; PyTorch's conv path, half precision under allow_tf32: on float dL/dy split in two TF32 "
+                   "parts (float32-level)\n"
+                 : "backward dL/dW: " + torch_bwd + ", half precision: on float dL/dy in float32\n";
+    }
     return s;
 }
 """
 
-cpp_source = r"""
+cpp_source = plan_types + r"""
 // shared: host begin
 #include <torch/extension.h>
 #include <torch/version.h>
@@ -2102,31 +2144,28 @@ static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad
 long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W);
 long long gn_scratch_bytes(long long B, int C_out, int groups, long long vol);
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
-struct ConvShape {   // as in the CUDA source
-    int C_in, C_out, D, H, W, Do, Ho, Wo;
-    int k[3], s[3], p[3];
-};
 bool convt_tuned(const ConvShape& cs);
+Plan convt_swish_gn_hardswish_make_plan(const ConvShape& cs, bool half, bool tf32, int x_misalign);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
-    int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, cudaStream_t stream);
+    int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, bool vec, cudaStream_t stream);
 cudaError_t torch_conv_chain_launch(const void* y, void* out, const float* gn_weight, const float* gn_bias, void* data,
                                     double* stats, int conv_type, int norm_type, int B, const ConvShape& cs,
                                     int groups, double eps, cudaStream_t stream);
-long long chain_backward_workspace(long long B, const ConvShape& cs);
-long long conv_grads_workspace(long long B, const ConvShape& cs, int sms);
-cudaError_t conv_grads_launch(const float* grad_y, const float* x, const float* weight, const double* chain_work,
+long long chain_backward_workspace(const Plan& plan, long long B, const ConvShape& cs);
+long long conv_grads_workspace(const Plan& plan, long long B, const ConvShape& cs);
+cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float* x, const float* weight, const double* chain_work,
                               double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
                               const ConvShape& cs, int sms, cudaStream_t stream);
-cudaError_t chain_backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
+cudaError_t chain_backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias, const float* gn_weight,
                                   const float* gn_bias, const double* stats, const float* y_saved,
                                   const void* grad_out, double* work, void* grad_y, void* grad_gn_weight,
                                   void* grad_gn_bias, int conv_type, int norm_type, int B, const ConvShape& cs,
                                   int groups, bool tf32, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 cudaError_t split_tf32_launch(const float* v, float* hi, float* lo, long long n, cudaStream_t stream);
-std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type);
+std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type, bool tf32);
 
 
 
@@ -2255,7 +2294,10 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     // at::empty: torch::empty's autograd wrapping cost some 3 us of host time per call (0.996 and 0.995)
     auto out = at::empty({B, cs.C_out, cs.Do, cs.Ho, cs.Wo}, gn_weight.options());
     auto stats = at::empty({B, groups, 2}, x.options().dtype(torch::kFloat64));
-    const bool tuned = convt_tuned(cs);
+    const bool half = x.scalar_type() != at::kFloat;
+    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, half, allow_tf32_conv(),
+                                                         half ? 0 : (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+    const bool tuned = plan.path == Path::TUNED;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     if (!tuned) {   // PyTorch's conv path: its transposed conv (bias included), then the chain over its output
         auto y = out.numel() == 0 ? at::empty(out.sizes(), x.options())
@@ -2285,8 +2327,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
         xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
         gwf.data_ptr<float>(), gbf.data_ptr<float>(), ws.data(), ws.counters(), ws.done(), ws.ready(), out.data_ptr(),
         stats.data_ptr<double>(),
-        dtype_code(x), dtype_code(gn_weight), B, cs, groups, eps, x.scalar_type() == at::kFloat && allow_tf32_conv(),
-        stream);
+        dtype_code(x), dtype_code(gn_weight), B, cs, groups, eps, !half && allow_tf32_conv(), plan.vec, stream);
     TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: kernel launch failed: ", cudaGetErrorString(err));
     return {out, stats, y};
 }
@@ -2305,7 +2346,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto w = weight.contiguous();
     const ConvShape cs = conv_shape(x, w, stride, padding);
     const int64_t B = x.size(0), C_out = cs.C_out, groups = stats.size(1);
-    const bool tf32 = allow_tf32_conv();
+    const bool tf32 = allow_tf32_conv(), half = x.scalar_type() != at::kFloat;
+    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, half, tf32,
+                                                         half ? 0 : (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
     TORCH_CHECK(cs.k[0] * cs.k[1] * cs.k[2] <= 2048, "convt_swish_gn_hardswish: the backward takes kernels of at most "
                 "2048 taps");
     // dL/dy in float32; the conv's gradients in float32, rounded to their tensors' dtypes; the GroupNorm's in its own.
@@ -2317,7 +2360,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     };
     auto grad_gn_weight = made({C_out}, gn_weight.options());
     auto grad_gn_bias = made({C_out}, gn_weight.options());
-    const bool tuned = convt_tuned(cs);
+    const bool tuned = plan.path == Path::TUNED;
     auto grad_x = conv_mask[0] && tuned ? made(x.sizes(), f32) : Tensor();
     auto grad_w = conv_mask[1] && tuned ? made(w.sizes(), f32) : Tensor();
     auto grad_b = conv_mask[2] && bias.has_value() ? made({C_out}, bias->options()) : Tensor();
@@ -2328,7 +2371,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         int sms = 0;
         TORCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()) == cudaSuccess,
                     "convt_swish_gn_hardswish: the device query failed");
-        auto work = at::empty({chain_backward_workspace(B, cs)}, x.options().dtype(torch::kFloat64));
+        auto work = at::empty({chain_backward_workspace(plan, B, cs)}, x.options().dtype(torch::kFloat64));
         const auto xf = converted(x, at::kFloat), wf = converted(w, at::kFloat);
     const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
         const auto bf = converted(bias, at::kFloat);
@@ -2339,25 +2382,25 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                               : x.scalar_type() == at::kFloat ? y
                                                               : torch_conv(xf, wf, bf, stride, padding, true, {0, 0, 0});
         cudaError_t err = chain_backward_launch(
-            xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
+            plan, xf.data_ptr<float>(), wf.data_ptr<float>(), bf.has_value() ? bf->data_ptr<float>() : nullptr,
             gwf.data_ptr<float>(), gbf.data_ptr<float>(), stats.data_ptr<double>(),
             tuned ? nullptr : yf.data_ptr<float>(), grad_out.contiguous().data_ptr(), work.data_ptr<double>(),
             grad_y.data_ptr(), grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(), dtype_code(x),
             dtype_code(gn_weight), B, cs, groups, x.scalar_type() == at::kFloat && tf32, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
-        auto conv_work = at::empty({conv_grads_workspace(B, cs, sms)}, x.options().dtype(torch::kFloat64));
-        err = conv_grads_launch(grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
+        auto conv_work = at::empty({conv_grads_workspace(plan, B, cs)}, x.options().dtype(torch::kFloat64));
+        err = conv_grads_launch(plan, grad_y.data_ptr<float>(), xf.data_ptr<float>(), wf.data_ptr<float>(),
                                 work.data_ptr<double>(), conv_work.data_ptr<double>(),
                                 grad_x.defined() ? grad_x.data_ptr<float>() : nullptr,
                                 grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
                                 grad_b.defined() ? grad_b.data_ptr() : nullptr, dtype_code(x), B, cs, sms, stream);
         TORCH_CHECK(err == cudaSuccess, "convt_swish_gn_hardswish: backward launch failed: ", cudaGetErrorString(err));
-        if (!tuned && x.scalar_type() == at::kFloat && (conv_mask[0] || conv_mask[1])) {   // as eager's
+        if (plan.grads == ConvGrads::TORCH && (conv_mask[0] || conv_mask[1])) {   // as eager's
             auto r = torch_conv_backward(grad_y, x, w, stride, padding, true, {0, 0, 0},
                                          {conv_mask[0], conv_mask[1], false});
             grad_x = std::get<0>(r);
             grad_w = std::get<1>(r);
-        } else if (!tuned && (conv_mask[0] || conv_mask[1])) {
+        } else if (plan.grads != ConvGrads::TUNED && (conv_mask[0] || conv_mask[1])) {
             // Half precision. dL/dx as eager's: on dL/dy rounded to the dtype (eager's is a tensor of it), x and W as
             // stored. dL/dW float32-level: on float dL/dy and float copies (half values exact), split in two TF32
             // parts (split_tf32_kernel) under allow_tf32; on the rounded dL/dy it fell farther from float64 than
@@ -2365,7 +2408,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
             if (conv_mask[0])
                 grad_x = std::get<0>(torch_conv_backward(grad_y.to(x.scalar_type()), x, w, stride, padding, true,
                                                          {0, 0, 0}, {true, false, false}));
-            if (conv_mask[1] && !tf32) {
+            if (conv_mask[1] && plan.grads == ConvGrads::TORCH_HALF) {
                 grad_w = std::get<1>(torch_conv_backward(grad_y, xf, wf, stride, padding, true, {0, 0, 0},
                                                          {false, true, false}));
             } else if (conv_mask[1]) {
@@ -2500,18 +2543,19 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bi
                            eps);
 }
 
-// plan(x_shape, weight_shape, stride, padding, dtype code, GroupNorm dtype code): each stage's kernel and why
-// (ModelNew.plan).
+// plan(x_shape, weight_shape, stride, padding, dtype code, GroupNorm dtype code, allow_tf32): each stage's kernel
+// and why (ModelNew.plan).
 std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, at::IntArrayRef stride, at::IntArrayRef padding,
-                    int64_t conv_type, int64_t norm_type) {
+                    int64_t conv_type, int64_t norm_type, bool tf32) {
     TORCH_CHECK(x.size() == 5 && w.size() == 5, "convt_swish_gn_hardswish: plan takes 5-D shapes");
     const auto meta = at::TensorOptions().device(at::kMeta);
     return convt_swish_gn_hardswish_plan(conv_shape(at::empty(x, meta), at::empty(w, meta), stride, padding),
-                                         (int)conv_type, (int)norm_type);
+                                         (int)conv_type, (int)norm_type, tf32);
 }
 
 DEFINE_OPS(OPS_NAMESPACE, m) {
-    m.def("plan(int[] x_shape, int[] weight_shape, int[3] stride, int[3] padding, int dtype, int norm_dtype) -> str",
+    m.def("plan(int[] x_shape, int[] weight_shape, int[3] stride, int[3] padding, int dtype, int norm_dtype, "
+          "bool tf32) -> str",
           plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int[3] stride, "
           "int[3] padding, int groups, float eps) -> (Tensor, Tensor, Tensor)");
@@ -2609,7 +2653,7 @@ class ModelNew(nn.Module):
         and why, from the decisions the launchers make."""
         ct, gn = self.conv_transpose, self.group_norm
         text = _ops.plan(list(x.shape), list(ct.weight.shape), list(ct.stride), list(ct.padding),
-                         DTYPES.index(x.dtype), DTYPES.index(gn.weight.dtype))
+                         DTYPES.index(x.dtype), DTYPES.index(gn.weight.dtype), torch.backends.cudnn.allow_tf32)
         return dict(line.split(": ", 1) for line in text.splitlines())
 
     def _refuse(self, x):
