@@ -6,8 +6,9 @@ GroupNorm statistics by algebra, without the conv: a channel's sum is N b + w . 
 from w^T G w, with s and G the sum and the Gram matrix of the input's patches. Phase 2 recomputes the conv on the
 tensor cores, applies the chain and writes one logsumexp value a pixel. The backward recomputes the conv too.
 
-Plan (conv2d_gn_lse_path in the CUDA source; ModelNew.plan(x) names every stage's kernel and its rule,
-tests/test_plan.py pins them). Three paths, each kept where it was measured fastest:
+Plan (struct Plan, made once a call by conv2d_gn_lse_make_plan from conv2d_gn_lse_path, the tuned backward's grids by
+backward_geometry; the launchers, workspaces and ModelNew.plan(x) read it; tests/test_plan.py pins it). Three paths,
+each kept where it was measured fastest:
   forward (TUNED: kernel 3, C_in <= 16, C_out <= 64, output rows wider than 32, batch >= 8)
     gram_kernel                 the input's row correlations as split-TF32 GEMMs (mma.sync), in double bins
     gram_stats_kernel           G, each channel's variance, scale and shift
@@ -61,7 +62,21 @@ if __name__ == "__main__":   # run from the repository: build where run_all.py a
 
 from torch.utils.cpp_extension import get_default_build_root, load_inline
 
-cuda_source = r"""
+# The plan's types, in both translation units: the CUDA source decides a call's plan once
+# (conv2d_gn_lse_make_plan, and backward_geometry for the tuned backward's grids), the C++ operator and the launchers
+# read it.
+plan_types = r"""
+enum class Path { TUNED, TILED, TORCH_CONV };   // conv2d_gn_lse_path
+struct Plan {
+    Path path;
+    // The tuned backward's conv gradients on the GPU at hand (backward_geometry; 0 until it has run):
+    int w_blocks;    // dL/dW's blocks: one wave of resident blocks, each a contiguous run of work items
+    int band_rows;   // dL/dx's band of rows, sized so that its blocks fill about one wave
+    int w_cols;      // dL/dW's item columns: 128 where the rows are wider than 32 and the shared memory holds it
+};
+"""
+
+cuda_source = plan_types + r"""
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <array>
@@ -1758,36 +1773,33 @@ static Occupancy grad_input_occupancy(int C_out) {
     })[(C_out + 7) / 8 - 1];
 }
 
-// How the backward's conv gradients are laid out on this GPU: plan[0], the weight gradient's blocks
-// (one wave of resident blocks, each a contiguous run of work items), plan[2] its item's columns (128
-// where the rows are wider than 32 and the shared memory holds it: Hopper; else 32), and plan[1], the
-// input gradient's band of rows (so that its blocks fill about one wave). Returns the backward's
-// scratch in bytes (the units' partials, doubles, then the weight gradient's block totals), or -1 on
-// an error.
-long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan) {
+// How the tuned backward's conv gradients are laid out on this GPU: the plan's w_blocks, w_cols (128 columns on
+// Hopper's shared memory, else 32) and band_rows. Returns the backward's scratch in bytes (the units' partials,
+// doubles, then the weight gradient's block totals), or -1 on an error.
+long long backward_geometry(Plan& plan, int B, int C_in, int C_out, int H, int W) {
     const int Ho = H - K + 1, Wo = W - K + 1, ci_chunks = (C_in + 7) / 8;
     const DeviceInfo& d = device_info();
     if (d.err != cudaSuccess) return -1;
-    plan[2] = Wo > 32 && d.smem_per_block >= GradWeightShape<128>::SMEM ? 128 : 32;
-    const Occupancy w = plan[2] == 128 ? grad_weight_occupancy<128>() : grad_weight_occupancy<32>();
+    plan.w_cols = Wo > 32 && d.smem_per_block >= GradWeightShape<128>::SMEM ? 128 : 32;
+    const Occupancy w = plan.w_cols == 128 ? grad_weight_occupancy<128>() : grad_weight_occupancy<32>();
     const Occupancy in = grad_input_occupancy(C_out);
     if (w.err != cudaSuccess || in.err != cudaSuccess) return -1;
-    const long long items = (long long)B * Ho * ((Wo + plan[2] - 1) / plan[2]);
-    plan[0] = (int)std::max(1LL, std::min(items, (long long)std::max(w.blocks, 1) * d.sms));
+    const long long items = (long long)B * Ho * ((Wo + plan.w_cols - 1) / plan.w_cols);
+    plan.w_blocks = (int)std::max(1LL, std::min(items, (long long)std::max(w.blocks, 1) * d.sms));
     const long long per_band = (long long)B * ((Wo + GI_OUT - 1) / GI_OUT) * ci_chunks;
     const long long bands = std::max(1LL, (long long)std::max(in.blocks, 1) * d.sms / std::max(per_band, 1LL));
-    plan[1] = (int)std::max(2LL, (H + bands - 1) / bands);   // 8 rows a band at least left 16 blocks at batch 1
+    plan.band_rows = (int)std::max(2LL, (H + bands - 1) / bands);   // 8 rows a band at least left 16 blocks at batch 1
     return (long long)B * units_per_sample(H, W) * N_STATS * sizeof(double) +
-           (long long)ci_chunks * plan[0] * C_PAD * GW_TAPS * sizeof(float);
+           (long long)ci_chunks * plan.w_blocks * C_PAD * GW_TAPS * sizeof(float);
 }
 
 // need: which of the conv's gradients (input, weight, bias) to compute; grad_conv may be null if none.
-// workspace: backward_plan's bytes, for its plan.
-cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
+// workspace: backward_geometry's bytes, for the plan it filled.
+cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
                             void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
                             float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                            const bool* need, const int* plan, int B, int C_in, int C_out, int groups, int H,
+                            const bool* need, int B, int C_in, int C_out, int groups, int H,
                             int W, cudaStream_t stream) {
     const int Ho = H - K + 1, Wo = W - K + 1, ups = units_per_sample(H, W), ci_chunks = (C_in + 7) / 8;
     cudaError_t err;
@@ -1809,8 +1821,8 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (need[1]) {
-        const dim3 grid(plan[0], ci_chunks);
-        if (plan[2] == 128)
+        const dim3 grid(plan.w_blocks, ci_chunks);
+        if (plan.w_cols == 128)
             grad_weight_kernel<128><<<grid, GW_THREADS, GradWeightShape<128>::SMEM, stream>>>(
                 x, grad_conv, weight_totals, B, C_in, C_out, H, W);
         else
@@ -1819,13 +1831,13 @@ cudaError_t backward_launch(const float* x, const float* weight, const float* bi
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         const int n = C_out * C_in * TAPS;
         grad_weight_reduce_kernel<<<(n + GWR_OUT - 1) / GWR_OUT, GWR_OUT * GWR_SLICES, 0, stream>>>(
-            weight_totals, plan[0], grad_weight, C_in, C_out);
+            weight_totals, plan.w_blocks, grad_weight, C_in, C_out);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (need[0]) {
-        const long long blocks = (long long)B * ((H + plan[1] - 1) / plan[1]) * ((Wo + GI_OUT - 1) / GI_OUT);
+        const long long blocks = (long long)B * ((H + plan.band_rows - 1) / plan.band_rows) * ((Wo + GI_OUT - 1) / GI_OUT);
         grad_input_kernel<<<dim3((unsigned)blocks, ci_chunks), 32 * GI_WARPS, gi_smem_bytes(C_out), stream>>>(
-            grad_conv, weight, grad_x, C_in, C_out, H, W, plan[1]);
+            grad_conv, weight, grad_x, C_in, C_out, H, W, plan.band_rows);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     return cudaSuccess;
@@ -2264,8 +2276,8 @@ __global__ void __launch_bounds__(32) channel_grads_general_kernel(
 }
 
 
-// ---- The plan: which path an input takes, decided here once for the forward, the backward, the workspace and
-// plan() (the C++ operator and ModelNew.plan read these functions, nothing else).
+// ---- The plan: which path an input takes, decided here once a call (conv2d_gn_lse_make_plan) for the forward, the
+// backward, the workspace and plan() (the C++ operator and ModelNew.plan read the Plan, nothing else).
 // TUNED (conv_kernel, gram_kernel: the conv never written): kernel 3, C_in <= TUNED_MAX_C_IN, C_out <= C_PAD, and
 // output rows of at least TUNED_MIN_WO (a unit is 128 columns of a row; at KernelBench's previous 30-column rows the
 // tuned kernels lost to the tiled ones 2.9x, and those to eager), and a batch of at least TUNED_MIN_BATCH (gram_kernel
@@ -2285,13 +2297,12 @@ bool tuned_config(int C_in, int C_out, int kh, int kw, int W) {
     return kh == K && kw == K && C_in <= TUNED_MAX_C_IN && C_out <= C_PAD && W - K + 1 >= TUNED_MIN_WO;
 }
 int tuned_min_batch() { return TUNED_MIN_BATCH; }
-enum class Path { TUNED, TILED, TORCH_CONV };
 static Path conv2d_gn_lse_path(long long B, int C_in, int C_out, int kh, int kw, int W, bool half) {
     if (tuned_config(C_in, C_out, kh, kw, W) && B >= TUNED_MIN_BATCH) return Path::TUNED;
     return !half && C_in <= TILED_MAX_C_IN && B * C_out >= TILED_MIN_PLANES ? Path::TILED : Path::TORCH_CONV;
 }
-int conv2d_gn_lse_path_code(long long B, int C_in, int C_out, int kh, int kw, int W, bool half) {
-    return (int)conv2d_gn_lse_path(B, C_in, C_out, kh, kw, W, half);
+Plan conv2d_gn_lse_make_plan(long long B, int C_in, int C_out, int kh, int kw, int W, bool half) {
+    return Plan{conv2d_gn_lse_path(B, C_in, C_out, kh, kw, W, half), 0, 0, 0};
 }
 // The tiled conv's stage: as many input channels as fit 40 KB of shared memory (at least one; above 48 KB with the
 // static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
@@ -2321,8 +2332,9 @@ static int sums_splits(int B, const TileConv& t) {
 cudaError_t general_forward_launch(const float* x, const float* weight, void* conv, const float* bias,
                                    const float* gn_weight, const float* gn_bias, double* workspace, float* norm,
                                    float* group_stats, float* half_norm, void* out, int conv_type, int norm_type,
-                                   int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw, bool tiled,
-                                   double eps, cudaStream_t stream) {
+                                   int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw,
+                                   const Plan& plan, double eps, cudaStream_t stream) {
+    const bool tiled = plan.path == Path::TILED;
     const long long S = (long long)(H - kh + 1) * (W - kw + 1);
     const TileConv t = tile_plan(C_in, C_out, H, W, {kh, kw});
     const int chunks = tiled ? t.tiles() : plane_pieces(B, C_out, S);
@@ -2403,12 +2415,12 @@ cudaError_t general_backward_launch(const void* conv, int conv_type, const float
     });
 }
 
-// The launch plan for a configuration: each stage's kernel and the rule that picked it, from the decisions the
-// launchers above make (tuned_config; on the tuned path backward_plan sizes the gradients' grids on the GPU at
-// hand). conv_type: the dtype code. One line a stage, "stage: kernel; rule".
+// The launch plan for a configuration: each stage's kernel and the rule that picked it, from the Plan the launchers
+// read (conv2d_gn_lse_make_plan; on the tuned path backward_geometry sizes the gradients' grids on the GPU at hand).
+// conv_type: the dtype code. One line a stage, "stage: kernel; rule".
 std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, int kh, int kw, int conv_type) {
     const bool half = conv_type != 0;
-    const Path path = conv2d_gn_lse_path(B, C_in, C_out, kh, kw, W, half);
+    const Path path = conv2d_gn_lse_make_plan(B, C_in, C_out, kh, kw, W, half).path;
     const std::string half_norm = half ? " + half_norm_kernel (the GroupNorm statistics rounded as PyTorch's)" : "";
     const std::string tuned_rule = "kernel " + std::to_string(K) + ", C_in <= " + std::to_string(TUNED_MAX_C_IN) +
                                    ", C_out <= " + std::to_string(C_PAD) + ", output rows wider than " +
@@ -2425,8 +2437,8 @@ std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, i
              "gn_param_grad_kernel; tuned\n";
         s += "backward dL/dy: conv_kernel<GRAD> + bias_grad_kernel; tuned\n";
         s += "backward dL/dW: grad_weight_kernel<128> (output rows wider than 32 and 128 columns' shared memory on "
-             "this GPU) or <32> + grad_weight_reduce_kernel; tuned (backward_plan)\n";
-        s += "backward dL/dx: grad_input_kernel; tuned, bands of rows sized to fill the GPU (backward_plan)\n";
+             "this GPU) or <32> + grad_weight_reduce_kernel; tuned (backward_geometry)\n";
+        s += "backward dL/dx: grad_input_kernel; tuned, bands of rows sized to fill the GPU (backward_geometry)\n";
         return s;
     }
     if (path == Path::TILED) {
@@ -2447,7 +2459,7 @@ std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, i
 }
 """
 
-cpp_source = r"""
+cpp_source = plan_types + r"""
 // shared: host begin
 #include <torch/extension.h>
 #include <torch/version.h>
@@ -2579,7 +2591,7 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
 cudaError_t logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm, float* out,
                              int B, int C_in, int C_out, int H, int W, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
-long long backward_plan(int B, int C_in, int C_out, int H, int W, int* plan);
+long long backward_geometry(Plan& plan, int B, int C_in, int C_out, int H, int W);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
 int tuned_min_batch();
 std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, int kh, int kw, int conv_type);
@@ -2587,19 +2599,20 @@ long long general_workspace_doubles(int B, int C_out, int groups, int H, int W, 
 cudaError_t general_forward_launch(const float* x, const float* weight, void* conv, const float* bias,
                                    const float* gn_weight, const float* gn_bias, double* workspace, float* norm,
                                    float* group_stats, float* half_norm, void* out, int conv_type, int norm_type,
-                                   int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw, bool tiled,
+                                   int B, int C_in, int C_out, int groups, int H, int W, int kh, int kw,
+                                   const Plan& plan,
                                    double eps, cudaStream_t stream);
-int conv2d_gn_lse_path_code(long long B, int C_in, int C_out, int kh, int kw, int W, bool half);
+Plan conv2d_gn_lse_make_plan(long long B, int C_in, int C_out, int kh, int kw, int W, bool half);
 cudaError_t general_backward_launch(const void* conv, int conv_type, const float* bias, const float* gn_weight,
                                     const float* norm, const float* group_stats, const float* out, float* out_float,
                                     const float* grad_out, double* workspace, void* grad_conv, bool conv_grads,
                                     float* grad_bias, float* grad_gn_weight, float* grad_gn_bias, int B, int C_out,
                                     int groups, int H, int W, int kh, int kw, cudaStream_t stream);
-cudaError_t backward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
+cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias, const float* gn_weight,
                             const float* norm, const float* group_stats, const float* out, const float* grad_out,
                             void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
                             float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                            const bool* need, const int* plan, int B, int C_in, int C_out, int groups, int H,
+                            const bool* need, int B, int C_in, int C_out, int groups, int H,
                             int W, cudaStream_t stream);
 
 static void check(cudaError_t err, const char* what) {
@@ -2654,18 +2667,16 @@ static void check_smem(int64_t C_in) {
 
 // Whether an input takes the tuned path (else PyTorch's conv path): the plan's rule, its shape part (tuned_shape: the
 // conv's channels and kernel and the input's width, which a Meta kernel with symbolic sizes specialises) and the
-// batch (tuned_path, path_of: concrete sizes only; forward_meta writes the batch rule into a shape instead).
+// batch (plan_of: concrete sizes only; forward_meta writes the batch rule into a shape instead).
 static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
-enum PathCode { TUNED = 0, TILED = 1, TORCH_CONV = 2 };   // the CUDA source's Path
-static int path_of(const Tensor& x, const Tensor& weight) {
-    return conv2d_gn_lse_path_code(x.size(0), (int)weight.size(1), (int)weight.size(0), (int)weight.size(2),
+static Plan plan_of(const Tensor& x, const Tensor& weight) {
+    return conv2d_gn_lse_make_plan(x.size(0), (int)weight.size(1), (int)weight.size(0), (int)weight.size(2),
                                    (int)weight.size(3), (int)x.size(3), weight.scalar_type() != at::kFloat);
 }
 static bool tuned_shape(const Tensor& x, const Tensor& weight) {
     return tuned_config((int)static_size(weight, 1), (int)static_size(weight, 0), (int)static_size(weight, 2),
                         (int)static_size(weight, 3), (int)static_size(x, 3));
 }
-static bool tuned_path(const Tensor& x, const Tensor& weight) { return path_of(x, weight) == TUNED; }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
@@ -2685,7 +2696,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     const int kh = (int)weight.size(2), kw = (int)weight.size(3);
-    const bool tuned = tuned_path(x, weight);
+    Plan plan = plan_of(x, weight);
+    const bool tuned = plan.path == Path::TUNED;
     if (tuned) check_smem(C_in);
     // The output in the GroupNorm's dtype; the statistics in float32 (the backward's, in either precision).
     const auto f32 = x.options().dtype(at::kFloat);
@@ -2702,7 +2714,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
     if (!tuned) {   // the tiled path computes the conv (before the bias) into conv; PyTorch's conv path takes PyTorch's
         const auto stream = c10::cuda::getCurrentCUDAStream();
-        const bool tiled = path_of(x, weight) == TILED;
+        const bool tiled = plan.path == Path::TILED;
         if (!tiled) conv = torch_conv(x, weight, OptTensor(), {1, 1}, {0, 0}, false, {0, 0});
         auto workspace = at::empty({general_workspace_doubles(B, C_out, groups, H, W, kh, kw)},
                                    x.options().dtype(torch::kFloat64));
@@ -2715,7 +2727,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
                                      gbf.data_ptr<float>(), workspace.data_ptr<double>(), norm.data_ptr<float>(),
                                      group_stats.data_ptr<float>(),
                                      half_norm.defined() ? half_norm.data_ptr<float>() : nullptr, out.data_ptr(),
-                                     dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, kh, kw, tiled,
+                                     dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, kh, kw, plan,
                                      eps, stream), "forward");
         return {out, norm, group_stats, conv};
     }
@@ -2749,8 +2761,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto x = x_in.contiguous();
     check_input(x, weight_in, bias_in, gn_weight_in);
     const c10::cuda::CUDAGuard guard(x.device());
-    const bool tuned = tuned_path(x, weight_in);
-    if (!tuned) {
+    Plan plan = plan_of(x, weight_in);
+    if (plan.path != Path::TUNED) {
         const int64_t B = x.size(0), C_out = weight_in.size(0), H = x.size(2), W = x.size(3);
         const int kh = (int)weight_in.size(2), kw = (int)weight_in.size(3);
         const int64_t groups = group_stats.size(1), Ho = H - kh + 1, Wo = W - kw + 1;
@@ -2814,19 +2826,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto grad_gn_bias = any ? at::empty({C_out}, x.options()) : at::zeros({C_out}, x.options());
     if (any) {
         const bool need[3] = {conv_mask[0], conv_mask[1], conv_mask[2]};
-        int plan[3];
-        const long long ws = backward_plan(B, C_in, C_out, H, W, plan);
+        const long long ws = backward_geometry(plan, B, C_in, C_out, H, W);
         TORCH_CHECK(ws >= 0, "conv2d_gn_lse: backward plan failed");
         auto workspace = at::empty({ws}, x.options().dtype(torch::kUInt8));
         auto grad_conv = need[0] || need[1] || need[2] ? at::empty({B, C_out, Ho, (Wo + 3) / 4 * 4}, x.options()) : Tensor();
         auto sums = at::empty({B, 2 * C_out}, x.options().dtype(torch::kFloat64));
         auto coef = at::empty({B, C_out, 4}, x.options());
         const auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
-        check(backward_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
+        check(backward_launch(plan, x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
                               gn_weight.data_ptr<float>(), norm.data_ptr<float>(), group_stats.data_ptr<float>(),
                               out.data_ptr<float>(), g.data_ptr<float>(), workspace.data_ptr(), ptr(grad_conv),
                               sums.data_ptr<double>(), coef.data_ptr<float>(), ptr(grad_x), ptr(grad_weight),
-                              ptr(grad_bias), grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), need, plan,
+                              ptr(grad_bias), grad_gn_weight.data_ptr<float>(), grad_gn_bias.data_ptr<float>(), need,
                               B, C_in, C_out, groups, H, W, c10::cuda::getCurrentCUDAStream()), "backward");
     }
     return {converted(grad_x, x_in.scalar_type()), converted(grad_weight, weight_in.scalar_type()),
