@@ -1958,9 +1958,6 @@ Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half, boo
     if (k3 && C_in <= tuned_max) return Path::TUNED;
     return !half && C_in <= TILED_MAX_C_IN ? Path::TILED : Path::TORCH_CONV;
 }
-int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half, bool training) {
-    return (int)conv3d_groupnorm_mean_path(C_in, kd, kh, kw, half, training);
-}
 
 // The tiled kernels' plan: as many input channels a stage as fit 40 KB of shared memory (at least one; beyond 48 KB
 // with the static arrays, for kernels over about 40 wide, the kernel is allowed what it needs).
@@ -2429,7 +2426,7 @@ long long conv3d_groupnorm_mean_workspace(int B, int C_out, int D, int H, int W)
 cudaError_t conv3d_groupnorm_mean_stats(const void* x, const void* weight, const void* bias, double* partials,
                                         int conv_type, int B, int C_in, int C_out, int D, int H, int W, bool vec,
                                         int sms, cudaStream_t stream);
-int conv3d_groupnorm_mean_path_code(int C_in, int kd, int kh, int kw, bool half, bool training);
+Path conv3d_groupnorm_mean_path(int C_in, int kd, int kh, int kw, bool half, bool training);
 long long conv3d_groupnorm_mean_tiled_workspace(int B, int C_out, int D, int H, int W, int kd, int kh, int kw);
 cudaError_t conv3d_groupnorm_mean_tiled_stats(const float* x, const float* weight, double* partials, int B, int C_in,
                                               int C_out, int D, int H, int W, int kd, int kh, int kw, int sms,
@@ -2484,15 +2481,14 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 }
 // shared: converted end
 
-// The path an input takes (the CUDA source's Path: 0 tuned, 1 tiled, 2 PyTorch's conv): the plan's rule, from the
 // The forward's path from the conv's channels, kernel and dtype alone, and whether a gradient is wanted (the Meta
 // kernel's, with symbolic batch and spatial sizes; the CUDA kernels read the whole plan, make_plan).
 static Path path_of(const Tensor& weight, bool training) {
-    return (Path)conv3d_groupnorm_mean_path_code((int)weight.sym_size(1).guard_int(__FILE__, __LINE__),
-                                           (int)weight.sym_size(2).guard_int(__FILE__, __LINE__),
-                                           (int)weight.sym_size(3).guard_int(__FILE__, __LINE__),
-                                           (int)weight.sym_size(4).guard_int(__FILE__, __LINE__),
-                                           weight.scalar_type() != at::kFloat, training);
+    return conv3d_groupnorm_mean_path((int)weight.sym_size(1).guard_int(__FILE__, __LINE__),
+                                      (int)weight.sym_size(2).guard_int(__FILE__, __LINE__),
+                                      (int)weight.sym_size(3).guard_int(__FILE__, __LINE__),
+                                      (int)weight.sym_size(4).guard_int(__FILE__, __LINE__),
+                                      weight.scalar_type() != at::kFloat, training);
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the

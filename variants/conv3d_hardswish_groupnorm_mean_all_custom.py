@@ -1808,8 +1808,8 @@ static Path forward_path(int C_in, int C_out, int W, int kd, int kh, int kw, boo
         return Path::FUSED;
     return !half && C_in <= TILED_MAX_C_IN && !tuned_kernel(kd, kh, kw) ? Path::TILED : Path::TORCH_CONV;
 }
-int conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
-    return (int)forward_path(C_in, C_out, W, kd, kh, kw, half);
+Path conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
+    return forward_path(C_in, C_out, W, kd, kh, kw, half);
 }
 // The backward, stage by stage. dL/dy: TC, the forward's tensor-core conv (conv_rows_tc_kernel, GRAD) where
 // tc_forward holds; TILED, grad_y_general_kernel, in float32 with at most TILED_MAX_C_IN channels (the fused plain
@@ -2223,7 +2223,7 @@ cudaError_t forward_launch(const Plan& plan, const void* x, const void* weight, 
                            const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
                            int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh,
                            int kw, double eps, cudaStream_t stream);
-int conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half);
+Path conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half);
 Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                         bool half, int x_misalign);
 cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
@@ -2274,7 +2274,7 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 // symbolic size is specialised only where read; the CUDA kernels read the whole plan, make_plan).
 static int64_t static_size(const Tensor& t, int d) { return t.sym_size(d).guard_int(__FILE__, __LINE__); }
 static Path path_of(const Tensor& x, const Tensor& weight) {
-    return (Path)conv3d_hardswish_gn_mean_path((int)static_size(weight, 1), (int)static_size(weight, 0),
+    return conv3d_hardswish_gn_mean_path((int)static_size(weight, 1), (int)static_size(weight, 0),
                                          (int)static_size(x, 4), (int)static_size(weight, 2),
                                          (int)static_size(weight, 3), (int)static_size(weight, 4),
                                          weight.scalar_type() != at::kFloat);
