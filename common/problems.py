@@ -290,6 +290,8 @@ _GRIDS = {
         ("channels_256_in", (256, 8, 3, 2, 1, 4, 1e-5), (2, 256, 2, 3, 3)),
         ("channels_256_out", (4, 256, 3, 2, 1, 32, 1e-5), (2, 4, 2, 3, 3)),
         ("tuned_channels_256", (256, 256, 3, 2, 1, 64, 1e-5), (1, 256, 2, 3, 3)),
+        # 128 (sample, group)s of 120 elements: PyTorch's conv path's float32 GroupNorm in gn_fused_kernel
+        ("fused_groupnorm", (4, 16, 3, 1, 1, 8, 1e-5), (16, 4, 3, 4, 5)),
     ],
 }
 _P23 = "conv3d_groupnorm_mean"

@@ -71,6 +71,18 @@ def test_autocast_returns_the_reference_dtype_and_agrees(name, dtype):
     assert_all_pass(check_autocast(new, ref, (4,) + problem.input_shape[1:], DEVICE, HALF_DTYPES[dtype]))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_autocast_fused_groupnorm(dtype):
+    """Problem 60 on PyTorch's conv path under autocast, GroupNorm in float32 over the half Swish values normalised in
+    place by gn_fused_kernel (128 (sample, group)s; the benchmark's autocast test takes the tuned path)."""
+    from common.problems import CONFIGURATIONS
+    name = "convtranspose3d_swish_groupnorm_hardswish"
+    case = next(c for c in CONFIGURATIONS[name] if c.label == "fused_groupnorm")
+    ref, new = models(name, case.init_args)
+    assert new.plan(torch.empty(case.input_shape, device="meta"))["forward GroupNorm"].startswith("gn_fused_kernel")
+    assert_all_pass(check_autocast(new, ref, case.input_shape, DEVICE, HALF_DTYPES[dtype]))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_autocast_backward_reaches_the_float32_parameters(name):
     """Under autocast the gradients flow back through autocast's casts: the input and every float32 parameter

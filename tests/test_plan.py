@@ -158,6 +158,11 @@ def test_problem60():
         assert (stages["forward"] == tuned if is_tuned else stages == torch_path), (c_in, c_out, shape)
     assert plan(P60, Case("stride 1", (3, 16, 3, 1, 1, 1, 1e-5), (1, 3, 16, 32, 32))) == torch_path
     assert plan(P60, "general") == torch_path
+    split_gn = torch_path["forward GroupNorm"]
+    # gn_fused_kernel: at least 128 (sample, group)s of at most 32768 elements (16 x 1575 at kernel 3, 16 x 2601 at 5)
+    for k, batch, fused in ((3, 16, True), (3, 15, False), (5, 32, False)):
+        stages = plan(P60, Case("groups", (64, 128, k, 2, 1, 8, 1e-5), (batch, 64, 4, 8, 8)))
+        assert stages["forward GroupNorm"] == ("gn_fused_kernel" if fused else split_gn), (k, batch)
     assert plan(P60, "general", torch.bfloat16)["backward dL/dW"] == (   # allow_tf32 (PyTorch's default)
         "split_tf32_kernel + PyTorch's convolution backward (at::convolution_backward) twice")
     assert plan(P60, "general", torch.bfloat16)["forward Swish"] == "swish_half_kernel"

@@ -83,6 +83,7 @@ struct Plan {
     Path path;
     bool vec;          // tuned: rows of the float input as 16-byte loads (W a multiple of 4, the input aligned)
     ConvGrads grads;
+    int gn_threads;    // PyTorch's conv path, GroupNorm in float32: gn_fused_kernel's block (0: the split kernels)
 };
 """
 
@@ -98,6 +99,10 @@ cuda_source = plan_types + r"""
 // conv engine since removed, not yet against PyTorch's conv path):
 constexpr int TUNED_MAX_C_IN = 4;                // at 3 input channels the tuned pass won 1.6x to 8.6x, at 8 it lost
 constexpr long long TUNED_MIN_POSITIONS = 512;   // input positions a sample: at 256 (4x8x8) the tuned pass lost 1.1x
+// PyTorch's conv path, float32 GroupNorm: gn_fused_kernel (a block a (sample, group) of at most 32768 elements) from
+// this many (sample, group)s; fewer leave SMs idle: at 8 and 64 (batch 1 and 8, 8 groups) the split kernels ran 0.90x
+// to 1.01x of it, at 256 (batch 32) it ran 1.03x to 1.22x faster (channel sweep, H200, interleaved)
+constexpr long long GN_FUSED_MIN_GROUPS = 128;
 
 constexpr int K = 3, TAPS = K * K * K;   // stride 2, padding 1: the configuration the parity split is for
 constexpr int CO_TILE = 4;      // output channels per sweep of a thread: one float4 of weights per tap
@@ -274,11 +279,14 @@ bool convt_tuned(const ConvShape& cs) {
 // One call's plan, every stage decided here once. half: the conv's dtype is a half type; tf32: allow_tf32 for convs
 // as the call reads it (the backward's, when it runs); x_misalign: the float input's address modulo 16 (0 for a copy:
 // half precision's float copy).
-Plan convt_swish_gn_hardswish_make_plan(const ConvShape& cs, bool half, bool tf32, int x_misalign) {
-    const bool tuned = convt_tuned(cs);
+static int gn_fused_threads(long long n);
+Plan convt_swish_gn_hardswish_make_plan(const ConvShape& cs, long long B, int groups, bool half, bool tf32,
+                                        int x_misalign) {
+    const bool tuned = convt_tuned(cs), fused_gn = !tuned && B * groups >= GN_FUSED_MIN_GROUPS;
     return Plan{tuned ? Path::TUNED : Path::TORCH_CONV, tuned && cs.W % 4 == 0 && (half || x_misalign == 0),
                 tuned ? ConvGrads::TUNED : !half ? ConvGrads::TORCH : tf32 ? ConvGrads::TORCH_HALF_SPLIT
-                                                                            : ConvGrads::TORCH_HALF};
+                                                                            : ConvGrads::TORCH_HALF,
+                fused_gn ? gn_fused_threads((long long)(cs.C_out / groups) * cs.Do * cs.Ho * cs.Wo) : 0};
 }
 
 struct Geometry {
@@ -1427,6 +1435,67 @@ __global__ void gn_finalize_kernel(const Welford* __restrict__ part, float* __re
     stats[bg * 2] = mean;
     stats[bg * 2 + 1] = rstd;
 }
+// Where a (sample, group)'s n elements fit GN_FUSED_PER values a thread of one block (n <= 32768) and the (sample,
+// group)s fill the GPU (GN_FUSED_MIN_GROUPS; the plan's gn_threads, a function of the shape alone): gn_fused_kernel, a block per (sample, group), Swish(y) loaded once
+// into registers, its Welford state in a fixed order (each thread its values, the warps, warp 0 over the warps),
+// mean and 1/std as gn_finalize_kernel forms them, then each value normalised and HardSwish'ed from the registers:
+// one read of y, one write, one launch where the split kernels take three launches and two reads.
+constexpr int GN_FUSED_PER = 32;
+static int gn_fused_threads(long long n) {
+    return n > 1024LL * GN_FUSED_PER ? 0 : (int)std::max(32LL, (n + 32LL * GN_FUSED_PER - 1) / (32LL * GN_FUSED_PER) * 32);
+}
+template <bool SWISH>
+__global__ void __launch_bounds__(1024) gn_fused_kernel(const float* y, float* out, double* __restrict__ stats,
+                                                        const float* __restrict__ gn_weight,
+                                                        const float* __restrict__ gn_bias, int C_out, int groups,
+                                                        int vol, float eps)
+{
+    __shared__ Welford warps[32];
+    __shared__ float mean_rstd[2];
+    const int cpg = C_out / groups, grp = blockIdx.x % groups, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int n = cpg * vol;
+    const float* const x = y + (size_t)blockIdx.x * n;   // the group's channels: contiguous
+    float* const o = out + (size_t)blockIdx.x * n;
+    float v[GN_FUSED_PER];
+#pragma unroll
+    for (int k = 0; k < GN_FUSED_PER; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        v[k] = i < n ? x[i] : 0.f;
+    }
+    Welford w = {0.f, 0.f, 0.f};
+#pragma unroll
+    for (int k = 0; k < GN_FUSED_PER; ++k) {
+        if (threadIdx.x + k * blockDim.x < n) {
+            v[k] = SWISH ? swish(v[k]) : v[k];
+            w = welford_add(w, v[k]);
+        }
+    }
+    w = welford_warp(w);
+    if (lane == 0) warps[warp] = w;
+    __syncthreads();
+    if (warp == 0) {
+        w = welford_warp(lane < (int)blockDim.x / 32 ? warps[lane] : Welford{0.f, 0.f, 0.f});
+        if (lane == 0) {
+            const float mean = w.mean, rstd = rsqrtf(w.m2 / w.nf + eps);
+            mean_rstd[0] = mean;
+            mean_rstd[1] = rstd;
+            stats[(size_t)blockIdx.x * 2] = mean;
+            stats[(size_t)blockIdx.x * 2 + 1] = rstd;
+        }
+    }
+    __syncthreads();
+    const float mean = mean_rstd[0], rstd = mean_rstd[1];
+#pragma unroll
+    for (int k = 0; k < GN_FUSED_PER; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < n) {
+            const int ch = grp * cpg + i / vol;
+            const float a = rstd * gn_weight[ch], b = -a * mean + gn_bias[ch];
+            const float z = a * v[k] + b;
+            o[i] = z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f);
+        }
+    }
+}
 template <bool SWISH>
 __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
     const float* y, float* out, const float* __restrict__ mean_rstd,
@@ -1483,15 +1552,20 @@ static cudaError_t normalise_half(TO* out, const float* gn_weight, const float* 
 // bias included), to `out` (the GroupNorm's dtype). float32: the split GroupNorm kernels with Swish on the fly;
 // half: swish_half_kernel, then GroupNorm in the dtype's order (or, under autocast, the split kernels in float32).
 // data: gn_scratch_bytes.
-cudaError_t torch_conv_chain_launch(const void* y, void* out, const float* gn_weight, const float* gn_bias, void* data,
-                                    double* stats, int conv_type, int norm_type, int B, const ConvShape& cs,
-                                    int groups, double eps, cudaStream_t stream) {
+cudaError_t torch_conv_chain_launch(const Plan& plan, const void* y, void* out, const float* gn_weight,
+                                    const float* gn_bias, void* data, double* stats, int conv_type, int norm_type,
+                                    int B, const ConvShape& cs, int groups, double eps, cudaStream_t stream) {
     const long long vol = (long long)cs.Do * cs.Ho * cs.Wo;
     const long long n = (long long)(cs.C_out / groups) * vol, n_bg = (long long)B * groups;
     const int chunks = (int)gn_chunks(n, n_bg);
     const long long len = gn_chunk_len(n, n_bg);
     const auto split = [&](const float* src, auto swish_on) {   // the statistics in 64K pieces, then the output
         constexpr bool SWISH = decltype(swish_on)::value;
+        if (plan.gn_threads > 0) {   // one block a (sample, group)
+            gn_fused_kernel<SWISH><<<(unsigned)n_bg, plan.gn_threads, 0, stream>>>(
+                src, static_cast<float*>(out), stats, gn_weight, gn_bias, cs.C_out, groups, (int)vol, (float)eps);
+            return cudaGetLastError();
+        }
         Welford* part = static_cast<Welford*>(data);
         float* mean_rstd = reinterpret_cast<float*>(part + n_bg * chunks);
         gn_partials_kernel<SWISH><<<(unsigned)(n_bg * chunks), GN_SPLIT_THREADS, 0, stream>>>(src, part, n, chunks,
@@ -1969,8 +2043,9 @@ cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float
 // The launch plan for a configuration: each stage's kernel and the rule that picked it, from the Plan the launchers
 // read (convt_swish_gn_hardswish_make_plan; the GroupNorm's kernels follow the dtypes). conv_type, norm_type: the
 // dtype codes; tf32: allow_tf32 for convs. One line a stage, "stage: kernel; rule".
-std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type, bool tf32) {
-    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, conv_type != 0, tf32, 0);
+std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, long long B, int groups, int conv_type, int norm_type,
+                                          bool tf32) {
+    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, B, groups, conv_type != 0, tf32, 0);
     const bool tuned = plan.path == Path::TUNED, half_norm = norm_type != 0;
     std::string s;
     if (tuned)
@@ -1986,7 +2061,10 @@ std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, in
         s += "forward GroupNorm: group_norm_hardswish_kernel; half-precision output: PyTorch's order of the "
              "statistics\n";
     else if (!tuned)
-        s += std::string("forward GroupNorm: gn_partials_kernel + gn_finalize_kernel + gn_apply_kernel; ") +
+        s += std::string(plan.gn_threads > 0 ? "forward GroupNorm: gn_fused_kernel; at least 128 (sample, group)s "
+                                               "of at most 32768 elements: a block each, one read, "
+                                             : "forward GroupNorm: gn_partials_kernel + gn_finalize_kernel + "
+                                               "gn_apply_kernel; a (sample, group) in pieces, ") +
              (conv_type == 0 ? "float32: Swish on the fly over PyTorch's conv output\n"
                              : "autocast: GroupNorm in float32 over the half Swish values\n");
     else
@@ -2145,14 +2223,15 @@ long long convt_data_bytes(long long B, int C_in, int C_out, int D, int H, int W
 long long gn_scratch_bytes(long long B, int C_out, int groups, long long vol);
 long long convt_items(long long B, int C_in, int C_out, int D, int H, int W);
 bool convt_tuned(const ConvShape& cs);
-Plan convt_swish_gn_hardswish_make_plan(const ConvShape& cs, bool half, bool tf32, int x_misalign);
+Plan convt_swish_gn_hardswish_make_plan(const ConvShape& cs, long long B, int groups, bool half, bool tf32,
+                                        int x_misalign);
 cudaError_t convt_swish_gn_hardswish_launch(
     const float* x, const float* weight, const float* bias, const float* gn_weight, const float* gn_bias,
     void* data, int* counters, int* done, int* ready, void* out, double* stats, int conv_type,
     int norm_type, int B, const ConvShape& cs, int groups, double eps, bool tf32, bool vec, cudaStream_t stream);
-cudaError_t torch_conv_chain_launch(const void* y, void* out, const float* gn_weight, const float* gn_bias, void* data,
-                                    double* stats, int conv_type, int norm_type, int B, const ConvShape& cs,
-                                    int groups, double eps, cudaStream_t stream);
+cudaError_t torch_conv_chain_launch(const Plan& plan, const void* y, void* out, const float* gn_weight,
+                                    const float* gn_bias, void* data, double* stats, int conv_type, int norm_type,
+                                    int B, const ConvShape& cs, int groups, double eps, cudaStream_t stream);
 long long chain_backward_workspace(const Plan& plan, long long B, const ConvShape& cs);
 long long conv_grads_workspace(const Plan& plan, long long B, const ConvShape& cs);
 cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float* x, const float* weight, const double* chain_work,
@@ -2165,7 +2244,8 @@ cudaError_t chain_backward_launch(const Plan& plan, const float* x, const float*
                                   int groups, bool tf32, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 cudaError_t split_tf32_launch(const float* v, float* hi, float* lo, long long n, cudaStream_t stream);
-std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, int conv_type, int norm_type, bool tf32);
+std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, long long B, int groups, int conv_type, int norm_type,
+                                          bool tf32);
 
 
 
@@ -2295,7 +2375,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     auto out = at::empty({B, cs.C_out, cs.Do, cs.Ho, cs.Wo}, gn_weight.options());
     auto stats = at::empty({B, groups, 2}, x.options().dtype(torch::kFloat64));
     const bool half = x.scalar_type() != at::kFloat;
-    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, half, allow_tf32_conv(),
+    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, B, (int)groups, half, allow_tf32_conv(),
                                                          half ? 0 : (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
     const bool tuned = plan.path == Path::TUNED;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -2306,7 +2386,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
         const auto scratch = at::empty({gn_scratch_bytes(B, cs.C_out, groups, (int64_t)cs.Do * cs.Ho * cs.Wo)},
                                        x.options().dtype(at::kByte));
         const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
-        const cudaError_t err = torch_conv_chain_launch(y.data_ptr(), out.data_ptr(), gwf.data_ptr<float>(),
+        const cudaError_t err = torch_conv_chain_launch(plan, y.data_ptr(), out.data_ptr(), gwf.data_ptr<float>(),
                                                         gbf.data_ptr<float>(), scratch.data_ptr(),
                                                         stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight),
                                                         B, cs, groups, eps, stream);
@@ -2347,7 +2427,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const ConvShape cs = conv_shape(x, w, stride, padding);
     const int64_t B = x.size(0), C_out = cs.C_out, groups = stats.size(1);
     const bool tf32 = allow_tf32_conv(), half = x.scalar_type() != at::kFloat;
-    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, half, tf32,
+    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, B, (int)groups, half, tf32,
                                                          half ? 0 : (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
     TORCH_CHECK(cs.k[0] * cs.k[1] * cs.k[2] <= 2048, "convt_swish_gn_hardswish: the backward takes kernels of at most "
                 "2048 taps");
@@ -2543,19 +2623,19 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bi
                            eps);
 }
 
-// plan(x_shape, weight_shape, stride, padding, dtype code, GroupNorm dtype code, allow_tf32): each stage's kernel
-// and why (ModelNew.plan).
+// plan(x_shape, weight_shape, stride, padding, groups, dtype code, GroupNorm dtype code, allow_tf32): each stage's
+// kernel and why (ModelNew.plan).
 std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, at::IntArrayRef stride, at::IntArrayRef padding,
-                    int64_t conv_type, int64_t norm_type, bool tf32) {
+                    int64_t groups, int64_t conv_type, int64_t norm_type, bool tf32) {
     TORCH_CHECK(x.size() == 5 && w.size() == 5, "convt_swish_gn_hardswish: plan takes 5-D shapes");
     const auto meta = at::TensorOptions().device(at::kMeta);
     return convt_swish_gn_hardswish_plan(conv_shape(at::empty(x, meta), at::empty(w, meta), stride, padding),
-                                         (int)conv_type, (int)norm_type, tf32);
+                                         x[0], (int)groups, (int)conv_type, (int)norm_type, tf32);
 }
 
 DEFINE_OPS(OPS_NAMESPACE, m) {
-    m.def("plan(int[] x_shape, int[] weight_shape, int[3] stride, int[3] padding, int dtype, int norm_dtype, "
-          "bool tf32) -> str",
+    m.def("plan(int[] x_shape, int[] weight_shape, int[3] stride, int[3] padding, int groups, int dtype, "
+          "int norm_dtype, bool tf32) -> str",
           plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int[3] stride, "
           "int[3] padding, int groups, float eps) -> (Tensor, Tensor, Tensor)");
@@ -2652,7 +2732,7 @@ class ModelNew(nn.Module):
         """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward for input x,
         and why, from the decisions the launchers make."""
         ct, gn = self.conv_transpose, self.group_norm
-        text = _ops.plan(list(x.shape), list(ct.weight.shape), list(ct.stride), list(ct.padding),
+        text = _ops.plan(list(x.shape), list(ct.weight.shape), list(ct.stride), list(ct.padding), gn.num_groups,
                          DTYPES.index(x.dtype), DTYPES.index(gn.weight.dtype), torch.backends.cudnn.allow_tf32)
         return dict(line.split(": ", 1) for line in text.splitlines())
 
