@@ -17,6 +17,8 @@ allow_tf32; the launchers, workspaces and ModelNew.plan(x) read it; tests/test_p
     gn_partials_kernel, gn_finalize_kernel, gn_apply_kernel
                                   PyTorch's conv path, float32: Swish on the fly, GroupNorm in pieces sized to fill
                                   the GPU (Welford states in order), HardSwish: two reads of y, one write
+    gn_fused_kernel               the same in one launch where 128 or more (sample, group)s of at most 32768
+                                  elements fill the GPU: a block each, y read once into registers
     swish_half_kernel             PyTorch's conv path, half precision: Swish rounded as PyTorch's
     group_norm_hardswish_kernel   half precision: GroupNorm's statistics in PyTorch's own order, then HardSwish
   backward
