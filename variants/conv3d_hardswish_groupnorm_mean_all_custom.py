@@ -2028,7 +2028,6 @@ cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                           int conv_type, int x_misalign) {
     const bool half = conv_type != 0;
-    const int K = kd;
     const Plan plan = conv3d_hardswish_gn_mean_make_plan(B, C_in, C_out, D, H, W, kd, kh, kw, half, x_misalign);
     const Path path = plan.path;
     const bool tc = plan.tc, vec_fwd = plan.vec;
