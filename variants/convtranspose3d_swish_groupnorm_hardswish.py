@@ -186,6 +186,8 @@ __device__ __forceinline__ float hardswish_grad(float v) {
 
 
 
+__device__ __forceinline__ float hardswish(float z) { return z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f); }
+
 // Streaming (evict-first) loads and stores of one element, as a float.
 __device__ __forceinline__ float load_streaming(const float* p) { return __ldcs(p); }
 template <typename T> __device__ __forceinline__ float load_streaming(const T* p) {
@@ -892,7 +894,7 @@ __device__ __forceinline__ void convt_block(Smem& s, const Params& p, const Item
                     a = swish_rounded<T>(a, bq[q]);
                 } else if (HALF) {
                     const float z = round_to<TO>(fmaf(swish_rounded<T>(a, bq[q]), inv[q], sh[q]));
-                    a = round_to<TO>(z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f));
+                    a = round_to<TO>(hardswish(z));
                 } else {
                     const float y = fmaf(a, rcp_approx(fmaf(exp2_approx(a), inv[q], inv[q])), sh[q]);
                     a = y * __saturatef(fmaf(y, 1.f / 6.f, 0.5f));
@@ -1345,7 +1347,7 @@ __global__ void __launch_bounds__(GN_THREADS, 2) group_norm_hardswish_kernel(
         const float a = ab.x, b = ab.y;
         const auto apply = [a, b](TO v) {
             const float z = round_to<TO>(fmaf(a, to_float(v), b));
-            return from_float<TO>(z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f));
+            return from_float<TO>(hardswish(z));
         };
         TO* const row = x + (size_t)c * vol;
         const long long head = min(vol, (long long)((16 - reinterpret_cast<uintptr_t>(row) % 16) % 16 / sizeof(TO)));
@@ -1437,14 +1439,16 @@ __global__ void gn_finalize_kernel(const Welford* __restrict__ part, float* __re
     stats[bg * 2] = mean;
     stats[bg * 2 + 1] = rstd;
 }
-// Where a (sample, group)'s n elements fit GN_FUSED_PER values a thread of one block (n <= 32768) and the (sample,
-// group)s fill the GPU (GN_FUSED_MIN_GROUPS; the plan's gn_threads, a function of the shape alone): gn_fused_kernel, a block per (sample, group), Swish(y) loaded once
-// into registers, its Welford state in a fixed order (each thread its values, the warps, warp 0 over the warps),
-// mean and 1/std as gn_finalize_kernel forms them, then each value normalised and HardSwish'ed from the registers:
-// one read of y, one write, one launch where the split kernels take three launches and two reads.
-constexpr int GN_FUSED_PER = 32;
-static int gn_fused_threads(long long n) {
-    return n > 1024LL * GN_FUSED_PER ? 0 : (int)std::max(32LL, (n + 32LL * GN_FUSED_PER - 1) / (32LL * GN_FUSED_PER) * 32);
+// Where a (sample, group)'s n elements fit GN_FUSED_PER values a thread of one block (n <= GN_FUSED_MAX) and the
+// (sample, group)s fill the GPU (GN_FUSED_MIN_GROUPS; the plan's gn_threads, a function of the shape alone):
+// gn_fused_kernel, a block per (sample, group), Swish(y) loaded once into registers, its Welford state in a fixed
+// order (each thread its values, the warps, warp 0 over the warps), mean and 1/std as gn_finalize_kernel forms them,
+// then each value normalised and HardSwish'ed from the registers: one read of y, one write, one launch where the
+// split kernels take three launches and two reads.
+constexpr int GN_FUSED_PER = 32, GN_FUSED_MAX = 1024 * GN_FUSED_PER;   // values a thread; elements a block
+static int gn_fused_threads(long long n) {   // whole warps of GN_FUSED_PER values a thread; 0: too many for a block
+    constexpr long long WARP_VALUES = 32LL * GN_FUSED_PER;
+    return n > GN_FUSED_MAX ? 0 : (int)std::max(32LL, (n + WARP_VALUES - 1) / WARP_VALUES * 32);
 }
 template <bool SWISH>
 __global__ void __launch_bounds__(1024) gn_fused_kernel(const float* y, float* out, double* __restrict__ stats,
@@ -1494,7 +1498,7 @@ __global__ void __launch_bounds__(1024) gn_fused_kernel(const float* y, float* o
             const int ch = grp * cpg + i / vol;
             const float a = rstd * gn_weight[ch], b = -a * mean + gn_bias[ch];
             const float z = a * v[k] + b;
-            o[i] = z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f);
+            o[i] = hardswish(z);
         }
     }
 }
@@ -1516,7 +1520,7 @@ __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
         const long long end = min(hi, (long long)(c + 1) * vol);
         for (long long i = max(lo, (long long)c * vol) + threadIdx.x; i < end; i += GN_SPLIT_THREADS) {
             const float z = a * (SWISH ? swish(x[i]) : x[i]) + b;
-            o[i] = z * fminf(fmaxf(z + 3.f, 0.f), 6.f) * (1.f / 6.f);
+            o[i] = hardswish(z);
         }
     }
 }
@@ -1752,11 +1756,11 @@ static cudaError_t launch_sweep(const SweepParams& p, cudaStream_t stream) {
 // (dtype codes: with_types; grad_out in the GroupNorm's type); `work` of chain_backward_workspace, whose partials
 // then hold the WRITE sweep's sums of dL/dy (conv_grads_launch's bias gradient). The tuned path's sweeps recompute
 // y (convt_backward_sweep_kernel); PyTorch's conv path's read y_saved, the forward's conv output as floats.
-cudaError_t chain_backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                  const float* gn_bias, const double* stats, const float* y_saved,
-                                  const void* grad_out, double* work, void* grad_y, void* grad_gn_weight,
-                                  void* grad_gn_bias, int conv_type, int norm_type, int B, const ConvShape& cs,
-                                  int groups, bool tf32, int sms, cudaStream_t stream) {
+cudaError_t chain_backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias,
+                                  const float* gn_weight, const float* gn_bias, const double* stats,
+                                  const float* y_saved, const void* grad_out, double* work, void* grad_y,
+                                  void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type, int B,
+                                  const ConvShape& cs, int groups, bool tf32, int sms, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using TO = decltype(to);
         const bool tuned = plan.path == Path::TUNED;
@@ -2008,9 +2012,10 @@ long long conv_grads_workspace(const Plan& plan, long long B, const ConvShape& c
 // The conv's gradients (grad_x, grad_weight null: not wanted, or PyTorch's: every configuration but the tuned one);
 // grad_bias (the conv's dtype code) from the partials the WRITE sweep left in chain_backward_launch's workspace.
 // The tuned path's FP32 kernels stay exact under allow_tf32 too.
-cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float* x, const float* weight, const double* chain_work,
-                              double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
-                              const ConvShape& cs, int sms, cudaStream_t stream) {
+cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float* x, const float* weight,
+                              const double* chain_work, double* work, float* grad_x, float* grad_weight,
+                              void* grad_bias, int conv_type, int B, const ConvShape& cs, int sms,
+                              cudaStream_t stream) {
     cudaError_t err;
     if (grad_bias != nullptr) {
         const int chunks = sweep_chunks(plan, B, cs);
@@ -2063,10 +2068,11 @@ std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, long long B, int 
         s += "forward GroupNorm: group_norm_hardswish_kernel; half-precision output: PyTorch's order of the "
              "statistics\n";
     else if (!tuned)
-        s += std::string(plan.gn_threads > 0 ? "forward GroupNorm: gn_fused_kernel; at least 128 (sample, group)s "
-                                               "of at most 32768 elements: a block each, one read, "
-                                             : "forward GroupNorm: gn_partials_kernel + gn_finalize_kernel + "
-                                               "gn_apply_kernel; a (sample, group) in pieces, ") +
+        s += (plan.gn_threads > 0 ? "forward GroupNorm: gn_fused_kernel; at least " +
+                                        std::to_string(GN_FUSED_MIN_GROUPS) + " (sample, group)s of at most " +
+                                        std::to_string(GN_FUSED_MAX) + " elements: a block each, one read, "
+                                  : std::string("forward GroupNorm: gn_partials_kernel + gn_finalize_kernel + "
+                                                "gn_apply_kernel; a (sample, group) in pieces, ")) +
              (conv_type == 0 ? "float32: Swish on the fly over PyTorch's conv output\n"
                              : "autocast: GroupNorm in float32 over the half Swish values\n");
     else
@@ -2236,14 +2242,15 @@ cudaError_t torch_conv_chain_launch(const Plan& plan, const void* y, void* out, 
                                     int B, const ConvShape& cs, int groups, double eps, cudaStream_t stream);
 long long chain_backward_workspace(const Plan& plan, long long B, const ConvShape& cs);
 long long conv_grads_workspace(const Plan& plan, long long B, const ConvShape& cs);
-cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float* x, const float* weight, const double* chain_work,
-                              double* work, float* grad_x, float* grad_weight, void* grad_bias, int conv_type, int B,
-                              const ConvShape& cs, int sms, cudaStream_t stream);
-cudaError_t chain_backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias, const float* gn_weight,
-                                  const float* gn_bias, const double* stats, const float* y_saved,
-                                  const void* grad_out, double* work, void* grad_y, void* grad_gn_weight,
-                                  void* grad_gn_bias, int conv_type, int norm_type, int B, const ConvShape& cs,
-                                  int groups, bool tf32, int sms, cudaStream_t stream);
+cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float* x, const float* weight,
+                              const double* chain_work, double* work, float* grad_x, float* grad_weight,
+                              void* grad_bias, int conv_type, int B, const ConvShape& cs, int sms,
+                              cudaStream_t stream);
+cudaError_t chain_backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias,
+                                  const float* gn_weight, const float* gn_bias, const double* stats,
+                                  const float* y_saved, const void* grad_out, double* work, void* grad_y,
+                                  void* grad_gn_weight, void* grad_gn_bias, int conv_type, int norm_type, int B,
+                                  const ConvShape& cs, int groups, bool tf32, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 cudaError_t split_tf32_launch(const float* v, float* hi, float* lo, long long n, cudaStream_t stream);
 std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, long long B, int groups, int conv_type, int norm_type,
@@ -2359,6 +2366,12 @@ static bool tuned_path(const Tensor& x, const Tensor& w, at::IntArrayRef stride,
     cs.D = in[0]; cs.H = in[1]; cs.W = in[2];
     return convt_tuned(cs);
 }
+// The plan of a call on x (contiguous; half precision's tuned kernels read a float copy, aligned).
+static Plan plan_of(const Tensor& x, const ConvShape& cs, int64_t groups, bool tf32) {
+    const bool half = x.scalar_type() != at::kFloat;
+    return convt_swish_gn_hardswish_make_plan(cs, x.size(0), (int)groups, half, tf32,
+                                              half ? 0 : (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+}
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const OptTensor& bias,
                                         const Tensor& gn_weight, const Tensor& gn_bias, at::IntArrayRef stride,
                                         at::IntArrayRef padding, int64_t groups, double eps) {
@@ -2377,8 +2390,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     auto out = at::empty({B, cs.C_out, cs.Do, cs.Ho, cs.Wo}, gn_weight.options());
     auto stats = at::empty({B, groups, 2}, x.options().dtype(torch::kFloat64));
     const bool half = x.scalar_type() != at::kFloat;
-    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, B, (int)groups, half, allow_tf32_conv(),
-                                                         half ? 0 : (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+    const Plan plan = plan_of(x, cs, groups, allow_tf32_conv());
     const bool tuned = plan.path == Path::TUNED;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     if (!tuned) {   // PyTorch's conv path: its transposed conv (bias included), then the chain over its output
@@ -2429,8 +2441,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const ConvShape cs = conv_shape(x, w, stride, padding);
     const int64_t B = x.size(0), C_out = cs.C_out, groups = stats.size(1);
     const bool tf32 = allow_tf32_conv(), half = x.scalar_type() != at::kFloat;
-    const Plan plan = convt_swish_gn_hardswish_make_plan(cs, B, (int)groups, half, tf32,
-                                                         half ? 0 : (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+    const Plan plan = plan_of(x, cs, groups, tf32);
     TORCH_CHECK(cs.k[0] * cs.k[1] * cs.k[2] <= 2048, "convt_swish_gn_hardswish: the backward takes kernels of at most "
                 "2048 taps");
     // dL/dy in float32; the conv's gradients in float32, rounded to their tensors' dtypes; the GroupNorm's in its own.
