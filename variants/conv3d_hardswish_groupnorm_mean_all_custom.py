@@ -5,9 +5,9 @@ The output needs, per sample, each channel's mean of h = hardswish(y) and each g
 the conv is memory-bound (few input channels) the forward computes it and keeps those sums in registers; the conv
 output is never written. The backward writes dL/dy = (A_c + B_g (h - mu_g)) hardswish'(y), then the conv's gradients.
 
-Plan (struct Plan, made once a call by conv3d_hardswish_gn_mean_make_plan from forward_path, dy_stage, dx_stage and
-dw_stage; the launchers, workspaces and ModelNew.plan(x) read it; tests/test_plan.py pins it). Three paths, each kept
-where it was measured fastest:
+Plan (struct Plan, made once a call by conv3d_hardswish_gn_mean_make_plan from forward_path, dy_stage and grad_stage;
+the launchers, workspaces and ModelNew.plan(x) read it; tests/test_plan.py pins it). Three paths, each kept where it
+was measured fastest:
   FUSED (a cubic kernel of 3 or 4 and W <= 32, C_in K^2 <= 64, or C_in <= 7): conv_rows_tc_kernel (float32: per
     output row a split-TF32 GEMM; wgmma on sm_90a builds, else mma.sync), conv_rows_half_kernel (16-bit MMA), or
     conv_hswish_sums_kernel (plain FP32 past the tensor-core bounds); gn_mean_finalize_kernel
@@ -56,7 +56,7 @@ from torch.utils.cpp_extension import get_default_build_root, load_inline
 # (conv3d_hardswish_gn_mean_make_plan), the C++ operator and the launchers read it.
 plan_types = r"""
 enum class Path { FUSED, TILED, TORCH_CONV };   // the forward (forward_path)
-enum class Stage { TC, TILED, TORCH };          // a backward stage (dy_stage, dx_stage, dw_stage)
+enum class Stage { TC, TILED, TORCH };          // a backward stage (dy_stage, grad_stage)
 struct Plan {
     Path path;
     bool tc;         // FUSED: the tensor-core conv (tc_forward); else the plain FP32 one
@@ -1518,8 +1518,8 @@ __global__ void finish_weight_grad_tiled_kernel(const double* __restrict__ parti
 // shared: hardswish_gn_mean begin
 // PyTorch's conv output y (B, C, D, H, W) -> HardSwish -> GroupNorm -> mean over (D, H, W), and its backward: the
 // fused pass of problem 27 over a conv output that PyTorch computed (its conv-kept file's whole chain, and its
-// all-custom file's PyTorch-conv path). Needs the element_types and hardswish_grad blocks before it. Kernels and helpers live in
-// namespace hgm (a file's own kernels may use the same names); the two launchers are global.
+// all-custom file's PyTorch-conv path). Needs the element_types and hardswish_grad blocks before it. Kernels and
+// helpers live in namespace hgm (a file's own kernels may use the same names); the two launchers are global.
 namespace hgm {
 constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
 constexpr int WARPS = THREADS / 32;
@@ -1817,19 +1817,14 @@ Path conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, i
 // recomputed by PyTorch's conv after the fused plain path in half precision), then PyTorch's convolution backward.
 // dL/dx and dL/dW after a TC or TILED dL/dy: the tensor-core kernel where its bounds hold (tc_input_grad; rows of
 // the float input as vector loads), else the tiled kernel in float32, else PyTorch's convolution backward.
-static Stage dy_stage(int C_in, int C_out, int W, int kd, int kh, int kw, bool half) {
-    if (tuned_kernel(kd, kh, kw) && tc_forward(make_dims(1, C_in, C_out, kd, kd, W, kd), kd)) return Stage::TC;
-    return forward_path(C_in, C_out, W, kd, kh, kw, half) != Path::TORCH_CONV && !half ? Stage::TILED : Stage::TORCH;
+// dy_stage from the forward's path and conv (TC exactly where the forward's is the tensor-core one); grad_stage, dL/dx
+// or dL/dW after dL/dy y, with `tc` that kernel's bounds.
+static Stage dy_stage(Path path, bool tc, bool half) {
+    return tc ? Stage::TC : path != Path::TORCH_CONV && !half ? Stage::TILED : Stage::TORCH;
 }
-static Stage dx_stage(const Dims& d, int kd, int kh, int kw, bool half) {
-    const Stage y = dy_stage(d.C_in, d.C_out, d.W, kd, kh, kw, half);
-    if (y == Stage::TC && tc_input_grad(make_dims(d.B, d.C_in, d.C_out, d.D, d.H, d.W, kd), kd)) return Stage::TC;
-    return y != Stage::TORCH && !half && d.C_in <= TILED_MAX_C_IN ? Stage::TILED : Stage::TORCH;
-}
-static Stage dw_stage(const Dims& d, int kd, int kh, int kw, bool half, bool vec) {
-    const Stage y = dy_stage(d.C_in, d.C_out, d.W, kd, kh, kw, half);
-    if (y == Stage::TC && vec) return Stage::TC;
-    return y != Stage::TORCH && !half && d.C_in <= TILED_MAX_C_IN ? Stage::TILED : Stage::TORCH;
+static Stage grad_stage(Stage y, bool tc, bool half, int C_in) {
+    if (y == Stage::TC && tc) return Stage::TC;
+    return y != Stage::TORCH && !half && C_in <= TILED_MAX_C_IN ? Stage::TILED : Stage::TORCH;
 }
 
 // One call's plan, every stage decided here once. x_misalign: the conv input's address modulo 16 as the operator
@@ -1843,9 +1838,9 @@ Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H
     p.tc = p.path == Path::FUSED && tc_forward(d, kd);
     p.vec = W % 4 == 0 && x_misalign % (half ? 8 : 16) == 0;
     p.vec_bwd = W % 4 == 0 && (half || x_misalign == 0);
-    p.dy = dy_stage(C_in, C_out, W, kd, kh, kw, half);
-    p.dx = dx_stage(d, kd, kh, kw, half);
-    p.dw = dw_stage(d, kd, kh, kw, half, p.vec_bwd);
+    p.dy = dy_stage(p.path, p.tc, half);
+    p.dx = grad_stage(p.dy, tc_input_grad(d, kd), half, C_in);
+    p.dw = grad_stage(p.dy, p.vec_bwd, half, C_in);
     return p;
 }
 // The tiled path's dims and blocks per sample (a thread an output position).
@@ -1873,10 +1868,10 @@ long long forward_workspace_doubles(const Plan& plan, int B, int C_in, int C_out
 
 // The fused and tiled forwards. Dtype codes: see with_types; x and the conv's parameters in the conv's type, the
 // rest in the GroupNorm's.
-cudaError_t forward_launch(const Plan& plan, const void* x_in, const void* weight_in, const void* bias_in, const void* gn_weight,
-                           const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
-                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh,
-                           int kw, double eps, cudaStream_t stream) {
+cudaError_t forward_launch(const Plan& plan, const void* x_in, const void* weight_in, const void* bias_in,
+                           const void* gn_weight, const void* gn_bias, double* partials, void* out, double* stats,
+                           int conv_type, int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W,
+                           int kd, int kh, int kw, double eps, cudaStream_t stream) {
     return with_types(conv_type, norm_type, [&](auto t, auto to) {
         using T = decltype(t);
         using TO = decltype(to);
@@ -2218,10 +2213,10 @@ static std::tuple<Tensor, Tensor, Tensor> torch_conv_backward(const Tensor& grad
 
 long long forward_workspace_doubles(const Plan& plan, int B, int C_in, int C_out, int D, int H, int W, int kd, int kh,
                                     int kw);
-cudaError_t forward_launch(const Plan& plan, const void* x, const void* weight, const void* bias, const void* gn_weight,
-                           const void* gn_bias, double* partials, void* out, double* stats, int conv_type,
-                           int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W, int kd, int kh,
-                           int kw, double eps, cudaStream_t stream);
+cudaError_t forward_launch(const Plan& plan, const void* x, const void* weight, const void* bias,
+                           const void* gn_weight, const void* gn_bias, double* partials, void* out, double* stats,
+                           int conv_type, int norm_type, int B, int C_in, int C_out, int G, int D, int H, int W,
+                           int kd, int kh, int kw, double eps, cudaStream_t stream);
 Path conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half);
 Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                         bool half, int x_misalign);
@@ -2339,13 +2334,14 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     }
     auto y = at::empty({0}, x.options());
     if (B == 0) return {out, stats, y};
-    auto partials = at::empty({forward_workspace_doubles(plan, B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd, kh,
-                                                         kw)},
+    auto partials = at::empty({forward_workspace_doubles(plan, B, x.size(1), C, x.size(2), x.size(3), x.size(4), kd,
+                                                         kh, kw)},
                               x.options().dtype(torch::kFloat64));
-    check(forward_launch(plan, x.data_ptr(), weight.data_ptr(), bias.has_value() ? bias->contiguous().data_ptr() : nullptr,
-                         gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(), partials.data_ptr<double>(),
-                         out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, x.size(1), C,
-                         groups, x.size(2), x.size(3), x.size(4), kd, kh, kw, eps, stream),
+    check(forward_launch(plan, x.data_ptr(), weight.data_ptr(),
+                         bias.has_value() ? bias->contiguous().data_ptr() : nullptr, gn_weight.contiguous().data_ptr(),
+                         gn_bias.contiguous().data_ptr(), partials.data_ptr<double>(), out.data_ptr(),
+                         stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, x.size(1), C, groups,
+                         x.size(2), x.size(3), x.size(4), kd, kh, kw, eps, stream),
           "forward launch");
     return {out, stats, y};
 }
