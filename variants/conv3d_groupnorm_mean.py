@@ -2481,6 +2481,13 @@ static OptTensor converted(const OptTensor& t, at::ScalarType dtype) {
 }
 // shared: converted end
 
+// The plan of a call on x and w (contiguous: x's address read for the vector loads), on a GPU of `sms` SMs.
+static Plan plan_of(const Tensor& x, const Tensor& w, bool training, int sms) {
+    return conv3d_groupnorm_mean_make_plan((int)x.size(0), (int)x.size(1), (int)w.size(0), (int)x.size(2),
+                                           (int)x.size(3), (int)x.size(4), (int)w.size(2), (int)w.size(3),
+                                           (int)w.size(4), x.scalar_type() != at::kFloat, training, sms,
+                                           (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+}
 // The forward's path from the conv's channels, kernel and dtype alone, and whether a gradient is wanted (the Meta
 // kernel's, with symbolic batch and spatial sizes; the CUDA kernels read the whole plan, make_plan).
 static Path path_of(const Tensor& weight, bool training) {
@@ -2532,9 +2539,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     const int64_t Do = D - kd + 1, Ho = H - kh + 1, Wo = W - kw + 1;
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
-    const Plan plan = conv3d_groupnorm_mean_make_plan((int)B, (int)C_in, (int)C_out, (int)D, (int)H, (int)W, kd, kh, kw,
-                                                      x.scalar_type() != at::kFloat, training, sms,
-                                                      (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+    const Plan plan = plan_of(x, w, training, sms);
     const Path path = plan.path;
     auto out = at::empty({B}, gn_weight.options());
     auto stats = at::empty({B, C_out + 2 * groups}, x.options().dtype(torch::kFloat64));
@@ -2548,11 +2553,11 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
                 "2^31 elements");
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     // The conv kernel first: the host's remaining work then overlaps it.
-    auto partials = at::empty({path == Path::TUNED   ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
-                               : path == Path::TILED ? conv3d_groupnorm_mean_tiled_workspace(B, C_out, D, H, W, kd, kh,
-                                                                                             kw)
-                                                     : conv3d_groupnorm_mean_conv_sums_workspace(B, C_out, Do * Ho * Wo)},
-                              x.options().dtype(torch::kFloat64));
+    const int64_t partial_doubles =
+        path == Path::TUNED   ? conv3d_groupnorm_mean_workspace(B, C_out, D, H, W)
+        : path == Path::TILED ? conv3d_groupnorm_mean_tiled_workspace(B, C_out, D, H, W, kd, kh, kw)
+                              : conv3d_groupnorm_mean_conv_sums_workspace(B, C_out, Do * Ho * Wo);
+    auto partials = at::empty({partial_doubles}, x.options().dtype(torch::kFloat64));
     if (path == Path::TUNED)
         check(conv3d_groupnorm_mean_stats(x.data_ptr(), w.data_ptr(), b.data_ptr(), partials.data_ptr<double>(),
                                           dtype_code(x), B, C_in, C_out, D, H, W, plan.vec, sms, stream));
@@ -2595,9 +2600,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
     // The plan of a call that wants gradients, as the forward made it (the same inputs, training)
-    const Plan plan = conv3d_groupnorm_mean_make_plan((int)B, (int)C_in, (int)C_out, (int)D, (int)H, (int)W, kd, kh, kw,
-                                                      half, true, sms,
-                                                      (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16));
+    const Plan plan = plan_of(x, w, true, sms);
     const bool ours = plan.path != Path::TORCH_CONV;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
