@@ -1795,12 +1795,12 @@ long long backward_geometry(Plan& plan, int B, int C_in, int C_out, int H, int W
 
 // need: which of the conv's gradients (input, weight, bias) to compute; grad_conv may be null if none.
 // workspace: backward_geometry's bytes, for the plan it filled.
-cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias, const float* gn_weight,
-                            const float* norm, const float* group_stats, const float* out, const float* grad_out,
-                            void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
-                            float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                            const bool* need, int B, int C_in, int C_out, int groups, int H,
-                            int W, cudaStream_t stream) {
+cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias,
+                            const float* gn_weight, const float* norm, const float* group_stats, const float* out,
+                            const float* grad_out, void* workspace, float* grad_conv, double* sums, float* coef,
+                            float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
+                            float* grad_gn_bias, const bool* need, int B, int C_in, int C_out, int groups, int H, int W,
+                            cudaStream_t stream) {
     const int Ho = H - K + 1, Wo = W - K + 1, ups = units_per_sample(H, W), ci_chunks = (C_in + 7) / 8;
     cudaError_t err;
     double* partials = static_cast<double*>(workspace);
@@ -1835,7 +1835,8 @@ cudaError_t backward_launch(const Plan& plan, const float* x, const float* weigh
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
     if (need[0]) {
-        const long long blocks = (long long)B * ((H + plan.band_rows - 1) / plan.band_rows) * ((Wo + GI_OUT - 1) / GI_OUT);
+        const long long bands = (H + plan.band_rows - 1) / plan.band_rows;
+        const long long blocks = (long long)B * bands * ((Wo + GI_OUT - 1) / GI_OUT);
         grad_input_kernel<<<dim3((unsigned)blocks, ci_chunks), 32 * GI_WARPS, gi_smem_bytes(C_out), stream>>>(
             grad_conv, weight, grad_x, C_in, C_out, H, W, plan.band_rows);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
@@ -2608,12 +2609,12 @@ cudaError_t general_backward_launch(const void* conv, int conv_type, const float
                                     const float* grad_out, double* workspace, void* grad_conv, bool conv_grads,
                                     float* grad_bias, float* grad_gn_weight, float* grad_gn_bias, int B, int C_out,
                                     int groups, int H, int W, int kh, int kw, cudaStream_t stream);
-cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias, const float* gn_weight,
-                            const float* norm, const float* group_stats, const float* out, const float* grad_out,
-                            void* workspace, float* grad_conv, double* sums, float* coef, float* grad_x,
-                            float* grad_weight, float* grad_bias, float* grad_gn_weight, float* grad_gn_bias,
-                            const bool* need, int B, int C_in, int C_out, int groups, int H,
-                            int W, cudaStream_t stream);
+cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias,
+                            const float* gn_weight, const float* norm, const float* group_stats, const float* out,
+                            const float* grad_out, void* workspace, float* grad_conv, double* sums, float* coef,
+                            float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
+                            float* grad_gn_bias, const bool* need, int B, int C_in, int C_out, int groups, int H, int W,
+                            cudaStream_t stream);
 
 static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv2d_gn_lse: ", what, " failed: ", cudaGetErrorString(err));
@@ -2696,7 +2697,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
     const c10::cuda::CUDAGuard guard(x.device());
     const int64_t B = x.size(0), C_in = x.size(1), C_out = weight.size(0), H = x.size(2), W = x.size(3);
     const int kh = (int)weight.size(2), kw = (int)weight.size(3);
-    Plan plan = plan_of(x, weight);
+    const Plan plan = plan_of(x, weight);
     const bool tuned = plan.path == Path::TUNED;
     if (tuned) check_smem(C_in);
     // The output in the GroupNorm's dtype; the statistics in float32 (the backward's, in either precision).

@@ -1,7 +1,7 @@
 // PyTorch's conv output y (B, C, D, H, W) -> HardSwish -> GroupNorm -> mean over (D, H, W), and its backward: the
 // fused pass of problem 27 over a conv output that PyTorch computed (its conv-kept file's whole chain, and its
-// all-custom file's PyTorch-conv path). Needs the element_types and hardswish_grad blocks before it. Kernels and helpers live in
-// namespace hgm (a file's own kernels may use the same names); the two launchers are global.
+// all-custom file's PyTorch-conv path). Needs the element_types and hardswish_grad blocks before it. Kernels and
+// helpers live in namespace hgm (a file's own kernels may use the same names); the two launchers are global.
 namespace hgm {
 constexpr int THREADS = 512;          // 16 warps: one channel row each at the benchmark's 16 channels
 constexpr int WARPS = THREADS / 32;
