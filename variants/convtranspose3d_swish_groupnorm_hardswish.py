@@ -1387,7 +1387,7 @@ __global__ void __launch_bounds__(GN_THREADS, 2) group_norm_hardswish_kernel(
 // Scratch: gn_scratch_bytes.
 constexpr long long GN_CHUNK = 65536, GN_MIN_CHUNK = 2048;
 constexpr int GN_MIN_PIECES = 512;   // about four blocks an SM: at batch 1 and 8 one piece a group left the GPU idle
-constexpr int GN_SPLIT_THREADS = 256;
+constexpr int GN_SPLIT_THREADS = 256, GN_APPLY_LOADS = 8;
 static long long gn_chunk_len(long long n, long long n_bg) {
     long long len = GN_CHUNK;
     while (len > GN_MIN_CHUNK && n_bg * ((n + len - 1) / len) < GN_MIN_PIECES) len /= 2;
@@ -1518,9 +1518,23 @@ __global__ void __launch_bounds__(GN_SPLIT_THREADS) gn_apply_kernel(
         const int ch = grp * cpg + c;
         const float a = mean_rstd[bg * 2 + 1] * gn_weight[ch], b = -a * mean_rstd[bg * 2] + gn_bias[ch];
         const long long end = min(hi, (long long)(c + 1) * vol);
-        for (long long i = max(lo, (long long)c * vol) + threadIdx.x; i < end; i += GN_SPLIT_THREADS) {
-            const float z = a * (SWISH ? swish(x[i]) : x[i]) + b;
-            o[i] = hardswish(z);
+        // GN_APPLY_LOADS loads in flight a thread (one at a time left the kernel waiting on memory: 1.1 TB/s)
+        for (long long i0 = max(lo, (long long)c * vol) + threadIdx.x; i0 < end;
+             i0 += GN_APPLY_LOADS * GN_SPLIT_THREADS) {
+            float v[GN_APPLY_LOADS];
+#pragma unroll
+            for (int k = 0; k < GN_APPLY_LOADS; ++k) {
+                const long long i = i0 + k * GN_SPLIT_THREADS;
+                v[k] = i < end ? x[i] : 0.f;
+            }
+#pragma unroll
+            for (int k = 0; k < GN_APPLY_LOADS; ++k) {
+                const long long i = i0 + k * GN_SPLIT_THREADS;
+                if (i < end) {
+                    const float z = a * (SWISH ? swish(v[k]) : v[k]) + b;
+                    o[i] = hardswish(z);
+                }
+            }
         }
     }
 }
