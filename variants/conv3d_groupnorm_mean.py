@@ -758,18 +758,22 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
 // (A_c + B_g (mean_c - mu_g)) (mean_c: the mean of y over its N positions). One block per sample forms
 // (g_b / C A_c, g_b / C B_g, mu_g) per channel and the per-sample terms of those three; conv_gn_stats_kernel<GRAD>
 // recomputes y and writes dL/dy; gn_param_grad_kernel adds the terms over the batch in a fixed order.
+// dL/dy is linear in g_b, a sample's one output gradient: our paths' training forward writes it for g_b = 1 (a null
+// grad_out; no param_terms) while the host is still on its way to the backward, and the backward's dL/dx and dL/dW
+// kernels take g_b as each sample's factor (scale_by_sample_kernel scales the operand of those that cannot).
 template <typename TO>
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
-    const TO* __restrict__ grad_out,      // (B)
+    const TO* __restrict__ grad_out,      // (B), or null: 1
     const double* __restrict__ stats,     // (B, C_out + 2 groups), from the forward
     const TO* __restrict__ gn_weight,     // (C_out)
     float* __restrict__ coef,             // (B, C_out, 3)
-    double* __restrict__ param_terms,     // (B, 3 C_out): dgamma, dbeta, dbias terms
+    double* __restrict__ param_terms,     // (B, 3 C_out): dgamma, dbeta, dbias terms; or null: not wanted
     int C_out, int groups, double n_per_channel)
 {
     const int b = blockIdx.x, cpg = C_out / groups;
     const double* st = stats + (size_t)b * (C_out + 2 * groups);
-    const double gb = (double)to_float(grad_out[b]) / C_out, n_group = n_per_channel * cpg;
+    const double gb = (grad_out != nullptr ? (double)to_float(grad_out[b]) : 1.0) / C_out;
+    const double n_group = n_per_channel * cpg;
     for (int c = threadIdx.x; c < C_out; c += FINAL_THREADS) {
         const int grp = c / cpg;
         const double mu = st[C_out + grp], rstd = st[C_out + groups + grp];
@@ -784,6 +788,7 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
         cf[0] = (float)a;
         cf[1] = (float)slope;
         cf[2] = (float)mu;
+        if (param_terms == nullptr) continue;
         double* terms = param_terms + (size_t)b * 3 * C_out;
         terms[c] = gb * (st[c] - mu) * rstd;
         terms[C_out + c] = gb;
@@ -1087,6 +1092,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
+    const float* __restrict__ go,         // (B): each sample's output gradient, the factor of its dL/dx
     TcDims d)
 {
     __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
@@ -1201,7 +1207,8 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw)
                         if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
-                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] = v;
+                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] =
+                        v * go[b];
                 }
             __syncwarp();
         }
@@ -1235,6 +1242,7 @@ template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else s
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
+    const float* __restrict__ go,         // (B): each sample's output gradient, the factor of its rows' products
     double* __restrict__ partials, TcDims d)
 {
     __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
@@ -1311,12 +1319,13 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 }
             }
         }
+        const float factor = go[b];   // the sample's output gradient
 #pragma unroll
         for (int kw = 0; kw < K; ++kw)
 #pragma unroll
             for (int j = 0; j < WGT_TILES; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e] * factor;
     }
     // The block's warps of each depth group add their sums in order; c[e]: co = g + 8 (e / 2), k = 8j + 2t + e % 2.
     for (int q = 0; q < WGT_RPB; ++q) {
@@ -1379,6 +1388,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
+    const float* __restrict__ go,         // (B): each sample's output gradient, the factor of its dL/dx
     GradDims d)
 {
     constexpr int MT = (K * K * CI + 7) / 8, NT = K * MT, M = K * K * CI, MTH = (MT + 1) / 2;
@@ -1404,6 +1414,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
     __syncthreads();
 
     const int b = blockIdx.x;
+    const float gb = go[b];
     const int out_plane = d.Do * d.Ho * d.Wo;   // a sample's dL/dy is under 2^31 floats (stream_input_grad)
     const size_t in_plane = (size_t)d.H * d.W;
     const float* gy_b = grad_y + (size_t)b * d.C_out * out_plane;
@@ -1413,7 +1424,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
             const int ci = r / d.H, ih = r % d.H;
             if (lane < d.W) {
                 float& v = slot[(ih * CI + ci) * GS_RS + lane];
-                grad_x[(((size_t)b * CI + ci) * d.D + id) * in_plane + (size_t)ih * d.W + lane] = v;
+                grad_x[(((size_t)b * CI + ci) * d.D + id) * in_plane + (size_t)ih * d.W + lane] = v * gb;
                 v = 0.f;
             }
         }
@@ -1544,6 +1555,7 @@ template <bool TF32>   // one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
+    const float* __restrict__ go,         // (B): each sample's output gradient, the factor of its rows' products
     double* __restrict__ partials, GradDims d)
 {
     __shared__ double sums[2][WR_CO][WGT_DEPTHS][K];   // [depth half][co][k % 16][kw]
@@ -1625,12 +1637,13 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
                     mma(acc[kw][j], ab[st], gb[m], gb[m + 1]);
                 }
         }
+        const float factor = go[b];   // the sample's output gradient
 #pragma unroll
         for (int kw = 0; kw < K; ++kw)
 #pragma unroll
             for (int j = 0; j < WR_TILES; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e] * factor;
     }
     // The block's warps of each depth half add their totals in order; c[e]: k = g + 8 (e / 2), co = 8j + 2t + e % 2.
     for (int q = 0; q < WR_ROWS; ++q) {
@@ -1664,7 +1677,8 @@ __host__ __device__ inline bool rows_weight_grad(const GradDims& d) {
 // (output channel chunk, kd, output channel, kh, kw) in fp32, a fixed order.
 template <int COT, int PIXT>
 __global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv3 t)
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x,
+    const float* __restrict__ go, TileConv3 t)   // go (B): each sample's output gradient, the factor of its dL/dx
 {
     extern __shared__ float4 smem4[];
     float* in_s = reinterpret_cast<float*>(smem4);
@@ -1684,7 +1698,8 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
 #pragma unroll
             for (int j = 0; j < COT; ++j)
                 if (co0 + j < t.C_out)
-                    grad_x[((((size_t)b * t.C_out + co0 + j) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][j];
+                    grad_x[((((size_t)b * t.C_out + co0 + j) * D + od) * H + oh + p * ROW_STEP) * W + ow] =
+                        acc[p][j] * go[b];
 }
 
 using WgradDims = GradDims;
@@ -1865,6 +1880,36 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 }
 // shared: convert end
 
+// out = in * g_b over each sample's per_sample elements (block x: the sample): dL/dy is linear in the sample's output
+// gradient g_b (gn_mean_backward_coef_kernel), and the training forward wrote it for g_b = 1: the operand of the conv
+// gradients that do not apply g_b themselves (x before grad_weight_tiled_kernel; dL/dy before PyTorch's convolution
+// backward on the tuned path). Dtype codes as with_type's.
+template <typename S, typename D, typename G>
+__global__ void scale_by_sample_kernel(const S* __restrict__ in, const G* __restrict__ g, D* __restrict__ out,
+                                       long long per_sample) {
+    const long long base = (long long)blockIdx.x * per_sample;
+    const float scale = to_float(g[blockIdx.x]);
+    for (long long i = (long long)blockIdx.y * blockDim.x + threadIdx.x; i < per_sample;
+         i += (long long)gridDim.y * blockDim.x)
+        out[base + i] = from_float<D>(to_float(in[base + i]) * scale);
+}
+cudaError_t conv3d_groupnorm_mean_scale(const void* in, int in_type, const void* g, int g_type, void* out,
+                                        int out_type, long long B, long long per_sample, cudaStream_t stream) {
+    return with_type(in_type, [&](auto s) {
+        return with_type(out_type, [&](auto d) {
+            return with_type(g_type, [&](auto gt) {
+                using S = decltype(s);
+                using D = decltype(d);
+                using G = decltype(gt);
+                const unsigned chunks = (unsigned)std::min<long long>((per_sample + 2047) / 2048, 65535);
+                scale_by_sample_kernel<S, D, G><<<dim3((unsigned)B, std::max(1u, chunks)), 256, 0, stream>>>(
+                    static_cast<const S*>(in), static_cast<const G*>(g), static_cast<D*>(out), per_sample);
+                return cudaGetLastError();
+            });
+        });
+    });
+}
+
 static int units_per_sample(int D, int H, int W) {
     return ((D - K + 1) * (H - K + 1) * row_segments(W, wide_rows(W)) + WARPS - 1) / WARPS;
 }
@@ -2029,6 +2074,8 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
 // The backward's kernels up to dL/dy and the parameters' gradients (grad_bias null: not wanted); coef (B, C_out, 3)
 // floats and param_terms (B, 3 C_out) doubles of workspace. TUNED and TILED: the forward's conv recomputed, dL/dy
 // written in float32 to grad_y; TORCH_CONV: dL/dy from the forward's y (the conv's dtype), written in that dtype.
+// grad_y null: no dL/dy (the tuned and tiled paths' backward: the training forward wrote it, for a null grad_out:
+// g_b = 1); grad_gn_weight null: no parameters' gradients (that forward).
 cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight, const void* y,
                                            float* coef, double* param_terms, void* grad_y, void* grad_bias,
@@ -2044,7 +2091,8 @@ cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, cons
             groups, (double)S);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
-        if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
+        if (grad_y == nullptr) {
+        } else if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
             err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                          static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
                                          C_in, C_out, D, H, W, sms, stream);
@@ -2067,7 +2115,7 @@ cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, cons
                 static_cast<const T*>(y), coef, static_cast<T*>(grad_y), S, n);
             err = cudaGetLastError();
         }
-        if (err != cudaSuccess) return err;
+        if (err != cudaSuccess || grad_gn_weight == nullptr) return err;
         gn_param_grad_kernel<T, TO><<<(3 * C_out + 255) / 256, 256, 0, stream>>>(
             param_terms, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), static_cast<T*>(grad_bias),
             B, C_out);
@@ -2155,8 +2203,10 @@ long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, in
 // The tuned and tiled paths' dL/dx and dL/dW in float32 as the plan's dx and dw say (a null grad_x or grad_weight:
 // not wanted, or PyTorch's). tf32 (allow_tf32, float32): the tensor-core kernels take
 // one TF32 product a step, as PyTorch's conv backward does under the flag (docs/DESIGN.md), else split TF32; the
-// tiled kernels stay exact.
-cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x,
+// tiled kernels stay exact. grad_y: the training forward's, for unit output gradients; go (B floats): the output
+// gradients, each sample's factor, applied by every kernel but grad_weight_tiled_kernel (a block shared with problem
+// 27's file): for it x comes scaled (scale_by_sample_kernel).
+cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x, const float* go,
                                              const float* weight, float* grad_x, float* grad_weight, double* work,
                                              int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                              bool tf32, int sms, cudaStream_t stream) {
@@ -2175,13 +2225,13 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad
                 cudaSuccess)
                 return err;
             // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
-            kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
+            kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, go, d);
         } else if (dx == DxPath::TC) {
             const auto kernel = tf32 ? grad_input_tc_kernel<K, true> : grad_input_tc_kernel<K, false>;
             int per_sm = 0;   // one wave of resident blocks
             if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
                 return err;
-            kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
+            kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, go, d);
         } else {   // TILED, the conv's transpose: dL/dy (C_out channels, Do x Ho x Wo) in, C_in (< 8) channels out
             const int cot = C_in <= 4 ? 4 : 8, th = 2 * TILE_H;
             const TileConv3 t = tile_plan(C_out, C_in, d.Do, d.Ho, d.Wo, kd, kh, kw, cot, th);
@@ -2192,7 +2242,7 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad
                     cudaSuccess)
                 return err;
             kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
-                grad_y, weight, grad_x, t);
+                grad_y, weight, grad_x, go, t);
         }
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
@@ -2216,10 +2266,10 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad
     const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
     if (rows)
         (tf32 ? grad_weight_rows_kernel<true> : grad_weight_rows_kernel<false>)<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(
-            grad_y, x, work, d);
+            grad_y, x, go, work, d);
     else
         (tf32 ? grad_weight_tc_kernel<K, true> : grad_weight_tc_kernel<K, false>)<<<
-            dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(grad_y, x, work, d);
+            dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(grad_y, x, go, work, d);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const long long n_w = (long long)C_out * C_in * K * K * K;
     finish_weight_grad_tc_kernel<K><<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
@@ -2261,11 +2311,15 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
     s += "forward finish: gn_mean_finalize_kernel; always\n";
     if (!training) return s;
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    s += path == Path::TUNED ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
-         : path == Path::TILED ? "backward dL/dy: conv_grad_y_general_kernel; tiled\n"
+    const std::string unit = "; in the training forward, for unit output gradients (the coefficients at g = 1)\n";
+    s += path == Path::TUNED ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode)" + unit
+         : path == Path::TILED ? "backward dL/dy: conv_grad_y_general_kernel" + unit
                                : "backward dL/dy: grad_y_from_conv_kernel; from the forward's saved conv output "
                                  "(PyTorch's conv path)\n";
     s += "backward parameters: gn_param_grad_kernel; always\n";
+    if (plan.dw == DwPath::TILED || (path == Path::TUNED && (plan.dx == DxPath::TORCH || plan.dw == DwPath::TORCH)))
+        s += "backward scaling: scale_by_sample_kernel; each sample's output gradient times the operand of the "
+             "gradients that do not apply it (x before grad_weight_tiled_kernel, dL/dy before PyTorch's)\n";
     const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); ";
     const std::string bounds = path == Path::TUNED ? "the tensor-core kernels' bounds do not hold" : "tiled";
     switch (plan.dx) {
@@ -2445,12 +2499,14 @@ cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, cons
                                            int B, int C_in, int C_out, int groups, int D, int H, int W, int kd,
                                            int kh, int kw, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
+cudaError_t conv3d_groupnorm_mean_scale(const void* in, int in_type, const void* g, int g_type, void* out,
+                                        int out_type, long long B, long long per_sample, cudaStream_t stream);
 int conv3d_groupnorm_mean_grad_y_tail();
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                        int conv_type, int sms, int x_misalign, bool training);
 long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms);
-cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x,
+cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x, const float* go,
                                              const float* weight, float* grad_x, float* grad_weight, double* work,
                                              int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                              bool tf32, int sms, cudaStream_t stream);
@@ -2502,8 +2558,9 @@ static Path path_of(const Tensor& weight, bool training) {
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps, training) -> (out (B), stats (B, C + 2G) float64: per
 //     channel the mean of the conv output, then per group mu_g, then rstd_g; y: PyTorch's conv output (B, C_out,
-//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it, empty (0 elements) on the others); training:
-//     a backward may follow (the plan's path for training);
+//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it; on the others, training, dL/dy for unit
+//     output gradients (B C_out Do Ho Wo floats and the dL/dx kernels' tail), else empty); training: a backward may
+//     follow (the plan's path for training, and dL/dy written);
 //   backward(grad_out, x, weight, bias, gn_weight, stats, y, groups, conv_mask) -> the gradients of x, weight,
 //     bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -2567,10 +2624,20 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     else
         check(conv3d_groupnorm_mean_conv_sums(y.data_ptr(), partials.data_ptr<double>(), dtype_code(x), B, C_out,
                                               Do * Ho * Wo, stream));
+    const auto gw = gn_weight.contiguous();
     check(conv3d_groupnorm_mean_finalize(partials.data_ptr<double>(), path != Path::TORCH_CONV ? b.data_ptr() : nullptr,
-                                         gn_weight.contiguous().data_ptr(), gn_bias.contiguous().data_ptr(),
-                                         out.data_ptr(), stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight),
-                                         B, C_out, groups, D, H, W, kd, kh, kw, path, eps, sms, stream));
+                                         gw.data_ptr(), gn_bias.contiguous().data_ptr(), out.data_ptr(),
+                                         stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, C_out,
+                                         groups, D, H, W, kd, kh, kw, path, eps, sms, stream));
+    if (training && path != Path::TORCH_CONV) {   // dL/dy for a unit output gradient, while the host heads back
+        y = at::empty({B * C_out * Do * Ho * Wo + conv3d_groupnorm_mean_grad_y_tail()}, x.options().dtype(at::kFloat));
+        auto coef = at::empty({B, C_out, 3}, x.options().dtype(at::kFloat));
+        check(conv3d_groupnorm_mean_backward(path, nullptr, stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
+                                             b.data_ptr(), gw.data_ptr(), nullptr, coef.data_ptr<float>(), nullptr,
+                                             y.data_ptr(), nullptr, nullptr, nullptr, dtype_code(x),
+                                             dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw, sms,
+                                             stream));
+    }
     return {out, stats, y};
 }
 
@@ -2604,29 +2671,41 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const bool ours = plan.path != Path::TORCH_CONV;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
-    // dL/dy: float32 with the tensor-core kernels' tail on the tuned and tiled paths; PyTorch's conv path: y's dtype
-    // and shape.
-    auto grad_y = ours ? at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32) : at::empty_like(y);
+    const auto go = grad_out.contiguous();
+    // dL/dy: on the tuned and tiled paths the training forward's (y: for unit output gradients, float32, with the
+    // dL/dx kernels' tail); PyTorch's conv path: from its saved output, in y's dtype and shape.
+    TORCH_CHECK(!ours || (y.scalar_type() == at::kFloat &&
+                          y.numel() == B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()),
+                "conv3d_groupnorm_mean: backward takes the saved dL/dy of a forward run with training = true");
+    auto grad_y = ours ? y : at::empty_like(y);
     auto coef = at::empty({B, C_out, 3}, f32);
     auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
     check(conv3d_groupnorm_mean_backward(
-        plan.path, grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
-        bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), ours ? nullptr : y.data_ptr(),
-        coef.data_ptr<float>(), param_terms.data_ptr<double>(), grad_y.data_ptr(),
+        plan.path, go.data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(), bias.contiguous().data_ptr(),
+        gn_weight.contiguous().data_ptr(), ours ? nullptr : y.data_ptr(), coef.data_ptr<float>(),
+        param_terms.data_ptr<double>(), ours ? nullptr : grad_y.data_ptr(),
         grad_bias.defined() ? grad_bias.data_ptr() : nullptr, grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
         dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw, sms, stream));
     if (!conv_mask[0] && !conv_mask[1]) return {grad_x, grad_w, grad_bias, grad_gn_weight, grad_gn_bias};
-    const auto xf = ours ? converted(x, at::kFloat) : x;
+    // The tuned and tiled paths' dL/dy is for unit output gradients: t (contiguous, B samples) times each sample's
+    // output gradient, as `dtype` (for the kernels that do not apply it themselves).
+    const auto scaled = [&](const Tensor& t, at::ScalarType dtype) {
+        auto dst = at::empty(t.sizes(), t.options().dtype(dtype));
+        check(conv3d_groupnorm_mean_scale(t.data_ptr(), dtype_code(t), go.data_ptr(), dtype_code(go), dst.data_ptr(),
+                                          dtype_code(dst), B, t.numel() / B, stream));
+        return dst;
+    };
     const bool ours_x = conv_mask[0] && plan.dx != DxPath::TORCH, ours_w = conv_mask[1] && plan.dw != DwPath::TORCH;
-    if (ours_x || ours_w) {   // the tensor-core or tiled kernels, in float32
-        const auto wf = converted(w, at::kFloat);
+    if (ours_x || ours_w) {   // the tensor-core or tiled kernels, in float32, each sample's gradient its factor
+        const auto wf = converted(w, at::kFloat), gof = converted(go, at::kFloat);
+        const auto xs = !ours_w ? Tensor() : plan.dw == DwPath::TILED ? scaled(x, at::kFloat) : converted(x, at::kFloat);
         auto gx = ours_x ? at::empty(x.sizes(), f32) : Tensor();
         auto gw = ours_w ? at::empty(w.sizes(), f32) : Tensor();
         auto work = at::empty({ours_w ? conv3d_groupnorm_mean_grads_workspace(plan.dw, B, C_in, C_out, D, H, W, kd,
                                                                               kh, kw, sms) : 0},
                               x.options().dtype(torch::kFloat64));
-        check(conv3d_groupnorm_mean_conv_grads(plan, grad_y.data_ptr<float>(), xf.data_ptr<float>(),
-                                               wf.data_ptr<float>(), ours_x ? gx.data_ptr<float>() : nullptr,
+        check(conv3d_groupnorm_mean_conv_grads(plan, grad_y.data_ptr<float>(), ours_w ? xs.data_ptr<float>() : nullptr,
+                                               gof.data_ptr<float>(), wf.data_ptr<float>(), ours_x ? gx.data_ptr<float>() : nullptr,
                                                ours_w ? gw.data_ptr<float>() : nullptr, work.data_ptr<double>(), B,
                                                C_in, C_out, D, H, W, kd, kh, kw, !half && allow_tf32_conv(), sms,
                                                stream));
@@ -2635,8 +2714,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     }
     const bool torch_x = conv_mask[0] && !ours_x, torch_w = conv_mask[1] && !ours_w;
     if (torch_x || torch_w) {   // PyTorch's convolution backward, on dL/dy in the conv's dtype (as eager's)
-        const auto gy = ours ? converted(grad_y.narrow(0, 0, B * C_out * S).view({B, C_out, D - kd + 1, H - kh + 1,
-                                                                                    W - kw + 1}), x.scalar_type())
+        const auto gy = ours ? scaled(grad_y.narrow(0, 0, B * C_out * S), x.scalar_type())
+                                   .view({B, C_out, D - kd + 1, H - kh + 1, W - kw + 1})
                              : grad_y;
         auto r = torch_conv_backward(gy, x, w, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0}, {torch_x, torch_w, false});
         if (torch_x) grad_x = std::get<0>(r);
@@ -2650,13 +2729,19 @@ std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& w
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps, bool training) {
     std::vector<c10::SymInt> y_shape{0};
+    auto y_options = x.options();
     if (path_of(weight, training) == Path::TORCH_CONV) {
         y_shape = {x.sym_size(0), weight.sym_size(0)};
         for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
+    } else if (training) {   // dL/dy for unit output gradients, float32, with the dL/dx kernels' tail
+        c10::SymInt n = x.sym_size(0) * weight.sym_size(0);
+        for (int d = 2; d < 5; ++d) n = n * (x.sym_size(d) - weight.sym_size(d) + 1);
+        y_shape = {n + conv3d_groupnorm_mean_grad_y_tail()};
+        y_options = x.options().dtype(at::kFloat);
     }
     return {at::empty_symint({x.sym_size(0)}, gn_weight.options()),
             at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64)),
-            at::empty_symint(y_shape, x.options())};
+            at::empty_symint(y_shape, y_options)};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
