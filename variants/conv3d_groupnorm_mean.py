@@ -10,12 +10,16 @@ tests/test_plan.py pins them). Three paths, each kept where it was measured fast
   TUNED (kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half; <= 7 in half where a gradient is wanted):
     conv_gn_stats_kernel / conv_gn_stats_half_kernel  the conv as a split-TF32 (half: 16-bit MMA) GEMM per 32-column
                                row segment, its sums in registers; gn_mean_finalize_kernel adds the partials in order
-    backward: gn_mean_backward_coef_kernel, conv_gn_stats_kernel<GRAD> (the conv again, writing dL/dy),
-    gn_param_grad_kernel; dL/dx grad_input_stream_kernel (a block a sample) or grad_input_tc_kernel, dL/dW
-    grad_weight_rows_kernel or grad_weight_tc_kernel (+ finish_weight_grad_tc_kernel), where their bounds hold
-    (W <= 32, ...), else the tiled kernels (float32) or PyTorch's convolution backward (half)
+    training forward, after those: gn_mean_backward_coef_kernel and conv_gn_stats_kernel<GRAD> (the conv again)
+    write dL/dy for unit output gradients (dL/dy is linear in a sample's one output gradient g_b): that conv runs
+    while the host returns through autograd to the backward
+    backward: gn_mean_backward_coef_kernel, gn_param_grad_kernel; dL/dx grad_input_stream_kernel (a block a sample) or
+    grad_input_tc_kernel, dL/dW grad_weight_rows_kernel or grad_weight_tc_kernel (+ finish_weight_grad_tc_kernel),
+    each taking g_b as its sample's factor, where their bounds hold (W <= 32, ...), else the tiled kernels (float32)
+    or PyTorch's convolution backward (half; scale_by_sample_kernel scales dL/dy for it)
   TILED (float32, C_in <= 7, any other kernel): conv_stats_general_kernel (the conv on the CUDA cores in tiles, its
-    sums in registers); backward conv_grad_y_general_kernel, grad_input_tiled_kernel, grad_weight_tiled_kernel
+    sums in registers); training forward conv_grad_y_general_kernel (dL/dy, as above); backward
+    grad_input_tiled_kernel, grad_weight_tiled_kernel (on x scaled by scale_by_sample_kernel)
   TORCH_CONV (everything else: C_in >= 8, and half precision off the tuned envelope): PyTorch's own convolution
     (at::_convolution under the user's flags and dtype: eager's bits), conv_sums_kernel over its output, the same
     finalize; backward grad_y_from_conv_kernel over the saved output, then PyTorch's convolution backward. There the
@@ -32,9 +36,9 @@ backward raises.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the
 67 TFLOP/s FP32 rate; as split TF32 on the tensor cores about 0.076 ms. Forward + backward: three such convs and
-dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200, run_all.py, README): forward 0.21 ms fp32
-(6.1x eager), 0.13 / 0.15 ms bf16 / fp16; forward + backward 1.48 ms (8.5x). What bounds each kernel (ncu), the
-paths' measurements and what was tried: docs/conv3d_groupnorm_mean.md.
+dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200, run_all.py, README): forward 0.20 ms fp32
+(6.3x eager), 0.13 / 0.16 ms bf16 / fp16; forward + backward 1.18 ms (10.5x, interleaved A/B run). What bounds each
+kernel (ncu), the paths' measurements and what was tried: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
