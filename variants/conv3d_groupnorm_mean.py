@@ -1096,7 +1096,8 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
-    const float* __restrict__ go,         // (B): each sample's output gradient, the factor of its dL/dx
+    const float* __restrict__ go,         // (B): each sample's factor of its dL/dx (problem 23: its output gradient);
+                                          // or null: 1
     TcDims d)
 {
     __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
@@ -1212,7 +1213,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
                     for (int kw = 0; kw < K; ++kw)
                         if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
                     grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] =
-                        v * go[b];
+                        go != nullptr ? v * go[b] : v;
                 }
             __syncwarp();
         }
@@ -1246,7 +1247,7 @@ template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else s
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
-    const float* __restrict__ go,         // (B): each sample's output gradient, the factor of its rows' products
+    const float* __restrict__ go,         // (B): each sample's factor of its rows' products (as above), or null: 1
     double* __restrict__ partials, TcDims d)
 {
     __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
@@ -1323,7 +1324,7 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 }
             }
         }
-        const float factor = go[b];   // the sample's output gradient
+        const float factor = go != nullptr ? go[b] : 1.f;
 #pragma unroll
         for (int kw = 0; kw < K; ++kw)
 #pragma unroll
