@@ -3,8 +3,8 @@
 torch.compile in its modes (reduce-overhead runs CUDA graph trees, whose pools see every allocation: an operator
 that kept a tensor alive outside its outputs fails there), with no gradient, with gradients and no backward, and in
 a training loop; dynamic shapes under CUDA graphs; torch.cuda.make_graphed_callables; torch.export; torch.func.vmap;
-deepcopy and a state_dict round trip through torch.save. Higher-order gradients raise a clear error
-(tests/test_operators.py checks the same on meta tensors, without a GPU)."""
+deepcopy and a state_dict round trip through torch.save; a second backward through a retained graph. Higher-order
+gradients raise a clear error (tests/test_operators.py checks the same on meta tensors, without a GPU)."""
 import copy
 import io
 
@@ -170,6 +170,26 @@ def test_double_backward_raises_clearly(name):
     grads = torch.autograd.grad(out.sum(), list(new.parameters()), create_graph=True)
     with pytest.raises(RuntimeError, match="double backward"):
         sum(g.pow(2).sum() for g in grads).backward()
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("shape", ["small", "benchmark_b8"])
+def test_backward_twice_through_a_retained_graph(name, shape):
+    """backward(retain_graph=True), then backward again through the same graph, gives the same gradients each time:
+    a forward that saves work for its backward must not consume it (problem 23's training forward saves dL/dy for
+    unit output gradients, which its backward scales)."""
+    new, input_shape = case_models(name, shape=shape)
+    x = make_input(input_shape, 5, DEVICE).requires_grad_(True)
+    out = new(x)
+    grad_out = torch.randn_like(out)
+    grads = []
+    for _ in range(2):
+        x.grad = None
+        new.zero_grad(set_to_none=True)
+        out.backward(grad_out, retain_graph=True)
+        grads.append([x.grad] + [p.grad for p in new.parameters()])
+    for got, want in zip(*grads):
+        assert_same(got, want)
 
 
 @pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="torch.library.opcheck came in torch 2.4")
