@@ -37,8 +37,8 @@ backward raises.
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the
 67 TFLOP/s FP32 rate; as split TF32 on the tensor cores about 0.076 ms. Forward + backward: three such convs and
 dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200, run_all.py, README): forward 0.20 ms fp32
-(6.3x eager), 0.13 / 0.16 ms bf16 / fp16; forward + backward 1.18 ms (10.5x, interleaved A/B run). What bounds each
-kernel (ncu), the paths' measurements and what was tried: docs/conv3d_groupnorm_mean.md.
+(6.2x eager), 0.15 / 0.17 ms bf16 / fp16; forward + backward 1.21 ms fp32 (10.4x), 1.39 / 1.30 ms bf16 / fp16. What
+bounds each kernel (ncu), the paths' measurements and what was tried: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
