@@ -2097,6 +2097,7 @@ cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, cons
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
         if (grad_y == nullptr) {
+            // no dL/dy (the tuned and tiled paths' backward: their training forward wrote it)
         } else if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
             err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                          static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
