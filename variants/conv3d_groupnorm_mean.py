@@ -2704,14 +2704,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const bool ours_x = conv_mask[0] && plan.dx != DxPath::TORCH, ours_w = conv_mask[1] && plan.dw != DwPath::TORCH;
     if (ours_x || ours_w) {   // the tensor-core or tiled kernels, in float32, each sample's gradient its factor
         const auto wf = converted(w, at::kFloat), gof = converted(go, at::kFloat);
-        const auto xs = !ours_w ? Tensor() : plan.dw == DwPath::TILED ? scaled(x, at::kFloat) : converted(x, at::kFloat);
+        const auto xs = !ours_w                     ? Tensor()
+                        : plan.dw == DwPath::TILED ? scaled(x, at::kFloat)
+                                                   : converted(x, at::kFloat);
         auto gx = ours_x ? at::empty(x.sizes(), f32) : Tensor();
         auto gw = ours_w ? at::empty(w.sizes(), f32) : Tensor();
         auto work = at::empty({ours_w ? conv3d_groupnorm_mean_grads_workspace(plan.dw, B, C_in, C_out, D, H, W, kd,
                                                                               kh, kw, sms) : 0},
                               x.options().dtype(torch::kFloat64));
         check(conv3d_groupnorm_mean_conv_grads(plan, grad_y.data_ptr<float>(), ours_w ? xs.data_ptr<float>() : nullptr,
-                                               gof.data_ptr<float>(), wf.data_ptr<float>(), ours_x ? gx.data_ptr<float>() : nullptr,
+                                               gof.data_ptr<float>(), wf.data_ptr<float>(),
+                                               ours_x ? gx.data_ptr<float>() : nullptr,
                                                ours_w ? gw.data_ptr<float>() : nullptr, work.data_ptr<double>(), B,
                                                C_in, C_out, D, H, W, kd, kh, kw, !half && allow_tf32_conv(), sms,
                                                stream));
