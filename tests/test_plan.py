@@ -171,8 +171,8 @@ def test_problem60():
 def test_problem92():
     bench = plan(P92, "benchmark")
     assert bench == {"forward statistics": "gram_kernel + gram_stats_kernel", "forward output": "conv_kernel<LOGSUMEXP>",
-                     "backward sums": "conv_kernel<BSUMS> + grad_coef_kernel + gn_param_grad_kernel",
-                     "backward dL/dy": "conv_kernel<GRAD> + bias_grad_kernel",
+                     "backward sums": "conv_kernel<BSUMS, LOADED> + grad_coef_kernel + gn_param_grad_kernel",
+                     "backward dL/dy": "conv_kernel<GRAD, LOADED> + bias_grad_kernel",
                      "backward dL/dW": "grad_weight_kernel<128> (output rows wider than 32 and 128 columns' shared "
                                        "memory on this GPU) or <32> + grad_weight_reduce_kernel",
                      "backward dL/dx": "grad_input_kernel"}
@@ -203,6 +203,9 @@ def test_problem92():
                                                                            "half_norm_kernel (the GroupNorm statistics "
                                                                            "rounded as PyTorch's)")
     assert plan(P92, "previous", torch.bfloat16)["backward sums"].startswith("lse_kernel (the output recomputed")
+    assert plan(P92, "benchmark", torch.bfloat16)["backward sums"] == (
+        "conv_kernel<LOGSUMEXP, LOADED> (the output, unrounded) + conv_kernel<BSUMS, LOADED> + grad_coef_kernel + "
+        "gn_param_grad_kernel")
 
 
 @pytest.mark.parametrize("name", [P23, P27, P27AC, P60, P92])

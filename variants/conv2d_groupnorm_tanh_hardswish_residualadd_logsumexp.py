@@ -4,7 +4,8 @@ problem 92), with a backward for autograd.
 Two passes over the input; the 64-channel conv output never touches memory on the tuned path. Phase 1 finds the
 GroupNorm statistics by algebra, without the conv: a channel's sum is N b + w . s and its sum of squares follows
 from w^T G w, with s and G the sum and the Gram matrix of the input's patches. Phase 2 recomputes the conv on the
-tensor cores, applies the chain and writes one logsumexp value a pixel. The backward recomputes the conv too.
+tensor cores, applies the chain and writes one logsumexp value a pixel; a training forward also writes the conv
+(float32, in the order its registers hold it) for the backward's two passes to read.
 
 Plan (struct Plan, made once a call by conv2d_gn_lse_make_plan from conv2d_gn_lse_path, the tuned backward's grids by
 backward_geometry; the launchers, workspaces and ModelNew.plan(x) read it; tests/test_plan.py pins it). Three paths,
@@ -14,7 +15,7 @@ each kept where it was measured fastest:
     gram_stats_kernel           G, each channel's variance, scale and shift
     half_norm_kernel            half precision: GroupNorm's statistics rounded as PyTorch stores them
     conv_kernel<LOGSUMEXP>      the conv as a split-TF32 GEMM (wgmma on sm_90a builds, mma.sync elsewhere), the
-                                chain, logsumexp across the 4 lanes of a quad
+                                chain, logsumexp across the 4 lanes of a quad; in training the conv kept
   forward elsewhere: the conv (before its bias) written once and kept for the backward, by PyTorch's own
   convolution (TORCH_CONV: at::_convolution under the user's flags and dtype, eager's bits) or, in float32 with
   C_in <= 4 and batch x C_out >= 1024 (TILED), by gn_sums_tiled_kernel (a tiled FP32 conv with its sums, 1.16x to
@@ -22,7 +23,7 @@ each kept where it was measured fastest:
     plane_sums_kernel           the statistics' sums over PyTorch's conv output, in its dtype, by (sample, channel)
     gn_stats_general_kernel     the statistics in order
     lse_kernel                  the chain and logsumexp over the conv, 32 pixels a block, its warps split channels
-  backward (tuned path)
+  backward (tuned path; <.., LOADED>: over the kept conv, the next unit copied in during this one's epilogue)
     conv_kernel<BSUMS>, grad_coef_kernel, gn_param_grad_kernel   the chain's sums, coefficients, dL/dgamma, dL/dbeta
     conv_kernel<GRAD>, bias_grad_kernel    dL/dy (rows padded to 16 bytes) and dL/dbias
     grad_weight_kernel<128 or 32>, grad_weight_reduce_kernel       dL/dW per output row (split TF32), totals in order
@@ -104,8 +105,10 @@ constexpr int RING = K + 1;                      // staged input rows: a unit's 
 constexpr int N_STATS = 2 * C_PAD;               // per channel: sum, sum of squares
 constexpr int B_WORDS = C_PAD * 8;               // one 8-deep slice of the weights
 constexpr int FINAL_THREADS = 256;
+constexpr int KEPT_WORDS = THREADS * 4 * N_TILES;   // a unit's products (the kept conv), a block's accumulators
+constexpr int LOADED_SLOT = KEPT_WORDS + 4 * THREADS;   // LOADED's slot: a unit's products, its pixels' upstream
 
-// LOGSUMEXP: phase 2; BSUMS, GRAD: the backward's two passes (conv recomputed).
+// LOGSUMEXP: phase 2; BSUMS, GRAD: the backward's two passes (over the conv the training forward kept).
 enum Mode { LOGSUMEXP = 0, BSUMS = 1, GRAD = 2 };
 
 // shared: element_types begin
@@ -360,10 +363,13 @@ struct BackwardIn {             // what the backward's two conv passes read and 
     const float4* coef;         // GRAD: (B, C_out) from grad_coef_kernel
     float* grad_conv;           // GRAD: (B, C_out, Ho, grad_pitch(Wo)) dL/dx_conv
     int groups;
+    float* conv;                // the conv (before its bias) by unit, in fragment order (stored_unit): the training
+                                // forward writes it (LOGSUMEXP), the LOADED passes read it; null: not kept
 };
 
-// Phase 2 (LOGSUMEXP) and the backward's two passes (BSUMS, GRAD) share the conv, on the tensor
-// cores. A unit of work is UNIT_COLS columns of one output row: 64 a warpgroup, 16 a warp. Blocks are
+// Phase 2 (LOGSUMEXP: the conv on the tensor cores, the chain, logsumexp; in training it also writes the conv
+// for the backward) and the backward's two passes over that conv (BSUMS, GRAD; LOADED) share one loop and one
+// epilogue. A unit of work is UNIT_COLS columns of one output row: 64 a warpgroup, 16 a warp. Blocks are
 // persistent, each taking a contiguous run of the B * units_per_sample units (walked as sample,
 // column chunk, row), so that consecutive units share K - 1 input rows. The input rows are staged in
 // shared memory once, split, in the A operand's K-major layout (for each group of 4 channels,
@@ -378,7 +384,11 @@ struct BackwardIn {             // what the backward's two conv passes read and 
 // T, TO (LOGSUMEXP): the half-precision forward, its inputs given as floats (exact): one product per
 // step, and each value rounded where PyTorch rounds it: the conv's output, plus the bias (T), then the
 // GroupNorm's output, tanh, HardSwish, the residual sum and each step of logsumexp (TO, the output's type).
-template <int MODE, int G8, typename T = float, typename TO = float>
+// LOADED: the backward's passes over the conv a training forward kept (bw.conv): each unit's products
+// loaded, not computed (no staging, no shared weights); the same values, so the same sums and bits. The
+// dynamic shared memory is then two slots of LOADED_SLOT: the next unit's products (and in BSUMS and GRAD its
+// pixels' upstream gradient and output) are copied into one (cp.async) during this unit's epilogue.
+template <int MODE, int G8, typename T = float, typename TO = float, bool LOADED = false>
 __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const float* __restrict__ x,        // (B, C_in, H, W), contiguous
     const float* __restrict__ weight,   // (C_out, C_in, K, K), contiguous
@@ -389,6 +399,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const BackwardIn bw,                // BSUMS, GRAD
     int B, int C_in, int C_out, int H, int W, int units_per_sample)
 {
+    static_assert(MODE == LOGSUMEXP || LOADED, "the backward's passes read the conv the training forward kept");
     constexpr int PARAMS = MODE == LOGSUMEXP ? 1 : 2;
     constexpr int PART_WORDS = 2 * G8 * STAGE_W * 4;   // a staged row's big part, then its small part
     constexpr bool HALF = is_half<T>();
@@ -399,7 +410,9 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int w0 = warp / 4 * 64 + warp % 4 * 16;   // the warp's first column in the unit
 
-    for (int i = threadIdx.x; i < TAPS * G8 * 2 * B_WORDS; i += THREADS) w_s[i] = split_weight(weight, i, C_out, C_in);
+    if (!LOADED)
+        for (int i = threadIdx.x; i < TAPS * G8 * 2 * B_WORDS; i += THREADS)
+            w_s[i] = split_weight(weight, i, C_out, C_in);
     // Ring slot s: PART_WORDS words of big parts, then as many of small parts: channel 4 q + e,
     // staged column col at word (q * STAGE_W + col) * 4 + e.
     uint32_t* ring = w_s + TAPS * G8 * 2 * B_WORDS;
@@ -407,6 +420,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     // Input rows h0 .. h0 + n - 1 of sample b, columns c0 .. c0 + STAGE_W - 1 (zero past W and C_in),
     // into their slots; two pieces of 4 channels a thread in flight at once.
     const auto stage = [&](int b, int c0, int h0, int n) {
+        if (LOADED) return;
         const float* xb = x + (size_t)b * C_in * H * W;
         constexpr int PER_ROW = 2 * G8 * STAGE_W;
         for (int i0 = threadIdx.x; i0 < n * PER_ROW; i0 += 2 * THREADS) {
@@ -459,8 +473,73 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     // Descriptors (16-byte units): the weights, and this warpgroup's 64 rows of ring slot 0, big part.
     const uint64_t b_desc0 = smem_desc(w_s, 128, 256), a_desc0 = smem_desc(ring + warp / 4 * 64 * 4, STAGE_W * 16, 128);
 #endif
-    // acc = the unit at output row oh's products (on Hopper: issued, committed as one group).
-    const auto issue = [&](float (&acc)[4 * N_TILES], int oh) {
+    // Unit (b, unit)'s products in bw.conv: this lane's acc as N_TILES float4s, a warp's 512 bytes apart.
+    const auto stored_unit = [&](int b, int unit) {
+        const size_t u = (size_t)b * units_per_sample + unit;
+        return reinterpret_cast<float4*>(bw.conv) + (u * WARPS + warp) * N_TILES * 32 + lane;
+    };
+    // BSUMS, GRAD: the per-pixel upstream gradient and output at this lane's two rows of unit (b, unit): gv, ov,
+    // copied with its products a unit ahead. The pixel of row r, clamped to the sample's first where the row is
+    // past Wo.
+    float gv[2], ov[2];
+    const auto upstream_pixel = [&](int b, int unit, int r) {
+        const int col = unit / Ho * UNIT_COLS + w0 + g + 8 * r;
+        return (size_t)b * Ho * Wo + (col < Wo ? unit % Ho * Wo + col : 0);
+    };
+    // LOADED: this thread's products of unit (b, unit), and its gv and ov, copied into slot `slot` (one commit group).
+    const auto prefetch = [&](int b, int unit, int slot) {
+        const float4* src = stored_unit(b, unit);
+        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(w_s + slot * LOADED_SLOT) + threadIdx.x * 16;
+#pragma unroll
+        for (int j = 0; j < N_TILES; ++j)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst + j * THREADS * 16), "l"(src + 32 * j)
+                         : "memory");
+        if (MODE != LOGSUMEXP) {
+            const uint32_t up = (uint32_t)__cvta_generic_to_shared(w_s + slot * LOADED_SLOT + KEPT_WORDS) +
+                                threadIdx.x * 4;
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const size_t q = upstream_pixel(b, unit, r);
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
+                             :: "r"(up + r * THREADS * 4), "l"(bw.grad_out + q) : "memory");
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
+                             :: "r"(up + (2 + r) * THREADS * 4), "l"(bw.out + q) : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    // acc = unit (b, unit)'s products (on Hopper: issued, committed as one group). LOADED: n, the unit's place in
+    // the block's run (its slot n % 2, prefetched), and `more`: a unit follows it, to be prefetched now.
+    const auto issue = [&](float (&acc)[4 * N_TILES], int b, int unit, int n, bool more) {
+        if (LOADED) {
+            if (more) {
+                const bool last = unit + 1 == units_per_sample;
+                prefetch(last ? b + 1 : b, last ? 0 : unit + 1, (n + 1) % 2);
+                asm volatile("cp.async.wait_group 1;" ::: "memory");
+            } else {
+                asm volatile("cp.async.wait_group 0;" ::: "memory");
+            }
+            const uint32_t* slot = w_s + n % 2 * LOADED_SLOT;
+            const float4* src = reinterpret_cast<const float4*>(slot) + threadIdx.x;
+#pragma unroll
+            for (int j = 0; j < N_TILES; ++j) {
+                const float4 v = src[j * THREADS];
+                acc[4 * j] = v.x;
+                acc[4 * j + 1] = v.y;
+                acc[4 * j + 2] = v.z;
+                acc[4 * j + 3] = v.w;
+            }
+            if (MODE != LOGSUMEXP) {
+                const float* up = reinterpret_cast<const float*>(slot + KEPT_WORDS) + threadIdx.x;
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    gv[r] = up[r * THREADS];
+                    ov[r] = up[(2 + r) * THREADS];
+                }
+            }
+            return;
+        }
+        const int oh = unit % Ho;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         fence_acc(acc);
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -497,21 +576,14 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                 }
 #endif
     };
-    // The backward's per-pixel upstream gradient and output at this lane's two rows of unit (b, unit),
-    // loaded a unit ahead (after the next unit's products are issued), so that no epilogue waits on them.
-    float gv[2], ov[2];
-    const auto load_upstream = [&](int b, int unit) {
-        if (MODE == LOGSUMEXP) return;
-        const int col0 = unit / Ho * UNIT_COLS + w0 + g;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const size_t q = (size_t)b * Ho * Wo + (col0 + 8 * r < Wo ? unit % Ho * Wo + col0 + 8 * r : 0);
-            gv[r] = bw.grad_out[q];
-            ov[r] = bw.out[q];
-        }
-    };
     // Unit (b, unit)'s epilogue from its products acc; p: the unit's parity (chan[p], red[p]).
     const auto epilogue = [&](const float (&acc)[4 * N_TILES], int p, int b, int unit) {
+        if (MODE == LOGSUMEXP && !LOADED && bw.conv != nullptr) {   // the training forward keeps the conv
+            float4* dst = stored_unit(b, unit);
+#pragma unroll
+            for (int j = 0; j < N_TILES; ++j)
+                __stcs(dst + 32 * j, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+        }
         const int oh = unit % Ho, col0 = unit / Ho * UNIT_COLS + w0 + g;
         // acc[4 * j + 2 * r + e]: column col0 + 8 r, channel 8 j + 2 t + e.
         const auto counted = [&](int r) { return col0 + 8 * r < Wo; };
@@ -520,7 +592,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
         if (MODE != LOGSUMEXP) {
             // Per channel, the unit's sums over this lane's counted rows, the 8 lanes holding the same
             // channels, then (at the next barrier) the warps in double, all in a fixed order. BSUMS: vn
-            // and vn xhat; GRAD: dL/dx_conv (also written), for the bias gradient. gv, ov: load_upstream's.
+            // and vn xhat; GRAD: dL/dx_conv (also written), for the bias gradient. gv, ov: issue's.
             // The 8 lanes' sums are added by halving: at lane bit 4, then 3, then 2 (g's bits), a lane keeps
             // the half of its sums that its bit selects and adds its partner's copy of that half, so lane g
             // ends with an eighth of them complete. The first halving pairs the two sums of a channel
@@ -639,8 +711,8 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
     stage(b, unit / Ho * UNIT_COLS, unit % Ho, K);
     fill(0, b);
     __syncthreads();
-    issue(acc, unit % Ho);
-    load_upstream(b, unit);
+    if (LOADED) prefetch(b, unit, 0);
+    issue(acc, b, unit, 0, count > 1);
     // Unit n: its products (issued last step) in acc; the next unit's staging overlaps them, and
     // its products, issued after this unit's epilogue, overlap the staging after.
 #pragma unroll 1
@@ -653,14 +725,14 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                 stage(b, c0, oh + K, 1);   // slot of row oh - 1, whose products are done
             } else {                       // a new sample or column chunk: every slot, once all products are done
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-                asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                if (!LOADED) asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #endif
                 __syncthreads();
                 stage(next_b, next / Ho * UNIT_COLS, next % Ho, K);
             }
         }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        if (!LOADED) asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         fence_acc(acc);
 #endif
         __syncthreads();   // the staged rows; every warpgroup's products; red[1 - p], chan[p] complete
@@ -668,8 +740,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
         epilogue(acc, n % 2, b, unit);
         if (has_next) {
             fill((n + 1) % 2, next_b);
-            issue(acc, next % Ho);
-            load_upstream(next_b, next);
+            issue(acc, next_b, next, n + 1, n + 2 < count);
         }
         prev_b = b;
         prev_unit = unit;
@@ -1620,14 +1691,14 @@ int conv_smem_bytes(int C_in) {
 // percentage of the most an SM has. Left to the driver's choice, this forward has been seen to take
 // twice its time in some runs (a split that fits fewer blocks, it seems); with it, six runs agreed.
 struct Occupancy { cudaError_t err; int blocks; };
-template <int MODE, int G8, typename T, typename TO>
+template <int MODE, int G8, typename T, typename TO, bool LOADED>
 static cudaError_t conv_blocks_per_sm(int* per_sm) {
     static PerDevice<Occupancy> occupancy;
     const DeviceInfo& d = device_info();
     if (d.err != cudaSuccess) return d.err;
     const Occupancy& o = occupancy.get(d.device, [&d] {
-        const auto kernel = conv_kernel<MODE, G8, T, TO>;
-        const int smem = conv_smem_bytes(8 * G8);
+        const auto kernel = conv_kernel<MODE, G8, T, TO, LOADED>;
+        const int smem = LOADED ? 2 * LOADED_SLOT * 4 : conv_smem_bytes(8 * G8);
         cudaFuncAttributes attr;
         Occupancy o{cudaSuccess, 0};
         if ((o.err = cudaFuncGetAttributes(&attr, kernel)) != cudaSuccess ||
@@ -1643,15 +1714,18 @@ static cudaError_t conv_blocks_per_sm(int* per_sm) {
     return o.err;
 }
 
-template <int MODE, typename T = float, typename TO = float>
+// LOADED: over the conv the training forward kept (bw.conv), x and weight unused.
+template <int MODE, typename T = float, typename TO = float, bool LOADED = false>
 static cudaError_t launch_conv(const float* x, const float* weight, const float* bias, const float* norm,
                                double* partials, TO* out, const BackwardIn& bw, int B, int C_in, int C_out,
                                int H, int W, cudaStream_t stream) {
-    const int groups8 = (C_in + 7) / 8, ups = units_per_sample(H, W), smem = conv_smem_bytes(C_in);
-    const auto kernel = groups8 == 1 ? conv_kernel<MODE, 1, T, TO> : conv_kernel<MODE, 2, T, TO>;   // C_in <= 16 (Python)
+    constexpr int G2 = LOADED ? 1 : 2;   // C_in <= 16 (Python); LOADED stages no input
+    const int groups8 = LOADED ? 1 : (C_in + 7) / 8, ups = units_per_sample(H, W);
+    const int smem = LOADED ? 2 * LOADED_SLOT * 4 : conv_smem_bytes(C_in);
+    const auto kernel = groups8 == 1 ? conv_kernel<MODE, 1, T, TO, LOADED> : conv_kernel<MODE, G2, T, TO, LOADED>;
     int per_sm = 0;
-    const cudaError_t err = groups8 == 1 ? conv_blocks_per_sm<MODE, 1, T, TO>(&per_sm)
-                                         : conv_blocks_per_sm<MODE, 2, T, TO>(&per_sm);
+    const cudaError_t err = groups8 == 1 ? conv_blocks_per_sm<MODE, 1, T, TO, LOADED>(&per_sm)
+                                         : conv_blocks_per_sm<MODE, G2, T, TO, LOADED>(&per_sm);
     if (err != cudaSuccess) return err;
     const unsigned grid = (unsigned)std::min<long long>((long long)B * ups, (long long)std::max(per_sm, 1) * device_info().sms);
     kernel<<<grid, THREADS, smem, stream>>>(x, weight, bias, norm, partials, out, bw, B, C_in, C_out, H, W, ups);
@@ -1702,11 +1776,12 @@ cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int 
 
 // The inputs as floats (half precision: converted, exact); conv_type, norm_type: the dtype codes (with_types)
 // of the model's conv and GroupNorm, `out` in the GroupNorm's; half_norm (B, C_out, 2): half precision's
-// GroupNorm (half_norm_kernel), else unused.
+// GroupNorm (half_norm_kernel), else unused; conv (kept_conv_floats(B, H, W)): the training forward's conv for
+// the backward, else null.
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* workspace, float* norm, float* group_stats, float* half_norm,
-                           void* out, int conv_type, int norm_type, int B, int C_in, int C_out, int groups, int H,
-                           int W, double eps, cudaStream_t stream) {
+                           void* out, float* conv, int conv_type, int norm_type, int B, int C_in, int C_out, int groups,
+                           int H, int W, double eps, cudaStream_t stream) {
     const int T = C_in * TAPS;
     float* gmat = gram_matrices(workspace, B, C_in, H, W);
     float* shifts = gmat + (size_t)B * T * T;
@@ -1726,15 +1801,25 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
             const cudaError_t e = cudaGetLastError();
             if (e != cudaSuccess) return e;
         }
+        BackwardIn bw{};
+        bw.conv = conv;
         return launch_conv<LOGSUMEXP, T, TO>(x, weight, bias, is_half<T>() ? half_norm : norm, nullptr,
-                                             static_cast<TO*>(out), BackwardIn{}, B, C_in, C_out, H, W, stream);
+                                             static_cast<TO*>(out), bw, B, C_in, C_out, H, W, stream);
     });
 }
 
-// Phase 2 alone in float32 (the half-precision backward's output, unrounded), from the forward's norm.
-cudaError_t logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm, float* out,
-                             int B, int C_in, int C_out, int H, int W, cudaStream_t stream) {
-    return launch_conv<LOGSUMEXP>(x, weight, bias, norm, nullptr, out, BackwardIn{}, B, C_in, C_out, H, W, stream);
+// The conv a training forward keeps for the backward (floats): each unit's products as the conv kernel holds them
+// (stored_unit), padding columns and channels included (at the benchmark 528 MB against the conv's 520).
+long long kept_conv_floats(long long B, int H, int W) { return B * units_per_sample(H, W) * THREADS * 4 * N_TILES; }
+
+// Phase 2 alone in float32 over the kept conv (the half-precision backward's output, unrounded), from the
+// forward's norm.
+cudaError_t logsumexp_launch(const float* conv, const float* bias, const float* norm, float* out, int B, int C_out,
+                             int H, int W, cudaStream_t stream) {
+    BackwardIn bw{};
+    bw.conv = const_cast<float*>(conv);
+    return launch_conv<LOGSUMEXP, float, float, true>(nullptr, nullptr, bias, norm, nullptr, out, bw, B, 0, C_out, H,
+                                                      W, stream);
 }
 
 // grad_weight_kernel<COLS>'s resident blocks an SM, its shared memory limit set once per device.
@@ -1794,8 +1879,8 @@ long long backward_geometry(Plan& plan, int B, int C_in, int C_out, int H, int W
 }
 
 // need: which of the conv's gradients (input, weight, bias) to compute; grad_conv may be null if none.
-// workspace: backward_geometry's bytes, for the plan it filled.
-cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias,
+// workspace: backward_geometry's bytes, for the plan it filled; conv: the training forward's (kept_conv_floats).
+cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* conv, const float* bias,
                             const float* gn_weight, const float* norm, const float* group_stats, const float* out,
                             const float* grad_out, void* workspace, float* grad_conv, double* sums, float* coef,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
@@ -1805,8 +1890,10 @@ cudaError_t backward_launch(const Plan& plan, const float* x, const float* weigh
     cudaError_t err;
     double* partials = static_cast<double*>(workspace);
     float* weight_totals = reinterpret_cast<float*>(partials + (size_t)B * ups * N_STATS);
-    BackwardIn bw{grad_out, out, group_stats, reinterpret_cast<const float4*>(coef), grad_conv, groups};
-    if ((err = launch_conv<BSUMS>(x, weight, bias, norm, partials, (float*)nullptr, bw, B, C_in, C_out, H, W, stream)) != cudaSuccess)
+    BackwardIn bw{grad_out, out, group_stats, reinterpret_cast<const float4*>(coef), grad_conv, groups,
+                  const_cast<float*>(conv)};
+    if ((err = launch_conv<BSUMS, float, float, true>(nullptr, nullptr, bias, norm, partials, (float*)nullptr, bw, B,
+                                                      C_in, C_out, H, W, stream)) != cudaSuccess)
         return err;
     grad_coef_kernel<<<B, FINAL_THREADS, 2 * C_out * sizeof(double), stream>>>(
         partials, gn_weight, group_stats, sums, reinterpret_cast<float4*>(coef), C_out, groups, ups, (double)Ho * Wo);
@@ -1814,7 +1901,8 @@ cudaError_t backward_launch(const Plan& plan, const float* x, const float* weigh
     gn_param_grad_kernel<<<(2 * C_out + 255) / 256, 256, 0, stream>>>(sums, grad_gn_weight, grad_gn_bias, B, C_out);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (!(need[0] || need[1] || need[2])) return cudaSuccess;
-    if ((err = launch_conv<GRAD>(x, weight, bias, norm, partials, (float*)nullptr, bw, B, C_in, C_out, H, W, stream)) != cudaSuccess)
+    if ((err = launch_conv<GRAD, float, float, true>(nullptr, nullptr, bias, norm, partials, (float*)nullptr, bw, B,
+                                                     C_in, C_out, H, W, stream)) != cudaSuccess)
         return err;
     if (need[2]) {
         bias_grad_kernel<<<C_out, FINAL_THREADS, 0, stream>>>(partials, (long long)B * ups, grad_bias);
@@ -2432,11 +2520,12 @@ std::string conv2d_gn_lse_plan(long long B, int C_in, int C_out, int H, int W, i
     if (path == Path::TUNED) {
         s += "forward statistics: gram_kernel + gram_stats_kernel" + half_norm + "; tuned (" + tuned_rule + "): each "
              "sample's statistics from its input's Gram matrix\n";
-        s += "forward output: conv_kernel<LOGSUMEXP>; tuned: split TF32 on the tensor cores, one value a pixel\n";
-        s += std::string("backward sums: ") + (half ? "conv_kernel<LOGSUMEXP> (the output recomputed unrounded) + "
-                                                    : "") + "conv_kernel<BSUMS> + grad_coef_kernel + "
-             "gn_param_grad_kernel; tuned\n";
-        s += "backward dL/dy: conv_kernel<GRAD> + bias_grad_kernel; tuned\n";
+        s += "forward output: conv_kernel<LOGSUMEXP>; tuned: split TF32 on the tensor cores, one value a pixel; in "
+             "training it keeps the conv for the backward (float32, in its own order)\n";
+        s += std::string("backward sums: ") +
+             (half ? "conv_kernel<LOGSUMEXP, LOADED> (the output, unrounded) + " : "") + "conv_kernel<BSUMS, LOADED> + "
+             "grad_coef_kernel + gn_param_grad_kernel; tuned, over the kept conv\n";
+        s += "backward dL/dy: conv_kernel<GRAD, LOADED> + bias_grad_kernel; tuned, over the kept conv\n";
         s += "backward dL/dW: grad_weight_kernel<128> (output rows wider than 32 and 128 columns' shared memory on "
              "this GPU) or <32> + grad_weight_reduce_kernel; tuned (backward_geometry)\n";
         s += "backward dL/dx: grad_input_kernel; tuned, bands of rows sized to fill the GPU (backward_geometry)\n";
@@ -2587,10 +2676,11 @@ int smem_per_block();
 cudaError_t gram_launch(const float* x, double* workspace, int B, int C_in, int H, int W, cudaStream_t stream);
 cudaError_t forward_launch(const float* x, const float* weight, const float* bias, const float* gn_weight,
                            const float* gn_bias, double* workspace, float* norm, float* group_stats, float* half_norm,
-                           void* out, int conv_type, int norm_type, int B, int C_in, int C_out, int groups, int H,
-                           int W, double eps, cudaStream_t stream);
-cudaError_t logsumexp_launch(const float* x, const float* weight, const float* bias, const float* norm, float* out,
-                             int B, int C_in, int C_out, int H, int W, cudaStream_t stream);
+                           void* out, float* conv, int conv_type, int norm_type, int B, int C_in, int C_out, int groups,
+                           int H, int W, double eps, cudaStream_t stream);
+long long kept_conv_floats(long long B, int H, int W);
+cudaError_t logsumexp_launch(const float* conv, const float* bias, const float* norm, float* out, int B, int C_out,
+                             int H, int W, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
 long long backward_geometry(Plan& plan, int B, int C_in, int C_out, int H, int W);
 bool tuned_config(int C_in, int C_out, int kh, int kw, int W);
@@ -2609,7 +2699,7 @@ cudaError_t general_backward_launch(const void* conv, int conv_type, const float
                                     const float* grad_out, double* workspace, void* grad_conv, bool conv_grads,
                                     float* grad_bias, float* grad_gn_weight, float* grad_gn_bias, int B, int C_out,
                                     int groups, int H, int W, int kh, int kw, cudaStream_t stream);
-cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* bias,
+cudaError_t backward_launch(const Plan& plan, const float* x, const float* weight, const float* conv, const float* bias,
                             const float* gn_weight, const float* norm, const float* group_stats, const float* out,
                             const float* grad_out, void* workspace, float* grad_conv, double* sums, float* coef,
                             float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
@@ -2681,15 +2771,17 @@ static bool tuned_shape(const Tensor& x, const Tensor& weight) {
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
 // Autograd kernel at the end), and the forward and backward it is made of:
-//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps) -> (out (B, 1, Ho, Wo), norm (B, C, 2),
+//   forward(x, weight, bias, gn_weight, gn_bias, groups, eps, training) -> (out (B, 1, Ho, Wo), norm (B, C, 2),
 //     group_stats (B, G, 2), conv: the conv output before its bias (B, C, Ho, Wo) on the tiled path (float32) and
 //     PyTorch's conv path (PyTorch's, in the input's dtype), kept for the backward as eager keeps it; empty,
-//     (0, C, Ho, Wo), on the tuned path);
-//   backward(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv, conv_mask) -> the gradients of x,
-//     weight, bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
-std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor& weight_in,
-                                                        const Tensor& bias, const Tensor& gn_weight,
-                                                        const Tensor& gn_bias, int64_t groups, double eps) {
+//     (0, C, Ho, Wo), on the tuned path; kept: on the tuned path in training (a backward may follow), the conv
+//     in the tuned kernels' order (kept_conv_floats, float32), else empty);
+//   backward(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv, kept, conv_mask) -> the gradients of
+//     x, weight, bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, const Tensor& weight_in,
+                                                                const Tensor& bias, const Tensor& gn_weight,
+                                                                const Tensor& gn_bias, int64_t groups, double eps,
+                                                                bool training) {
     auto x = x_in.contiguous(), weight = weight_in.contiguous();
     check_input(x, weight, bias, gn_weight);
     TORCH_CHECK_VALUE(gn_bias.scalar_type() == gn_weight.scalar_type(), "conv2d_gn_lse: the GroupNorm's weight and "
@@ -2704,13 +2796,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
     const auto f32 = x.options().dtype(at::kFloat);
     const int64_t Ho = H - kh + 1, Wo = W - kw + 1;
     auto conv = at::empty({tuned ? 0 : B, C_out, Ho, Wo}, x.options());
+    auto kept = at::empty({0}, f32);
     const auto empty_outputs = [&] {
         return std::make_tuple(at::empty({B, 1, Ho, Wo}, gn_weight.options()), at::empty({B, C_out, 2}, f32),
                                at::empty({B, groups, 2}, f32));
     };
     if (B * Ho * Wo == 0) {
         auto [out, norm, group_stats] = empty_outputs();
-        return {out, norm, group_stats, conv};
+        return {out, norm, group_stats, conv, kept};
     }
     TORCH_CHECK(x.numel() / B < (int64_t(1) << 31), "conv2d_gn_lse: one sample must have fewer than 2^31 elements");
     if (!tuned) {   // the tiled path computes the conv (before the bias) into conv; PyTorch's conv path takes PyTorch's
@@ -2730,7 +2823,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
                                      half_norm.defined() ? half_norm.data_ptr<float>() : nullptr, out.data_ptr(),
                                      dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, kh, kw, plan,
                                      eps, stream), "forward");
-        return {out, norm, group_stats, conv};
+        return {out, norm, group_stats, conv, kept};
     }
     // The first kernel is launched before the outputs are allocated (on an idle GPU, every microsecond
     // of host time before it is a microsecond of the call's time).
@@ -2739,25 +2832,27 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> forward_cuda(const Tensor& x_in, cons
     const auto xf = converted(x, at::kFloat);   // half precision: the inputs as floats, the roundings in the kernel
     check(gram_launch(xf.data_ptr<float>(), workspace.data_ptr<double>(), B, C_in, H, W, stream), "forward");
     auto [out, norm, group_stats] = empty_outputs();
+    if (training) kept = at::empty({kept_conv_floats(B, (int)H, (int)W)}, f32);
     const auto wf = converted(weight, at::kFloat), bf = converted(bias, at::kFloat);
     const auto gwf = converted(gn_weight, at::kFloat), gbf = converted(gn_bias, at::kFloat);
     auto half_norm = x.scalar_type() != at::kFloat ? at::empty({B, C_out, 2}, f32) : Tensor();
     check(forward_launch(xf.data_ptr<float>(), wf.data_ptr<float>(), bf.data_ptr<float>(), gwf.data_ptr<float>(),
                          gbf.data_ptr<float>(), workspace.data_ptr<double>(), norm.data_ptr<float>(),
                          group_stats.data_ptr<float>(), half_norm.defined() ? half_norm.data_ptr<float>() : nullptr,
-                         out.data_ptr(), dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, H, W, eps,
-                         stream), "forward");
-    return {out, norm, group_stats, conv};
+                         out.data_ptr(), training ? kept.data_ptr<float>() : nullptr, dtype_code(x),
+                         dtype_code(gn_weight), B, C_in, C_out, groups, H, W, eps, stream), "forward");
+    return {out, norm, group_stats, conv, kept};
 }
 
-// In half precision the chain's backward runs in float32 (on float copies of its inputs, exact), from the forward's
-// statistics and its output recomputed unrounded, and each gradient is rounded to its tensor's dtype. PyTorch's
+// The tuned path's backward reads the conv its training forward kept (kept). In half precision the chain's backward
+// runs in float32 (on float copies of its inputs, exact), from the forward's statistics and its output recomputed
+// unrounded (from kept), and each gradient is rounded to its tensor's dtype. PyTorch's
 // conv path: the chain's backward over the forward's conv output, then PyTorch's convolution backward (on dL/dy
 // in the conv's dtype, as eager's) for dL/dx and dL/dW.
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         const Tensor& grad_out, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
         const Tensor& gn_weight_in, const Tensor& norm, const Tensor& group_stats, const Tensor& out_in,
-        const Tensor& conv, Mask conv_mask) {
+        const Tensor& conv, const Tensor& kept, Mask conv_mask) {
     const bool half = x_in.scalar_type() != at::kFloat;
     auto x = x_in.contiguous();
     check_input(x, weight_in, bias_in, gn_weight_in);
@@ -2814,11 +2909,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const int64_t groups = group_stats.size(1), Ho = H - kh + 1, Wo = W - kw + 1;
     auto g = converted(grad_out, at::kFloat);
     const bool any = B * Ho * Wo > 0;   // else every gradient is zero (or empty)
+    TORCH_CHECK(!any || (kept.scalar_type() == at::kFloat && kept.numel() == kept_conv_floats(B, (int)H, (int)W)),
+                "conv2d_gn_lse: the backward needs the conv its training forward kept (forward with training=True)");
     if (any && half) {
         out = at::empty({B, 1, Ho, Wo}, x.options());
-        check(logsumexp_launch(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
-                               norm.data_ptr<float>(), out.data_ptr<float>(), B, C_in, C_out, H, W,
-                               c10::cuda::getCurrentCUDAStream()), "backward");
+        check(logsumexp_launch(kept.data_ptr<float>(), bias.data_ptr<float>(), norm.data_ptr<float>(),
+                               out.data_ptr<float>(), B, C_out, H, W, c10::cuda::getCurrentCUDAStream()), "backward");
     }
     auto grad_x = conv_mask[0] ? at::empty_like(x) : Tensor();
     auto grad_weight = conv_mask[1] ? (any ? at::empty_like(weight) : at::zeros_like(weight)) : Tensor();
@@ -2834,7 +2930,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         auto sums = at::empty({B, 2 * C_out}, x.options().dtype(torch::kFloat64));
         auto coef = at::empty({B, C_out, 4}, x.options());
         const auto ptr = [](Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
-        check(backward_launch(plan, x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
+        check(backward_launch(plan, x.data_ptr<float>(), weight.data_ptr<float>(), kept.data_ptr<float>(),
+                              bias.data_ptr<float>(),
                               gn_weight.data_ptr<float>(), norm.data_ptr<float>(), group_stats.data_ptr<float>(),
                               out.data_ptr<float>(), g.data_ptr<float>(), workspace.data_ptr(), ptr(grad_conv),
                               sums.data_ptr<double>(), coef.data_ptr<float>(), ptr(grad_x), ptr(grad_weight),
@@ -2847,23 +2944,30 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
 }
 
 // Meta: shapes and dtypes only, in symbolic sizes (torch.compile with dynamic shapes).
-std::tuple<Tensor, Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                                        const Tensor& gn_weight, const Tensor& gn_bias,
-                                                        int64_t groups, double eps) {
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight,
+                                                                const Tensor& bias, const Tensor& gn_weight,
+                                                                const Tensor& gn_bias, int64_t groups, double eps,
+                                                                bool training) {
     const auto B = x.sym_size(0), C = weight.sym_size(0);
     const auto Ho = x.sym_size(2) - weight.sym_size(2) + 1, Wo = x.sym_size(3) - weight.sym_size(3) + 1;
     const auto f32 = x.options().dtype(at::kFloat);
     // conv's batch: B, or 0 on the tuned path (from tuned_min_batch() on), in arithmetic rather than a comparison:
     // a symbolic batch takes no guard (torch.export with a dynamic batch on both sides of the rule)
     const auto from_rule = (B - (tuned_min_batch() - 1)).max(c10::SymInt(0)).min(c10::SymInt(1));   // 0 or 1
-    const auto kept = tuned_shape(x, weight) ? (B * (1 - from_rule)).max(c10::SymInt(0)) : B;   // max: >= 0 shown
+    const bool tuned = tuned_shape(x, weight);
+    const auto kept = tuned ? (B * (1 - from_rule)).max(c10::SymInt(0)) : B;   // max: >= 0 shown
+    // the tuned training forward's conv: kept_conv_floats(B, H, W) floats on the tuned path
+    const auto row_floats = kept_conv_floats(1, (int)static_size(weight, 2), (int)static_size(x, 3));   // Ho = 1
+    const auto kept_floats = tuned && training ? B * from_rule * Ho * c10::SymInt(row_floats) : c10::SymInt(0);
     return {at::empty_symint({B, 1, Ho, Wo}, gn_weight.options()), at::empty_symint({B, C, 2}, f32),
-            at::empty_symint({B, groups, 2}, f32), at::empty_symint({kept, C, Ho, Wo}, x.options())};
+            at::empty_symint({B, groups, 2}, f32), at::empty_symint({kept, C, Ho, Wo}, x.options()),
+            at::empty_symint({kept_floats}, f32)};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
-        const Tensor& norm, const Tensor& group_stats, const Tensor& out, const Tensor& conv, Mask conv_mask) {
+        const Tensor& norm, const Tensor& group_stats, const Tensor& out, const Tensor& conv, const Tensor& kept,
+        Mask conv_mask) {
     return {conv_mask[0] ? at::empty_like(x) : Tensor(), conv_mask[1] ? at::empty_like(weight) : Tensor(),
             conv_mask[2] ? at::empty_like(bias) : Tensor(), at::empty_like(gn_weight), at::empty_like(gn_weight)};
 }
@@ -2880,10 +2984,11 @@ static auto& backward_op() {
 // backward's Autograd kernel: the gradients, each refusing to be differentiated again (refuse_double_backward).
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
         const Tensor& grad_out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
-        const Tensor& norm, const Tensor& group_stats, const Tensor& out, const Tensor& conv, Mask conv_mask) {
+        const Tensor& norm, const Tensor& group_stats, const Tensor& out, const Tensor& conv, const Tensor& kept,
+        Mask conv_mask) {
     auto r = [&] {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        return backward_op().call(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv, conv_mask);
+        return backward_op().call(grad_out, x, weight, bias, gn_weight, norm, group_stats, out, conv, kept, conv_mask);
     }();
     refuse_double_backward("conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp", {grad_out, x, weight, bias, gn_weight, out},
                            {&std::get<0>(r), &std::get<1>(r), &std::get<2>(r), &std::get<3>(r), &std::get<4>(r)});
@@ -2894,22 +2999,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_autograd(
 Tensor model_plain(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& gn_weight,
                    const Tensor& gn_bias, int64_t groups, double eps) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps));
+    return std::get<0>(forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps, false));
 }
 
 // model's Autograd kernel; the backward operator does the rest. Saved for the backward (each a graph input or
 // an output of the forward operator, so that CUDA graph pools track them): x, weight, bias, gn_weight (the
 // inputs as given); norm (B, C, 2), each channel's affine GroupNorm coefficients; group_stats (B, G, 2), each
 // group's mean and 1/std; out (B, 1, Ho, Wo), the model's output (the logsumexp the backward differentiates);
-// conv, PyTorch's conv output on its path ((0, C, Ho, Wo) on the tuned path, whose backward recomputes the conv).
+// conv, PyTorch's conv output on its path ((0, C, Ho, Wo) on the tuned path); kept, the tuned path's conv.
 struct Model : torch::autograd::Function<Model> {
     static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                           const Tensor& bias, const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                           double eps) {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps);
+        auto r = forward_op().call(x, weight, bias, gn_weight, gn_bias, groups, eps, true);
         ctx->save_for_backward({x, weight, bias, gn_weight, std::get<1>(r), std::get<2>(r), std::get<0>(r),
-                                std::get<3>(r)});
+                                std::get<3>(r), std::get<4>(r)});
         ctx->saved_data["mask"] = c10::List<bool>({x.requires_grad(), weight.requires_grad(), bias.requires_grad()});
         return std::get<0>(r);
     }
@@ -2918,7 +3023,8 @@ struct Model : torch::autograd::Function<Model> {
                                                    torch::autograd::variable_list grads) {
         const auto s = ctx->get_saved_variables();
         const auto m = ctx->saved_data["mask"].toBoolList();
-        auto r = backward_op().call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], Mask{m[0], m[1], m[2]});
+        auto r = backward_op().call(grads[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8],
+                                    Mask{m[0], m[1], m[2]});
         return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r), std::get<4>(r), Tensor(), Tensor()};
     }
 };
@@ -2956,10 +3062,11 @@ std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type) {
 
 DEFINE_OPS(OPS_NAMESPACE, m) {
     m.def("plan(int[] x_shape, int[] weight_shape, int dtype) -> str", plan_op);
-    m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
-          "-> (Tensor, Tensor, Tensor, Tensor)");
+    m.def("forward(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps, "
+          "bool training) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor norm, "
-          "Tensor group_stats, Tensor out, Tensor conv, bool[3] conv_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+          "Tensor group_stats, Tensor out, Tensor conv, Tensor kept, bool[3] conv_mask) -> "
+          "(Tensor, Tensor, Tensor, Tensor, Tensor)");
     m.def("model(Tensor x, Tensor weight, Tensor bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> Tensor");
 }
