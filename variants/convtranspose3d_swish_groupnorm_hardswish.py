@@ -1905,11 +1905,13 @@ __global__ void __launch_bounds__(GX_THREADS) grad_input_convt_tuned_kernel(
 }
 
 // dL/dW[ci, c, k] = sum_b sum_i x[b, ci, i] dL/dy[b, c, i s - p + k], the tuned configuration (kernel 3, stride 2,
-// padding 1): block (chunk of WT_CI input channels, c, b, part) takes part `part` of sample b's input positions (a
-// contiguous range; parts > 1 only where samples are too few to fill the GPU), a thread each in turn; per
-// position its 27 dL/dy values (zero outside the output) are loaded once for the chunk's channels, 27 WT_CI sums
-// a thread in fp32; then the block's sums in a fixed order (a shuffle tree in double, the warps in order) to
-// partials (B parts, C_out, C_in, 27), added over (b, part) in order by finish_weight_grad_convt_kernel.
+// padding 1): block (kd, chunk of WT_CI input channels, c, b, part) takes part `part` of sample b's input positions
+// (a contiguous range; parts > 1 only where samples are too few to fill the GPU), a thread each in turn; per
+// position its 9 dL/dy values of depth tap kd (zero outside the output) are loaded once for the chunk's channels,
+// 9 WT_CI sums a thread in fp32; then the block's sums in a fixed order (a shuffle tree in double, the warps in
+// order) to partials (B parts, C_out, C_in, 27), added over (b, part) in order by finish_weight_grad_convt_kernel.
+// (A block for all 27 taps held 81 sums and 27 values a thread: one block an SM, 12.5% occupancy, 1.33 ms at the
+// benchmark; a depth tap a block is the same sums in the same order, a third of the registers.)
 constexpr int WT_CI = 3, WT_THREADS = 256;
 static int wt_parts(long long B, const ConvShape& cs) {   // about 512 blocks, at least 4 positions a thread a part
     const long long blocks = B * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI);
@@ -1920,53 +1922,52 @@ __global__ void __launch_bounds__(WT_THREADS) grad_weight_convt_tuned_kernel(
     const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, const ConvShape cs,
     int parts)
 {
-    const int chunks = (cs.C_in + WT_CI - 1) / WT_CI, ci0 = (int)(blockIdx.x % chunks) * WT_CI;
-    const int c = (int)(blockIdx.x / chunks % cs.C_out), bp = (int)(blockIdx.x / chunks / cs.C_out);
+    const int chunks = (cs.C_in + WT_CI - 1) / WT_CI, kd = (int)(blockIdx.x % K), item = (int)(blockIdx.x / K);
+    const int ci0 = item % chunks * WT_CI, c = item / chunks % cs.C_out, bp = item / chunks / cs.C_out;
     const int b = bp / parts, part = bp % parts;
     const int D = cs.D, H = cs.H, W = cs.W;
     const int Do = 2 * D - 1, Ho = 2 * H - 1, Wo = 2 * W - 1, n_in = D * H * W;
     const int lo = (int)((long long)n_in * part / parts), hi = (int)((long long)n_in * (part + 1) / parts);
     const float* g = grad_y + ((size_t)b * cs.C_out + c) * Do * Ho * Wo;
     const float* xb = x + ((size_t)b * cs.C_in + ci0) * n_in;
-    float acc[WT_CI][TAPS] = {};
+    constexpr int PLANE = K * K;   // the taps (kh, kw) of depth tap kd
+    float acc[WT_CI][PLANE] = {};
     for (int i = lo + threadIdx.x; i < hi; i += WT_THREADS) {
-        const int iw = i % W, ih = i / W % H, id = i / (W * H);
-        float gv[TAPS];
+        const int iw = i % W, ih = i / W % H, id = i / (W * H), od = 2 * id - 1 + kd;
+        float gv[PLANE];
 #pragma unroll
-        for (int kd = 0; kd < K; ++kd)
+        for (int kh = 0; kh < K; ++kh)
 #pragma unroll
-            for (int kh = 0; kh < K; ++kh)
-#pragma unroll
-                for (int kw = 0; kw < K; ++kw) {
-                    const int od = 2 * id - 1 + kd, oh = 2 * ih - 1 + kh, ow = 2 * iw - 1 + kw;
-                    const bool ok = od >= 0 && od < Do && oh >= 0 && oh < Ho && ow >= 0 && ow < Wo;
-                    gv[(kd * K + kh) * K + kw] = ok ? __ldg(g + ((size_t)od * Ho + oh) * Wo + ow) : 0.f;
-                }
+            for (int kw = 0; kw < K; ++kw) {
+                const int oh = 2 * ih - 1 + kh, ow = 2 * iw - 1 + kw;
+                const bool ok = od >= 0 && od < Do && oh >= 0 && oh < Ho && ow >= 0 && ow < Wo;
+                gv[kh * K + kw] = ok ? __ldg(g + ((size_t)od * Ho + oh) * Wo + ow) : 0.f;
+            }
 #pragma unroll
         for (int q = 0; q < WT_CI; ++q) {
             const float xv = ci0 + q < cs.C_in ? __ldg(xb + (size_t)q * n_in + i) : 0.f;
 #pragma unroll
-            for (int t = 0; t < TAPS; ++t) acc[q][t] = fmaf(xv, gv[t], acc[q][t]);
+            for (int t = 0; t < PLANE; ++t) acc[q][t] = fmaf(xv, gv[t], acc[q][t]);
         }
     }
-    __shared__ double warp_sums[WT_THREADS / 32][WT_CI * TAPS];
+    __shared__ double warp_sums[WT_THREADS / 32][WT_CI * PLANE];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
     for (int q = 0; q < WT_CI; ++q)
 #pragma unroll
-        for (int t = 0; t < TAPS; ++t) {
+        for (int t = 0; t < PLANE; ++t) {
             double v = acc[q][t];
 #pragma unroll
             for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-            if (lane == 0) warp_sums[warp][q * TAPS + t] = v;
+            if (lane == 0) warp_sums[warp][q * PLANE + t] = v;
         }
     __syncthreads();
-    for (int j = threadIdx.x; j < WT_CI * TAPS; j += WT_THREADS) {
-        const int ci = ci0 + j / TAPS;
+    for (int j = threadIdx.x; j < WT_CI * PLANE; j += WT_THREADS) {
+        const int ci = ci0 + j / PLANE;
         if (ci >= cs.C_in) continue;
         double v = 0.0;
         for (int w = 0; w < WT_THREADS / 32; ++w) v += warp_sums[w][j];
-        partials[(((size_t)bp * cs.C_out + c) * cs.C_in + ci) * TAPS + j % TAPS] = v;
+        partials[(((size_t)bp * cs.C_out + c) * cs.C_in + ci) * TAPS + kd * PLANE + j % PLANE] = v;
     }
 }
 
@@ -2053,7 +2054,7 @@ cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float
     }
     if (grad_weight == nullptr) return cudaSuccess;
     const int parts = wt_parts(B, cs);
-    grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * parts * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI)),
+    grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * parts * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI) * K),
                                      WT_THREADS, 0, stream>>>(grad_y, x, work, cs, parts);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     finish_weight_grad_convt_kernel<<<(cs.C_in * cs.C_out * TAPS + 127) / 128, 128, 0, stream>>>(work, grad_weight,
