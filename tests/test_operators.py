@@ -67,6 +67,26 @@ def test_compile_fullgraph_traces_forward_and_backward(name):
     assert not caught, [str(w.message) for w in caught]
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_compile_traces_training_across_the_batch_rule(name):
+    """Forward + backward compiled with a symbolic batch from batch 8, where 92's tuned path starts and its training
+    forward returns the conv it keeps (a shape its Meta kernel computes from the batch rule), then a batch below the
+    rule: one graph, right shapes, no warnings."""
+    torch._dynamo.reset()
+    ref, new, _ = meta_models(name, 8)
+    compiled = torch.compile(new, fullgraph=True, backend="aot_eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in (8, 16, 3):
+            new.zero_grad(set_to_none=True)
+            _, _, x = meta_models(name, batch)
+            out = compiled(x)
+            assert out.shape == ref(x).shape
+            out.sum().backward()
+            assert_gradients_shaped(new, x)
+    assert not caught, [str(w.message) for w in caught]
+
+
 @pytest.mark.skipif(not hasattr(torch.export, "Dim"), reason="torch.export's dynamic_shapes came in torch 2.2")
 @pytest.mark.parametrize("name", NAMES)
 def test_export_with_a_dynamic_batch(name):
