@@ -51,33 +51,17 @@ def test_meta_forward_and_backward_shapes(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_compile_fullgraph_traces_forward_and_backward(name):
+@pytest.mark.parametrize("batches", [(3, 5), (8, 16, 3)], ids=["small", "across_the_batch_rule"])
+def test_compile_fullgraph_traces_forward_and_backward(name, batches):
+    """Forward + backward compiled whole (the second call recompiles with a symbolic batch): right shapes, no
+    warnings. From batch 8 92's tuned path starts and its training forward returns the conv it keeps, a shape its
+    Meta kernel computes from the batch rule; the last batch is then below the rule."""
     torch._dynamo.reset()
-    ref, new, _ = meta_models(name, 3)
+    ref, new, _ = meta_models(name, batches[0])
     compiled = torch.compile(new, fullgraph=True, backend="aot_eager")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for batch in (3, 5):   # the second call recompiles with a symbolic batch size
-            new.zero_grad(set_to_none=True)
-            _, _, x = meta_models(name, batch)
-            out = compiled(x)
-            assert out.shape == ref(x).shape
-            out.sum().backward()
-            assert_gradients_shaped(new, x)
-    assert not caught, [str(w.message) for w in caught]
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_compile_traces_training_across_the_batch_rule(name):
-    """Forward + backward compiled with a symbolic batch from batch 8, where 92's tuned path starts and its training
-    forward returns the conv it keeps (a shape its Meta kernel computes from the batch rule), then a batch below the
-    rule: one graph, right shapes, no warnings."""
-    torch._dynamo.reset()
-    ref, new, _ = meta_models(name, 8)
-    compiled = torch.compile(new, fullgraph=True, backend="aot_eager")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for batch in (8, 16, 3):
+        for batch in batches:
             new.zero_grad(set_to_none=True)
             _, _, x = meta_models(name, batch)
             out = compiled(x)
