@@ -43,9 +43,9 @@ backward runs in float32 on float copies and rounds each gradient to its dtype. 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of multiply-add per conv, 0.28 ms at
 the 67 TFLOP/s FP32 rate (the input is 0.02 ms of bandwidth); on the tensor cores phase 2 is about 0.11 ms of TF32
 plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.49 ms fp32 (7.4x eager), 0.54 ms in half
-(5.6x to 5.9x); forward + backward 2.06 ms (4.2x), 2.36 to 2.38 ms in half (2.8x). PyTorch's conv path (channel sweep, 32x32 images, batch 1 to 32): forward
-1.4x to 2.4x eager in fp32 and bf16, forward + backward 1.2x to 1.9x. The design in detail and what was tried:
-docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
+(5.6x to 5.9x); forward + backward 2.06 ms (4.2x), 2.36 to 2.38 ms in half (2.8x). PyTorch's conv path (channel
+sweep, 32x32 images, batch 1 to 32): forward 1.4x to 2.4x eager in fp32 and bf16, forward + backward 1.2x to 1.9x.
+The design in detail and what was tried: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 
 Run: python variants/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.py
 """
@@ -1810,7 +1810,7 @@ cudaError_t forward_launch(const float* x, const float* weight, const float* bia
 
 // The conv a training forward keeps for the backward (floats): each unit's products as the conv kernel holds them
 // (stored_unit), padding columns and channels included (at the benchmark 528 MB against the conv's 520).
-long long kept_conv_floats(long long B, int H, int W) { return B * units_per_sample(H, W) * THREADS * 4 * N_TILES; }
+long long kept_conv_floats(long long B, int H, int W) { return B * units_per_sample(H, W) * KEPT_WORDS; }
 
 // Phase 2 alone in float32 over the kept conv (the half-precision backward's output, unrounded), from the
 // forward's norm.
