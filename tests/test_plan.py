@@ -138,7 +138,7 @@ def test_problem60():
                      "backward sweeps": "convt_backward_sweep_kernel (two sweeps) + chain_sums_kernel + "
                                         "gn_param_grad_kernel",
                      "backward dL/dbias": "bias_grad_convt_kernel", "backward dL/dx": "grad_input_convt_tuned_kernel",
-                     "backward dL/dW": "grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel"}
+                     "backward dL/dW": "grad_weight_convt_tc_kernel + finish_weight_grad_convt_kernel"}
     assert plan(P60, "previous") == plan(P60, batch1(P60)) == bench
     half = plan(P60, "benchmark", torch.bfloat16)
     assert (half["forward"], half["forward GroupNorm"]) == ("convt_swish_gn_kernel (RAW: Swish written, rounded)",

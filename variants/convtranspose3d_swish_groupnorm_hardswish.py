@@ -30,7 +30,7 @@ allow_tf32; the launchers, workspaces and ModelNew.plan(x) read it; tests/test_p
     bias_grad_convt_kernel        dL/dbias
     grad_input_convt_tuned_kernel dL/dx on the tuned path: the parity split read backwards (4 input rows a thread,
                                   dL/dy rows loaded once per output depth)
-    grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path
+    grad_weight_convt_tc_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path (tensor cores)
     PyTorch's convolution backward  dL/dx and dL/dW elsewhere, as eager's (half precision: dL/dx on dL/dy rounded
                                   to the dtype; dL/dW on float dL/dy, split in two TF32 parts by split_tf32_kernel
                                   under allow_tf32: float32-level)
@@ -1905,73 +1905,6 @@ __global__ void __launch_bounds__(GX_THREADS) grad_input_convt_tuned_kernel(
         if (mh0 + r < H) grad_x[(((size_t)b * CI + q) * D + md) * H * W + (size_t)(mh0 + r) * W + mw] = acc[r][q];
 }
 
-// dL/dW[ci, c, k] = sum_b sum_i x[b, ci, i] dL/dy[b, c, i s - p + k], the tuned configuration (kernel 3, stride 2,
-// padding 1): block (kd, chunk of WT_CI input channels, c, b, part) takes part `part` of sample b's input positions
-// (a contiguous range; parts > 1 only where samples are too few to fill the GPU), a thread each in turn; per
-// position its 9 dL/dy values of depth tap kd (zero outside the output) are loaded once for the chunk's channels,
-// 9 WT_CI sums a thread in fp32; then the block's sums in a fixed order (a shuffle tree in double, the warps in
-// order) to partials (B parts, C_out, C_in, 27), added over (b, part) in order by finish_weight_grad_convt_kernel.
-// (A block for all 27 taps held 81 sums and 27 values a thread: one block an SM, 12.5% occupancy, 1.33 ms at the
-// benchmark; a depth tap a block is the same sums in the same order, a third of the registers.)
-constexpr int WT_CI = 3, WT_THREADS = 256;
-static int wt_parts(long long B, const ConvShape& cs) {   // about 512 blocks, at least 4 positions a thread a part
-    const long long blocks = B * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI);
-    const long long most = (long long)cs.D * cs.H * cs.W / (4 * WT_THREADS);
-    return (int)std::max<long long>(1, std::min<long long>(512 / std::max(1LL, blocks), most));
-}
-__global__ void __launch_bounds__(WT_THREADS) grad_weight_convt_tuned_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ x, double* __restrict__ partials, const ConvShape cs,
-    int parts)
-{
-    const int chunks = (cs.C_in + WT_CI - 1) / WT_CI, kd = (int)(blockIdx.x % K), item = (int)(blockIdx.x / K);
-    const int ci0 = item % chunks * WT_CI, c = item / chunks % cs.C_out, bp = item / chunks / cs.C_out;
-    const int b = bp / parts, part = bp % parts;
-    const int D = cs.D, H = cs.H, W = cs.W;
-    const int Do = 2 * D - 1, Ho = 2 * H - 1, Wo = 2 * W - 1, n_in = D * H * W;
-    const int lo = (int)((long long)n_in * part / parts), hi = (int)((long long)n_in * (part + 1) / parts);
-    const float* g = grad_y + ((size_t)b * cs.C_out + c) * Do * Ho * Wo;
-    const float* xb = x + ((size_t)b * cs.C_in + ci0) * n_in;
-    constexpr int PLANE = K * K;   // the taps (kh, kw) of depth tap kd
-    float acc[WT_CI][PLANE] = {};
-    for (int i = lo + threadIdx.x; i < hi; i += WT_THREADS) {
-        const int iw = i % W, ih = i / W % H, id = i / (W * H), od = 2 * id - 1 + kd;
-        float gv[PLANE];
-#pragma unroll
-        for (int kh = 0; kh < K; ++kh)
-#pragma unroll
-            for (int kw = 0; kw < K; ++kw) {
-                const int oh = 2 * ih - 1 + kh, ow = 2 * iw - 1 + kw;
-                const bool ok = od >= 0 && od < Do && oh >= 0 && oh < Ho && ow >= 0 && ow < Wo;
-                gv[kh * K + kw] = ok ? __ldg(g + ((size_t)od * Ho + oh) * Wo + ow) : 0.f;
-            }
-#pragma unroll
-        for (int q = 0; q < WT_CI; ++q) {
-            const float xv = ci0 + q < cs.C_in ? __ldg(xb + (size_t)q * n_in + i) : 0.f;
-#pragma unroll
-            for (int t = 0; t < PLANE; ++t) acc[q][t] = fmaf(xv, gv[t], acc[q][t]);
-        }
-    }
-    __shared__ double warp_sums[WT_THREADS / 32][WT_CI * PLANE];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-    for (int q = 0; q < WT_CI; ++q)
-#pragma unroll
-        for (int t = 0; t < PLANE; ++t) {
-            double v = acc[q][t];
-#pragma unroll
-            for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-            if (lane == 0) warp_sums[warp][q * PLANE + t] = v;
-        }
-    __syncthreads();
-    for (int j = threadIdx.x; j < WT_CI * PLANE; j += WT_THREADS) {
-        const int ci = ci0 + j / PLANE;
-        if (ci >= cs.C_in) continue;
-        double v = 0.0;
-        for (int w = 0; w < WT_THREADS / 32; ++w) v += warp_sums[w][j];
-        partials[(((size_t)bp * cs.C_out + c) * cs.C_in + ci) * TAPS + kd * PLANE + j % PLANE] = v;
-    }
-}
-
 // dL/dx's rows a thread (R): 4 where that leaves at least two blocks an SM, else 1 (small batches fill the GPU);
 // either gives the same sums. f(CI, R) as compile-time values: the tuned path's C_in (1 .. 4) and R.
 template <typename F> cudaError_t with_ci_rows(long long B, const ConvShape& cs, int sms, F&& f) {
@@ -1987,15 +1920,143 @@ template <typename F> cudaError_t with_ci_rows(long long B, const ConvShape& cs,
     }
 }
 
-// The tuned dL/dW from its partials, a thread per weight (ci, c, k), the (sample, part) terms added in order.
-__global__ void finish_weight_grad_convt_kernel(const double* __restrict__ partials, float* __restrict__ grad_weight,
-                                                const ConvShape cs, int B) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+// dL/dW[ci, c, k] = sum_b sum_i x[b, ci, i] dL/dy[b, c, 2 i - 1 + k], the tuned configuration, on the tensor cores
+// (mma.sync m16n8k8, split TF32: fp32-level). An output row (od, oh) takes taps kd = 1 where od is even, kd = 0 and 2
+// where it is odd (all inside the input), the same for kh; each tap (kd, kh) reads input row
+// ((od + 1 - kd) / 2, (oh + 1 - kh) / 2). Along the row, even columns ow = 2 m take kw = 1 at iw = m, odd ones
+// ow = 2 m + 1 take kw = 0 at m + 1 and kw = 2 at m. So per tap (kd, kh), 8 columns m at a time, two GEMM steps:
+// rows = 16 output channels, depth = the 8 columns (A = dL/dy at the even or the odd columns), columns = the input
+// channel (even step; B = x) or (kw in {0, 2}, ci) (odd step): C_in <= 4 fills one 8-column tile.
+// Rows fall in five groups by their taps: (od, oh) parity (even, even) 1 tap, (even, odd) and (odd, even) 2 taps,
+// (odd, odd) with kd = 0 and with kd = 2, 2 taps each (4 taps in one task held 168 registers: 12 warps an SM).
+// A warp is a task (output-channel tile, group, sample, part): a contiguous run of its group's rows; each row's sums
+// in fp32 on the tensor cores, then added to the task's totals (fp32 adds: a task's sums in one accumulator chain
+// measured 1.3e-5 from float64 against 5e-7), written to partials [task][(tap, step, register)][lane];
+// finish_weight_grad_convt_kernel adds a weight's terms over (sample, part) in order in double. x (1/40 of dL/dy)
+// comes from cache.
+constexpr int WT_WARPS = 4, WT_GROUPS = 5, WT_PARTIAL = 2 * 2 * 4 * 32;   // floats a task: [tap][step][register][lane]
+struct WtGeometry { int co_tiles, parts; long long tasks; };
+static WtGeometry wt_geometry(long long B, const ConvShape& cs) {   // about 4096 warps; at least 2 rows a part
+    const int co_tiles = (cs.C_out + 15) / 16;
+    const long long per_part = B * co_tiles * WT_GROUPS, rows = (long long)(cs.Do / 2) * (cs.Ho / 2);   // the least
+    const int parts = (int)std::max<long long>(1, std::min<long long>((4096 + per_part - 1) / per_part, rows / 2));
+    return {co_tiles, parts, per_part * parts};
+}
+// The taps of a group: kd in {1} (PD 0), {0, 2} (PD 1, KD -1) or {KD}; kh in {1} (PH 0) or {0, 2} (PH 1).
+template <int PD, int PH, int KD>
+__device__ __forceinline__ void grad_weight_convt_task(const float* __restrict__ grad_y, const float* __restrict__ x,
+                                                       float* __restrict__ partial, const ConvShape& cs, int b,
+                                                       int co0, int part, int parts)
+{
+    constexpr int NKD = PD && KD < 0 ? 2 : 1, NKH = PH ? 2 : 1, NT = NKD * NKH;
+    static_assert(NT <= 2, "a task holds two taps");
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int D = cs.D, H = cs.H, W = cs.W, Do = cs.Do, Ho = cs.Ho, Wo = cs.Wo;
+    const int n_oh = (Ho - PH + 1) / 2, rows = (Do - PD + 1) / 2 * n_oh;
+    const int r0 = (int)((long long)rows * part / parts), r1 = (int)((long long)rows * (part + 1) / parts);
+    const bool co_lo = co0 + g < cs.C_out, co_hi = co0 + g + 8 < cs.C_out;
+    const bool even_ok = g < cs.C_in, odd_ok = g % 4 < cs.C_in;   // B column g: ci = g (even), (g / 4, g % 4) (odd)
+    const int odd_shift = g < 4 ? 1 : 0;                          // kw = 0 reads iw = m + 1, kw = 2 reads m
+    const size_t plane = (size_t)Do * Ho * Wo;
+    const float* gy_lo = grad_y + ((size_t)b * cs.C_out + co0 + g) * plane;
+    const float* gy_hi = gy_lo + 8 * plane;
+    const float* xb = x + ((size_t)b * cs.C_in + g % 4) * D * H * W;
+    float total[NT][2][4] = {};
+#pragma unroll 1
+    for (int r = r0; r < r1; ++r) {
+        const int od = PD + 2 * (r / n_oh), oh = PH + 2 * (r % n_oh);
+        const size_t row = ((size_t)od * Ho + oh) * Wo;
+        const float* x_row[NT];
+#pragma unroll
+        for (int i = 0; i < NKD; ++i)
+#pragma unroll
+            for (int j = 0; j < NKH; ++j) {
+                const int kd = KD >= 0 ? KD : PD ? 2 * i : 1, kh = PH ? 2 * j : 1;
+                x_row[i * NKH + j] = xb + ((size_t)((od + 1 - kd) / 2) * H + (oh + 1 - kh) / 2) * W;
+            }
+        float acc[NT][2][4] = {};
+#pragma unroll 2
+        for (int m0 = 0; m0 < W; m0 += 8) {
+            // A: rows g, g + 8 (channels co0 + g, + 8) at depths t, t + 4 (columns m = m0 + t, + 4)
+            uint32_t ab[2][4], as[2][4];   // [even, odd][register]
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+                for (int k = 0; k < 2; ++k) {
+                    const int m = m0 + t + 4 * k, ow = 2 * m + s;
+                    const bool ok = s ? m < W - 1 : m < W;
+                    const Split lo = split(ok && co_lo ? __ldg(gy_lo + row + ow) : 0.f);
+                    const Split hi = split(ok && co_hi ? __ldg(gy_hi + row + ow) : 0.f);
+                    ab[s][2 * k] = lo.big, as[s][2 * k] = lo.small, ab[s][2 * k + 1] = hi.big, as[s][2 * k + 1] = hi.small;
+                }
+#pragma unroll
+            for (int c = 0; c < NT; ++c) {
+                Split e[2], o[2];   // B: depths t, t + 4 of column g
+#pragma unroll
+                for (int k = 0; k < 2; ++k) {
+                    const int m = m0 + t + 4 * k;
+                    e[k] = split(even_ok && m < W ? __ldg(x_row[c] + m) : 0.f);
+                    o[k] = split(odd_ok && m < W - 1 ? __ldg(x_row[c] + m + odd_shift) : 0.f);
+                }
+                mma(acc[c][0], as[0], e[0].big, e[1].big);
+                mma(acc[c][0], ab[0], e[0].small, e[1].small);
+                mma(acc[c][0], ab[0], e[0].big, e[1].big);
+                mma(acc[c][1], as[1], o[0].big, o[1].big);
+                mma(acc[c][1], ab[1], o[0].small, o[1].small);
+                mma(acc[c][1], ab[1], o[0].big, o[1].big);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < NT; ++c)
+#pragma unroll
+            for (int s = 0; s < 2; ++s)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) total[c][s][q] += acc[c][s][q];
+    }
+#pragma unroll
+    for (int c = 0; c < NT; ++c)
+#pragma unroll
+        for (int s = 0; s < 2; ++s)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) partial[((c * 2 + s) * 4 + q) * 32 + lane] = total[c][s][q];
+}
+// Tasks in the order (output-channel tile, group, sample, part), a warp each.
+__global__ void __launch_bounds__(32 * WT_WARPS) grad_weight_convt_tc_kernel(
+    const float* __restrict__ grad_y, const float* __restrict__ x, float* __restrict__ partials, const ConvShape cs,
+    int B, int parts, long long tasks)
+{
+    const long long task = (long long)blockIdx.x * WT_WARPS + threadIdx.x / 32;
+    if (task >= tasks) return;
+    const int part = (int)(task % parts), b = (int)(task / parts % B), group = (int)(task / parts / B % WT_GROUPS);
+    const int co0 = (int)(task / parts / B / WT_GROUPS) * 16;
+    float* partial = partials + task * WT_PARTIAL;
+    switch (group) {
+        case 0: grad_weight_convt_task<0, 0, -1>(grad_y, x, partial, cs, b, co0, part, parts); break;
+        case 1: grad_weight_convt_task<0, 1, -1>(grad_y, x, partial, cs, b, co0, part, parts); break;
+        case 2: grad_weight_convt_task<1, 0, -1>(grad_y, x, partial, cs, b, co0, part, parts); break;
+        case 3: grad_weight_convt_task<1, 1, 0>(grad_y, x, partial, cs, b, co0, part, parts); break;
+        default: grad_weight_convt_task<1, 1, 2>(grad_y, x, partial, cs, b, co0, part, parts); break;
+    }
+}
+
+// The tuned dL/dW from its partials, a warp per weight (ci, c, kd, kh, kw): lane l adds the terms of the weight's
+// tasks (sample, part) l, l + 32, ... in order in double, then a fixed shuffle tree.
+__global__ void finish_weight_grad_convt_kernel(const float* __restrict__ partials, float* __restrict__ grad_weight,
+                                                const ConvShape cs, int B, int parts) {
+    const int i = (int)((blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
     if (i >= cs.C_in * cs.C_out * TAPS) return;
-    const int t = i % TAPS, c = i / TAPS % cs.C_out, ci = i / TAPS / cs.C_out;
+    const int kw = i % K, kh = i / K % K, kd = i / (K * K) % K, c = i / TAPS % cs.C_out, ci = i / TAPS / cs.C_out;
+    const bool pd = kd != 1, ph = kh != 1;
+    const int group = pd && ph ? 3 + kd / 2 : 2 * pd + ph;
+    const int tap = ph ? kh / 2 : pd ? kd / 2 : 0;   // the group's taps: (kd or kh) 0 then 2
+    const int step = kw != 1, n = ci + (kw == 2 ? 4 : 0), r = c % 16;
+    const int at = ((tap * 2 + step) * 4 + r / 8 * 2 + n % 2) * 32 + r % 8 * 4 + n / 2;
+    const long long terms = (long long)B * parts, first = ((long long)(c / 16) * WT_GROUPS + group) * terms;
     double v = 0.0;
-    for (int b = 0; b < B; ++b) v += partials[(((size_t)b * cs.C_out + c) * cs.C_in + ci) * TAPS + t];
-    grad_weight[i] = (float)v;
+    for (long long j = lane; j < terms; j += 32) v += partials[(first + j) * WT_PARTIAL + at];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (lane == 0) grad_weight[i] = (float)v;
 }
 
 // dL/dbias from the WRITE sweep's per-(sample, channel, chunk) sums of dL/dy, in the bias's dtype: a block per
@@ -2020,9 +2081,9 @@ __global__ void __launch_bounds__(BG_THREADS) bias_grad_convt_kernel(const doubl
     if (threadIdx.x == 0) grad_bias[c] = from_float<T>((float)red[0]);
 }
 
-// Doubles: the tuned dL/dW's partials.
+// Doubles: the tuned dL/dW's partials (floats, two a double).
 long long conv_grads_workspace(const Plan& plan, long long B, const ConvShape& cs) {
-    return plan.grads == ConvGrads::TUNED ? B * wt_parts(B, cs) * cs.C_out * cs.C_in * TAPS : 0;
+    return plan.grads == ConvGrads::TUNED ? wt_geometry(B, cs).tasks * WT_PARTIAL / 2 : 0;
 }
 
 // The conv's gradients (grad_x, grad_weight null: not wanted, or PyTorch's: every configuration but the tuned one);
@@ -2054,12 +2115,14 @@ cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float
         if (err != cudaSuccess) return err;
     }
     if (grad_weight == nullptr) return cudaSuccess;
-    const int parts = wt_parts(B, cs);
-    grad_weight_convt_tuned_kernel<<<(unsigned)((long long)B * parts * cs.C_out * ((cs.C_in + WT_CI - 1) / WT_CI) * K),
-                                     WT_THREADS, 0, stream>>>(grad_y, x, work, cs, parts);
+    const WtGeometry wg = wt_geometry(B, cs);
+    float* partials = reinterpret_cast<float*>(work);
+    grad_weight_convt_tc_kernel<<<(unsigned)((wg.tasks + WT_WARPS - 1) / WT_WARPS), 32 * WT_WARPS, 0, stream>>>(
+        grad_y, x, partials, cs, B, wg.parts, wg.tasks);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    finish_weight_grad_convt_kernel<<<(cs.C_in * cs.C_out * TAPS + 127) / 128, 128, 0, stream>>>(work, grad_weight,
-                                                                                                 cs, B * parts);
+    const long long weights = (long long)cs.C_in * cs.C_out * TAPS;
+    finish_weight_grad_convt_kernel<<<(unsigned)((weights * 32 + 255) / 256), 256, 0, stream>>>(partials, grad_weight,
+                                                                                              cs, B, wg.parts);
     return cudaGetLastError();
 }
 
@@ -2105,7 +2168,7 @@ std::string convt_swish_gn_hardswish_plan(const ConvShape& cs, long long B, int 
     switch (plan.grads) {
     case ConvGrads::TUNED:
         s += "backward dL/dx: grad_input_convt_tuned_kernel; tuned\n";
-        s += "backward dL/dW: grad_weight_convt_tuned_kernel + finish_weight_grad_convt_kernel; tuned\n";
+        s += "backward dL/dW: grad_weight_convt_tc_kernel + finish_weight_grad_convt_kernel; tuned\n";
         break;
     case ConvGrads::TORCH:
         s += "backward dL/dx: " + torch_bwd + "\nbackward dL/dW: " + torch_bwd + "\n";
