@@ -30,7 +30,8 @@ allow_tf32; the launchers, workspaces and ModelNew.plan(x) read it; tests/test_p
     bias_grad_convt_kernel        dL/dbias
     grad_input_convt_tuned_kernel dL/dx on the tuned path: the parity split read backwards (4 input rows a thread,
                                   dL/dy rows loaded once per output depth)
-    grad_weight_convt_tc_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path (tensor cores)
+    grad_weight_convt_tc_kernel + finish_weight_grad_convt_kernel  dL/dW on the tuned path: split-TF32 mma.sync,
+                                  rows of dL/dy by tap parity (16 channels x 8 columns a step), totals in order
     PyTorch's convolution backward  dL/dx and dL/dW elsewhere, as eager's (half precision: dL/dx on dL/dy rounded
                                   to the dtype; dL/dW on float dL/dy, split in two TF32 parts by split_tf32_kernel
                                   under allow_tf32: float32-level)
@@ -41,7 +42,7 @@ Each call allocates its workspace (so CUDA graph pools see it) and clears its co
 
 Semantics (docs/DESIGN.md): under torch.backends.cudnn.allow_tf32 (read at every call) the tuned conv's operands
 are rounded to TF32 as cuDNN rounds them (PyTorch's conv path: cuDNN's own, its float32 gradients TF32 as eager's;
-the tuned path's FP32 gradient kernels stay exact); with the flag off all is exact fp32. In float16/bfloat16 each
+the tuned path's gradient kernels stay float32-level: dL/dW in split TF32); with the flag off all is fp32-level. In float16/bfloat16 each
 op is rounded where
 PyTorch rounds it (the conv, its bias, the sigmoid, the product, GroupNorm's statistics in its own order, HardSwish).
 The backward runs in float32 and rounds each gradient to its tensor's dtype. Double backward raises.
@@ -2088,7 +2089,7 @@ long long conv_grads_workspace(const Plan& plan, long long B, const ConvShape& c
 
 // The conv's gradients (grad_x, grad_weight null: not wanted, or PyTorch's: every configuration but the tuned one);
 // grad_bias (the conv's dtype code) from the partials the WRITE sweep left in chain_backward_launch's workspace.
-// The tuned path's FP32 kernels stay exact under allow_tf32 too.
+// The tuned path's kernels stay float32-level under allow_tf32 too (dL/dx in FP32, dL/dW in split TF32).
 cudaError_t conv_grads_launch(const Plan& plan, const float* grad_y, const float* x, const float* weight,
                               const double* chain_work, double* work, float* grad_x, float* grad_weight,
                               void* grad_bias, int conv_type, int B, const ConvShape& cs, int sms,
