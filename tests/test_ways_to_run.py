@@ -176,8 +176,7 @@ def test_double_backward_raises_clearly(name):
 @pytest.mark.parametrize("shape", ["small", "benchmark_b8"])
 def test_backward_twice_through_a_retained_graph(name, shape):
     """backward(retain_graph=True), then backward again through the same graph, gives the same gradients each time:
-    a forward that saves work for its backward must not consume it (problem 23's training forward saves dL/dy for
-    unit output gradients, which its backward scales)."""
+    a forward that saves work for its backward must not consume it (92's training forward keeps its conv)."""
     new, input_shape = case_models(name, shape=shape)
     x = make_input(input_shape, 5, DEVICE).requires_grad_(True)
     out = new(x)

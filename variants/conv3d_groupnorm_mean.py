@@ -10,16 +10,16 @@ tests/test_plan.py pins them). Three paths, each kept where it was measured fast
   TUNED (kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half; <= 7 in half where a gradient is wanted):
     conv_gn_stats_kernel / conv_gn_stats_half_kernel  the conv as a split-TF32 (half: 16-bit MMA) GEMM per 32-column
                                row segment, its sums in registers; gn_mean_finalize_kernel adds the partials in order
-    training forward, after those: gn_mean_backward_coef_kernel and conv_gn_stats_kernel<GRAD> (the conv again)
-    write dL/dy for unit output gradients (dL/dy is linear in a sample's one output gradient g_b): that conv runs
-    while the host returns through autograd to the backward
-    backward: gn_mean_backward_coef_kernel, gn_param_grad_kernel; dL/dx grad_input_stream_kernel (a block a sample) or
-    grad_input_tc_kernel, dL/dW grad_weight_rows_kernel or grad_weight_tc_kernel (+ finish_weight_grad_tc_kernel),
-    each taking g_b as its sample's factor, where their bounds hold (W <= 32, ...), else the tiled kernels (float32)
-    or PyTorch's convolution backward (half; scale_by_sample_kernel scales dL/dy for it)
+    backward: gn_mean_backward_coef_kernel at g = 1 and conv_gn_stats_kernel<GRAD> (the conv again) write dL/dy for
+    unit output gradients (dL/dy is linear in a sample's one output gradient g_b; not in the forward, which
+    KernelBench times with autograd on); gn_mean_backward_coef_kernel, gn_param_grad_kernel; dL/dx
+    grad_input_stream_kernel (a block a sample) or grad_input_tc_kernel, dL/dW grad_weight_rows_kernel or
+    grad_weight_tc_kernel (+ finish_weight_grad_tc_kernel), each taking g_b as its sample's factor, where their
+    bounds hold (W <= 32, ...), else the tiled kernels (float32) or PyTorch's convolution backward (half;
+    scale_by_sample_kernel scales dL/dy for it)
   TILED (float32, C_in <= 7, any other kernel): conv_stats_general_kernel (the conv on the CUDA cores in tiles, its
-    sums in registers); training forward conv_grad_y_general_kernel (dL/dy, as above); backward
-    grad_input_tiled_kernel, grad_weight_tiled_kernel (on x scaled by scale_by_sample_kernel)
+    sums in registers); backward conv_grad_y_general_kernel (dL/dy, as above), grad_input_tiled_kernel,
+    grad_weight_tiled_kernel (on x scaled by scale_by_sample_kernel)
   TORCH_CONV (everything else: C_in >= 8, and half precision off the tuned envelope): PyTorch's own convolution
     (at::_convolution under the user's flags and dtype: eager's bits), conv_sums_kernel over its output, the same
     finalize; backward grad_y_from_conv_kernel over the saved output, then PyTorch's convolution backward. There the
@@ -36,9 +36,10 @@ backward raises.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the
 67 TFLOP/s FP32 rate; as split TF32 on the tensor cores about 0.076 ms. Forward + backward: three such convs and
-dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200, run_all.py, README): forward 0.20 ms fp32
-(6.2x eager), 0.15 / 0.17 ms bf16 / fp16; forward + backward 1.21 ms fp32 (10.4x), 1.39 / 1.30 ms bf16 / fp16. What
-bounds each kernel (ncu), the paths' measurements and what was tried: docs/conv3d_groupnorm_mean.md.
+dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200, run_all.py, README): forward 0.18 ms fp32
+(6.6x eager; KernelBench 6.35x), 0.13 / 0.15 ms bf16 / fp16; forward + backward about 1.29 ms fp32 (9.9x), 1.46 /
+1.52 ms bf16 / fp16 since dL/dy moved to the backward. What bounds each kernel (ncu), the paths' measurements and
+what was tried: docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """
@@ -762,9 +763,8 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
 // (A_c + B_g (mean_c - mu_g)) (mean_c: the mean of y over its N positions). One block per sample forms
 // (g_b / C A_c, g_b / C B_g, mu_g) per channel and the per-sample terms of those three; conv_gn_stats_kernel<GRAD>
 // recomputes y and writes dL/dy; gn_param_grad_kernel adds the terms over the batch in a fixed order.
-// dL/dy is linear in g_b, a sample's one output gradient: our paths' training forward writes it for g_b = 1 (a null
-// grad_out; no param_terms) while the host is still on its way to the backward, and the backward's dL/dx and dL/dW
-// kernels take g_b as each sample's factor (scale_by_sample_kernel scales the operand of those that cannot).
+// dL/dy is linear in g_b, a sample's one output gradient: our paths' backward writes it for g_b = 1 first (a null
+// grad_out; no param_terms), and its dL/dx and dL/dW kernels take g_b as each sample's factor (scale_by_sample_kernel scales the operand of those that cannot).
 template <typename TO>
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
     const TO* __restrict__ grad_out,      // (B), or null: 1
@@ -1886,7 +1886,7 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 // shared: convert end
 
 // out = in * g_b over each sample's per_sample elements (block x: the sample): dL/dy is linear in the sample's output
-// gradient g_b (gn_mean_backward_coef_kernel), and the training forward wrote it for g_b = 1: the operand of the conv
+// gradient g_b (gn_mean_backward_coef_kernel), and the backward wrote it for g_b = 1: the operand of the conv
 // gradients that do not apply g_b themselves (x before grad_weight_tiled_kernel; dL/dy before PyTorch's convolution
 // backward on the tuned path). Dtype codes as with_type's.
 template <typename S, typename D, typename G>
@@ -2079,7 +2079,7 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
 // The backward's kernels up to dL/dy and the parameters' gradients (grad_bias null: not wanted); coef (B, C_out, 3)
 // floats and param_terms (B, 3 C_out) doubles of workspace. TUNED and TILED: the forward's conv recomputed, dL/dy
 // written in float32 to grad_y; TORCH_CONV: dL/dy from the forward's y (the conv's dtype), written in that dtype.
-// grad_y null: no dL/dy (the tuned and tiled paths' backward: the training forward wrote it, for a null grad_out:
+// grad_y null: no dL/dy (the tuned and tiled paths' backward: its first call wrote it, for a null grad_out:
 // g_b = 1); grad_gn_weight null: no parameters' gradients (that forward).
 cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight, const void* y,
@@ -2097,7 +2097,7 @@ cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, cons
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
         if (grad_y == nullptr) {
-            // no dL/dy (the tuned and tiled paths' backward: their training forward wrote it)
+            // no dL/dy (the tuned and tiled paths' backward: its first call wrote it)
         } else if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
             err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                          static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
@@ -2209,7 +2209,7 @@ long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, in
 // The tuned and tiled paths' dL/dx and dL/dW in float32 as the plan's dx and dw say (a null grad_x or grad_weight:
 // not wanted, or PyTorch's). tf32 (allow_tf32, float32): the tensor-core kernels take
 // one TF32 product a step, as PyTorch's conv backward does under the flag (docs/DESIGN.md), else split TF32; the
-// tiled kernels stay exact. grad_y: the training forward's, for unit output gradients; go (B floats): the output
+// tiled kernels stay exact. grad_y: the backward's first call's, for unit output gradients; go (B floats): the output
 // gradients, each sample's factor, applied by every kernel but grad_weight_tiled_kernel (a block shared with problem
 // 27's file): for it x comes scaled (scale_by_sample_kernel).
 cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x, const float* go,
@@ -2317,7 +2317,8 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
     s += "forward finish: gn_mean_finalize_kernel; always\n";
     if (!training) return s;
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    const std::string unit = "; in the training forward, for unit output gradients (the coefficients at g = 1)\n";
+    const std::string unit = "; for unit output gradients (the coefficients at g = 1), each sample's gradient a "
+                             "factor of the kernels below\n";
     s += path == Path::TUNED ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode)" + unit
          : path == Path::TILED ? "backward dL/dy: conv_grad_y_general_kernel" + unit
                                : "backward dL/dy: grad_y_from_conv_kernel; from the forward's saved conv output "
@@ -2635,15 +2636,6 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
                                          gw.data_ptr(), gn_bias.contiguous().data_ptr(), out.data_ptr(),
                                          stats.data_ptr<double>(), dtype_code(x), dtype_code(gn_weight), B, C_out,
                                          groups, D, H, W, kd, kh, kw, path, eps, sms, stream));
-    if (training && path != Path::TORCH_CONV) {   // dL/dy for a unit output gradient, while the host heads back
-        y = at::empty({B * C_out * Do * Ho * Wo + conv3d_groupnorm_mean_grad_y_tail()}, x.options().dtype(at::kFloat));
-        auto coef = at::empty({B, C_out, 3}, x.options().dtype(at::kFloat));
-        check(conv3d_groupnorm_mean_backward(path, nullptr, stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
-                                             b.data_ptr(), gw.data_ptr(), nullptr, coef.data_ptr<float>(), nullptr,
-                                             y.data_ptr(), nullptr, nullptr, nullptr, dtype_code(x),
-                                             dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw, sms,
-                                             stream));
-    }
     return {out, stats, y};
 }
 
@@ -2678,12 +2670,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
     const auto go = grad_out.contiguous();
-    // dL/dy: on the tuned and tiled paths the training forward's (y: for unit output gradients, float32, with the
-    // dL/dx kernels' tail); PyTorch's conv path: from its saved output, in y's dtype and shape.
-    TORCH_CHECK(!ours || (y.scalar_type() == at::kFloat &&
-                          y.numel() == B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()),
-                "conv3d_groupnorm_mean: backward takes the saved dL/dy of a forward run with training = true");
-    auto grad_y = ours ? y : at::empty_like(y);
+    // dL/dy: on the tuned and tiled paths for unit output gradients first (the coefficients at g = 1, then the conv
+    // again; float32, with the dL/dx kernels' tail), each sample's gradient a factor of the kernels below; PyTorch's
+    // conv path: from its saved output, in y's dtype and shape.
+    Tensor grad_y;
+    if (ours) {
+        grad_y = at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32);
+        auto unit_coef = at::empty({B, C_out, 3}, f32);
+        check(conv3d_groupnorm_mean_backward(plan.path, nullptr, stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
+                                             bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), nullptr,
+                                             unit_coef.data_ptr<float>(), nullptr, grad_y.data_ptr(), nullptr, nullptr,
+                                             nullptr, dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D,
+                                             H, W, kd, kh, kw, sms, stream));
+    } else {
+        grad_y = at::empty_like(y);
+    }
     auto coef = at::empty({B, C_out, 3}, f32);
     auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
     check(conv3d_groupnorm_mean_backward(
@@ -2737,20 +2738,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
 std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps, bool training) {
-    std::vector<c10::SymInt> y_shape{0};
-    auto y_options = x.options();
+    std::vector<c10::SymInt> y_shape{0};   // PyTorch's conv path keeps its conv output; ours keep nothing
     if (path_of(weight, training) == Path::TORCH_CONV) {
         y_shape = {x.sym_size(0), weight.sym_size(0)};
         for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);
-    } else if (training) {   // dL/dy for unit output gradients, float32, with the dL/dx kernels' tail
-        c10::SymInt n = x.sym_size(0) * weight.sym_size(0);
-        for (int d = 2; d < 5; ++d) n = n * (x.sym_size(d) - weight.sym_size(d) + 1);
-        y_shape = {n + conv3d_groupnorm_mean_grad_y_tail()};
-        y_options = x.options().dtype(at::kFloat);
     }
     return {at::empty_symint({x.sym_size(0)}, gn_weight.options()),
             at::empty_symint({x.sym_size(0), weight.sym_size(0) + 2 * groups}, x.options().dtype(torch::kFloat64)),
-            at::empty_symint(y_shape, y_options)};
+            at::empty_symint(y_shape, x.options())};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_meta(
