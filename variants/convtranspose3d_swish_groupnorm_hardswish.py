@@ -49,9 +49,9 @@ The backward runs in float32 and rounds each gradient to its tensor's dtype. Dou
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output once, 0.25 ms
 at 4.1 TB/s; the kernel is bound by issue and by Swish's MUFU work (about 23 instructions an output and phase).
-Measured (H200, run_all.py, README): forward 0.68 ms fp32 (2.7x the floor, 9.8x eager), 1.10 ms in half
-(PyTorch's order of statistics needs the Swish output stored and read twice); forward + backward 4.33 ms fp32 (3.8x
-eager), 4.7 to 4.8 ms in half (6.1x) at 17b271c, then 0.93x that with dL/dW's depth tap a block (interleaved).
+Measured (H200, run_all.py, README): forward 0.67 ms fp32 (2.7x the floor, 10.0x eager), 1.03 to 1.18 ms in half
+(PyTorch's order of statistics needs the Swish output stored and read twice); forward + backward 3.61 ms fp32 (4.5x
+eager; dL/dW 0.60 ms of it, 2.5x its floor of reading dL/dy once), 3.93 ms in half (7.4x).
 The design in detail and what was tried: docs/convtranspose3d_swish_groupnorm_hardswish.md.
 
 Run: python variants/convtranspose3d_swish_groupnorm_hardswish.py
