@@ -14,12 +14,11 @@ import sys
 import torch
 
 sys.path.insert(0, __import__("pathlib").Path(__file__).resolve().parents[1].as_posix())
-from common.accuracy import models_in  # noqa: E402
+from common.accuracy import DTYPES, models_in  # noqa: E402
 from common.inputs import make_input, make_models  # noqa: E402
 from common.loading import import_variant, variant_names  # noqa: E402
 from common.problems import PROBLEMS  # noqa: E402
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 MODES = ("forward", "train")
 args = sys.argv[1:]
 if not (1 <= len(args) <= 3 and args[0] in PROBLEMS and (len(args) < 2 or args[1] in DTYPES)

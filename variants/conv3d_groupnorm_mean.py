@@ -764,7 +764,8 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
 // (g_b / C A_c, g_b / C B_g, mu_g) per channel and the per-sample terms of those three; conv_gn_stats_kernel<GRAD>
 // recomputes y and writes dL/dy; gn_param_grad_kernel adds the terms over the batch in a fixed order.
 // dL/dy is linear in g_b, a sample's one output gradient: our paths' backward writes it for g_b = 1 first (a null
-// grad_out; no param_terms), and its dL/dx and dL/dW kernels take g_b as each sample's factor (scale_by_sample_kernel scales the operand of those that cannot).
+// grad_out; no param_terms), and its dL/dx and dL/dW kernels take g_b as each sample's factor
+// (scale_by_sample_kernel scales the operand of those that cannot).
 template <typename TO>
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
     const TO* __restrict__ grad_out,      // (B), or null: 1
@@ -2565,9 +2566,8 @@ static Path path_of(const Tensor& weight, bool training) {
 // Autograd kernel at the end), and the forward and backward it is made of:
 //   forward(x, weight, bias, gn_weight, gn_bias, groups, eps, training) -> (out (B), stats (B, C + 2G) float64: per
 //     channel the mean of the conv output, then per group mu_g, then rstd_g; y: PyTorch's conv output (B, C_out,
-//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it; on the others, training, dL/dy for unit
-//     output gradients (B C_out Do Ho Wo floats and the dL/dx kernels' tail), else empty); training: a backward may
-//     follow (the plan's path for training, and dL/dy written);
+//     Do, Ho, Wo) on its path, kept for the backward as eager keeps it, empty (0 elements) on the others);
+//     training: a backward may follow (the plan's path for training);
 //   backward(grad_out, x, weight, bias, gn_weight, stats, y, groups, conv_mask) -> the gradients of x, weight,
 //     bias (where conv_mask asks; undefined otherwise), gn_weight and gn_bias.
 std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -42,10 +42,10 @@ Each call allocates its workspace (so CUDA graph pools see it) and clears its co
 
 Semantics (docs/DESIGN.md): under torch.backends.cudnn.allow_tf32 (read at every call) the tuned conv's operands
 are rounded to TF32 as cuDNN rounds them (PyTorch's conv path: cuDNN's own, its float32 gradients TF32 as eager's;
-the tuned path's gradient kernels stay float32-level: dL/dW in split TF32); with the flag off all is fp32-level. In float16/bfloat16 each
-op is rounded where
-PyTorch rounds it (the conv, its bias, the sigmoid, the product, GroupNorm's statistics in its own order, HardSwish).
-The backward runs in float32 and rounds each gradient to its tensor's dtype. Double backward raises.
+the tuned path's gradient kernels stay float32-level: dL/dW in split TF32); with the flag off all is fp32-level.
+In float16/bfloat16 each op is rounded where PyTorch rounds it (the conv, its bias, the sigmoid, the product,
+GroupNorm's statistics in its own order, HardSwish). The backward runs in float32 and rounds each gradient to its
+tensor's dtype. Double backward raises.
 
 Floor at the benchmark size (B=128, 3->16 channels, 16x32x32 -> 31x63x63): writing the 1.0 GB output once, 0.25 ms
 at 4.1 TB/s; the kernel is bound by issue and by Swish's MUFU work (about 23 instructions an output and phase).
@@ -1988,7 +1988,8 @@ __device__ __forceinline__ void grad_weight_convt_task(const float* __restrict__
                     const bool ok = s ? m < W - 1 : m < W;
                     const Split lo = split(ok && co_lo ? __ldg(gy_lo + row + ow) : 0.f);
                     const Split hi = split(ok && co_hi ? __ldg(gy_hi + row + ow) : 0.f);
-                    ab[s][2 * k] = lo.big, as[s][2 * k] = lo.small, ab[s][2 * k + 1] = hi.big, as[s][2 * k + 1] = hi.small;
+                    ab[s][2 * k] = lo.big, as[s][2 * k] = lo.small;
+                    ab[s][2 * k + 1] = hi.big, as[s][2 * k + 1] = hi.small;
                 }
 #pragma unroll
             for (int c = 0; c < NT; ++c) {
