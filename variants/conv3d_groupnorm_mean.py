@@ -508,38 +508,59 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
 // channels, depth = (tap, kw) with a tap = (ci, kd, kh) and kw padded to 4 (zero weights at kw = 3). A k16 step
 // is 4 taps; a lane's depths are one tap's kw (0, 1) in a0, a1 and (2, 3) in a2, a3, so its A registers are pairs
 // of adjacent input columns: M tile i's rows g, g + 8 are R = 4g + i, 4g + i + 2, and tile 0's registers are the
-// words of two 8-byte loads (VEC: one aligned segment a row, columns 4g .. 4g + 7 clamped into the row), tile 1's
-// 3 byte permutes of them; else element by element, clamped into the row. The accumulators are the conv's
+// words of columns 4g .. 4g + 7 (VEC: one aligned segment a row; an 8-byte load of columns 4g .. 4g + 3 clamped
+// into the row, the next four by two shuffles from lane group g + 1), tile 1's 3 byte permutes of them; else
+// element by element, clamped into the row. The accumulators are the conv's
 // outputs themselves. Same units, runs, lane sums and partials as conv_gn_stats_kernel (its channel of lane
 // stat 2 (2 jc + e) is jc * 8 + 2t + e here too). Dynamic shared memory: the weights in fragment order
 // ([step][channel tile][lane] uint2), then the taps' input offsets.
 constexpr int HALF_BLOCKS_PER_SM = 8;   // caps registers at 64
 __host__ __device__ inline int half_steps(int C_in) { return (C_in * K * K + 3) / 4; }
+// shared: half_pairs begin
+// Half-precision products and pairs (T = Fp16 or Bf16). mma_half: d += a b on mma.sync m16n8k16 in T with fp32
+// accumulation (a product of two half values is exact in fp32). A pair is two T values in one 32-bit register, the
+// first in the low half: pack_pair rounds two floats by one packed conversion, add_pair adds two pairs with one
+// rounding (bit-identical to adding the values in float and rounding the sum to T: float's 24 bits are at least
+// twice T's 11 or 8 bits plus 2, so that double rounding is innocuous), unpack_pair returns them as floats (exact).
 template <typename T>
-__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint2 b) {
+__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if (std::is_same<T, Bf16>::value)
         asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     else
         asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// Two values rounded to a half type and back by one packed conversion.
-template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b);
-template <> __device__ __forceinline__ float2 round_pair<Bf16>(float a, float b) {
-    unsigned pair;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(b), "f"(a));
-    return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+template <typename T> __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+    uint32_t p;
+    if (std::is_same<T, Bf16>::value)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+    return p;
 }
-template <> __device__ __forceinline__ float2 round_pair<Fp16>(float a, float b) {
-    unsigned pair;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(b), "f"(a));
-    return make_float2(to_float(Fp16{(unsigned short)(pair & 0xffffu)}), to_float(Fp16{(unsigned short)(pair >> 16)}));
+template <typename T> __device__ __forceinline__ uint32_t add_pair(uint32_t a, uint32_t b) {
+    uint32_t s;
+    if (std::is_same<T, Bf16>::value)   // a 1 + b (fma.rn.bf16x2: sm_80; add.rn.bf16x2 needs sm_90)
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(s) : "r"(a), "r"(0x3f803f80u), "r"(b));
+    else
+        asm("add.rn.f16x2 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
+    return s;
 }
+template <typename T> __device__ __forceinline__ float2 unpack_pair(uint32_t p) {
+    if (std::is_same<T, Bf16>::value) return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
+    float lo, hi;
+    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}" : "=f"(lo), "=f"(hi) : "r"(p));
+    return make_float2(lo, hi);
+}
+template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b) {
+    return unpack_pair<T>(pack_pair<T>(a, b));
+}
+// shared: half_pairs end
 
 template <bool VEC, typename T>
 __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_half_kernel(
@@ -570,83 +591,112 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
     for (int i = threadIdx.x; i < steps * 4; i += THREADS)   // padding taps read offset 0
         tap_s[i] = i < taps ? ((i / (K * K) * D + i / K % K) * H + i % K) * W : 0u;
     for (int i = threadIdx.x; i < WARPS * LANE_STATS * 32; i += THREADS) (&lane_sums[0][0][0])[i] = 0.0;
-    float bias_e[CT][2];   // this lane's channels' bias, jc * 8 + 2t + e
-    for (int jc = 0; jc < CT; ++jc)
+    uint32_t bias_p[CT];   // this lane's channels' biases as pairs: jc * 8 + 2t, jc * 8 + 2t + 1
+    for (int jc = 0; jc < CT; ++jc) {
+        float v[2];
         for (int e = 0; e < 2; ++e) {
             const int co = chunk * CO_CHUNK + jc * 8 + 2 * t + e;
-            bias_e[jc][e] = co < C_out && bias != nullptr ? load_float(bias + co) : 0.f;
+            v[e] = co < C_out && bias != nullptr ? load_float(bias + co) : 0.f;
         }
+        bias_p[jc] = pack_pair<T>(v[0], v[1]);
+    }
     __syncthreads();
 
     const long long u_begin = first_unit(blockIdx.x, n_units, gridDim.x);
     const long long u_end = first_unit(blockIdx.x + 1, n_units, gridDim.x);
     int b = (int)(u_begin / units_per_sample), unit = (int)(u_begin % units_per_sample);   // of the next unit
-    const T* xb;
-    unsigned row;   // the segment's first column in the input
-    int lo, hi;     // the rows R it counts
+    // A unit's row pointer (VEC: its column 4g, clamped into the row; else its first column) is formed once,
+    // opaque to the compiler, so a step's address is one wide multiply-add of its tap's 32-bit offset.
+    const unsigned c0 = VEC ? min(4 * g, W - 4) : 0;
+    const auto at = [](const T* p, unsigned offset) {
+        const T* q;
+        asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p + offset));
+        return q;
+    };
+    const T* r0;        // the next unit's row pointer
+    unsigned start;     // its segment's first column
+    int lo, hi;         // the rows R it counts
     const auto locate = [&]() {
-        asm("mov.b64 %0, %1;" : "=l"(xb) : "l"(x + (size_t)b * C_in * D * H * W));   // as conv_gn_stats_kernel
+        const T* xb = x + (size_t)b * C_in * D * H * W;
         const Segment sg = segment_at(unit * WARPS + warp, segments, n_seg, Ho, W, Wo, wide);
         lo = sg.lo;
         hi = sg.hi;
-        row = (sg.od * H + sg.oh) * W + sg.start;
+        start = sg.start;
+        const unsigned row = (sg.od * H + sg.oh) * W + sg.start;
+        r0 = at(xb, row + c0);
     };
-    const unsigned c0 = VEC ? min(4 * g, W - 4) : 0, c1 = VEC ? min(4 * g + 4, W - 4) : 0;
-    const auto load = [&](const T* xb, unsigned row, int st, uint32_t (&w)[4]) {
-        const unsigned o = row + tap_s[st * 4 + t];
-        if (VEC) {
-            const uint2 v0 = __ldg(reinterpret_cast<const uint2*>(xb + (o + c0)));
-            const uint2 v1 = __ldg(reinterpret_cast<const uint2*>(xb + (o + c1)));
-            w[0] = v0.x; w[1] = v0.y; w[2] = v1.x; w[3] = v1.y;
-        } else {   // clamped to the row's last column, o - start + W - 1 (start = row % W)
-            const unsigned last = o - row % W + W - 1;
-            const unsigned short* q = reinterpret_cast<const unsigned short*>(xb);
+    const auto load = [&](const T* r0, unsigned start, int st, uint32_t (&w)[4]) {
+        const unsigned o = tap_s[st * 4 + t];
+        if (VEC) {   // w[2], w[3]: the next lane group's w[0], w[1], by shuffle where used (with_next)
+            const uint2 v0 = __ldg(reinterpret_cast<const uint2*>(r0 + o));
+            w[0] = v0.x; w[1] = v0.y;
+        } else {   // clamped to the row's last column, W - 1 - start (start = the segment's first column)
+            const unsigned last = W - 1 - start;
+            const unsigned short* q = reinterpret_cast<const unsigned short*>(r0 + o);
 #pragma unroll
             for (int m = 0; m < 4; ++m)
-                w[m] = (uint32_t)__ldg(q + min(o + 4 * g + 2 * m, last)) |
-                       (uint32_t)__ldg(q + min(o + 4 * g + 2 * m + 1, last)) << 16;
+                w[m] = (uint32_t)__ldg(q + min(4u * g + 2 * m, last)) |
+                       (uint32_t)__ldg(q + min(4u * g + 2 * m + 1, last)) << 16;
+        }
+    };
+    // One k16 step's products: tile 0's A registers are the loaded words, tile 1's three byte permutes of them.
+    // VEC: columns 4g + 4 .. 4g + 7 are lane group g + 1's first four (the last group's own: W <= 32, so both its
+    // clamped loads start at W - 4), taken by two shuffles instead of a second load (half the L1 traffic).
+    const auto with_next = [&](const uint32_t (&v)[4], uint32_t (&w)[4]) {
+        w[0] = v[0];
+        w[1] = v[1];
+        w[2] = VEC ? __shfl_down_sync(0xffffffffu, v[0], 4) : v[2];
+        w[3] = VEC ? __shfl_down_sync(0xffffffffu, v[1], 4) : v[3];
+    };
+    const auto multiply = [&](int st, const uint32_t (&w)[4], float (&acc)[2][CT][4]) {
+        const uint32_t w12 = __byte_perm(w[1], w[2], 0x5432);
+        const uint32_t a[2][4] = {{w[0], w[1], w[1], w[2]},
+                                  {__byte_perm(w[0], w[1], 0x5432), w12, w12, __byte_perm(w[2], w[3], 0x5432)}};
+#pragma unroll
+        for (int jc = 0; jc < CT; ++jc) {
+            const uint2 bw = wf_s[(st * CT + jc) * 32 + lane];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) mma_half<T>(acc[i][jc], a[i], bw.x, bw.y);
         }
     };
 
     uint32_t next[4] = {};   // the next step's inputs, in flight
     if (u_begin < u_end) {
         locate();
-        load(xb, row, 0, next);
+        load(r0, start, 0, next);
     }
     long long run_start = u_begin;
 #pragma unroll 1
     for (long long u = u_begin; u < u_end; ++u) {
         if (unit == 0) run_start = u;
         float acc[2][CT][4] = {};   // [M tile i][channel tile jc][fragment c]
-        const unsigned row_u = row;
+        const T* r0_u = r0;
+        const unsigned start_u = start;
         const int lo_u = lo, hi_u = hi;
         const bool run_ends = u + 1 == u_end || unit + 1 == units_per_sample;
         if (++unit == units_per_sample) {
             unit = 0;
             ++b;
         }
-        const T* xb_u = xb;
 #pragma unroll 2
-        for (int st = 0; st < steps; ++st) {
-            const uint32_t w[4] = {next[0], next[1], next[2], next[3]};
-            if (st + 1 < steps) {
-                load(xb_u, row_u, st + 1, next);
-            } else if (u + 1 < u_end) {   // the next unit's first inputs, in flight during this unit's sums
-                locate();
-                load(xb, row, 0, next);
-            }
-            const uint32_t w12 = __byte_perm(w[1], w[2], 0x5432);
-            const uint32_t a[2][4] = {{w[0], w[1], w[1], w[2]},
-                                      {__byte_perm(w[0], w[1], 0x5432), w12, w12, __byte_perm(w[2], w[3], 0x5432)}};
-#pragma unroll
-            for (int jc = 0; jc < CT; ++jc) {
-                const uint2 bw = wf_s[(st * CT + jc) * 32 + lane];
-#pragma unroll
-                for (int i = 0; i < 2; ++i) mma_half<T>(acc[i][jc], a[i], bw);
-            }
+        for (int st = 0; st < steps - 1; ++st) {
+            uint32_t w[4];
+            with_next(next, w);
+            load(r0_u, start_u, st + 1, next);
+            multiply(st, w, acc);
         }
-        // Each output rounded as PyTorch's conv rounds it, then the bias added and rounded again (two channels by
-        // one packed conversion); this lane's counted rows summed in fp32, added to its shared doubles.
+        {
+            uint32_t w[4];
+            with_next(next, w);
+            if (u + 1 < u_end) {   // the next unit's first inputs, in flight during this unit's sums
+                locate();
+                load(r0, start, 0, next);
+            }
+            multiply(steps - 1, w, acc);
+        }
+        // Each output rounded as PyTorch's conv rounds it, then the bias added in the half type (one rounding;
+        // two channels a packed conversion and a packed add); this lane's counted rows summed in fp32, added to
+        // its shared doubles.
 #pragma unroll
         for (int jc = 0; jc < CT; ++jc) {
             float sum[2] = {}, sq[2] = {};
@@ -655,8 +705,8 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
 #pragma unroll
                 for (int rr = 0; rr < 2; ++rr) {
                     const int R = 4 * g + i + 2 * rr;
-                    const float2 c = round_pair<T>(acc[i][jc][2 * rr], acc[i][jc][2 * rr + 1]);
-                    float2 v = round_pair<T>(c.x + bias_e[jc][0], c.y + bias_e[jc][1]);
+                    const uint32_t c = pack_pair<T>(acc[i][jc][2 * rr], acc[i][jc][2 * rr + 1]);
+                    float2 v = unpack_pair<T>(add_pair<T>(c, bias_p[jc]));
                     const bool ok = R >= lo_u && R < hi_u;
                     v.x = ok ? v.x : 0.f;
                     v.y = ok ? v.y : 0.f;

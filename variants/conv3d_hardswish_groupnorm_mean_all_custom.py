@@ -132,19 +132,51 @@ template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double m
     return make_float2(a, beta - __fmul_rn(a, round_to<TO>((float)mean)));
 }
 // shared: element_types end
-// Two values rounded to a half type and back by one packed conversion (bf16: the halves unpacked by a shift and
-// a mask; fp16: two exact conversions).
-template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b);
-template <> __device__ __forceinline__ float2 round_pair<Bf16>(float a, float b) {
-    unsigned pair;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(b), "f"(a));
-    return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+// shared: half_pairs begin
+// Half-precision products and pairs (T = Fp16 or Bf16). mma_half: d += a b on mma.sync m16n8k16 in T with fp32
+// accumulation (a product of two half values is exact in fp32). A pair is two T values in one 32-bit register, the
+// first in the low half: pack_pair rounds two floats by one packed conversion, add_pair adds two pairs with one
+// rounding (bit-identical to adding the values in float and rounding the sum to T: float's 24 bits are at least
+// twice T's 11 or 8 bits plus 2, so that double rounding is innocuous), unpack_pair returns them as floats (exact).
+template <typename T>
+__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if (std::is_same<T, Bf16>::value)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-template <> __device__ __forceinline__ float2 round_pair<Fp16>(float a, float b) {
-    unsigned pair;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(b), "f"(a));
-    return make_float2(to_float(Fp16{(unsigned short)(pair & 0xffffu)}), to_float(Fp16{(unsigned short)(pair >> 16)}));
+template <typename T> __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+    uint32_t p;
+    if (std::is_same<T, Bf16>::value)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+    return p;
 }
+template <typename T> __device__ __forceinline__ uint32_t add_pair(uint32_t a, uint32_t b) {
+    uint32_t s;
+    if (std::is_same<T, Bf16>::value)   // a 1 + b (fma.rn.bf16x2: sm_80; add.rn.bf16x2 needs sm_90)
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(s) : "r"(a), "r"(0x3f803f80u), "r"(b));
+    else
+        asm("add.rn.f16x2 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
+    return s;
+}
+template <typename T> __device__ __forceinline__ float2 unpack_pair(uint32_t p) {
+    if (std::is_same<T, Bf16>::value) return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
+    float lo, hi;
+    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}" : "=f"(lo), "=f"(hi) : "r"(p));
+    return make_float2(lo, hi);
+}
+template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b) {
+    return unpack_pair<T>(pack_pair<T>(a, b));
+}
+// shared: half_pairs end
 
 // One element through the read-only cache, as a float.
 __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
@@ -605,8 +637,9 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
 // 16-bit fragments: per output row (b, od, oh), rows = the 32 output columns, columns = the chunk's 16
 // channels, depth = (tap, kw) with a tap = (ci, kd, kh) and kw padded to 4 (zero weights at kw = 3 where
 // K = 3). A k16 step is 4 taps; a lane's depths are one tap's kw (0, 1) in a0, a1 and (2, 3) in a2, a3, so its
-// A registers are pairs of adjacent input columns: two 8-byte loads (columns 4g .. 4g + 7, clamped into the
-// row) give the even pairs as loaded and 3 byte permutes the odd ones. The accumulators are the conv's outputs
+// A registers are pairs of adjacent input columns: columns 4g .. 4g + 7 (an 8-byte load of 4g .. 4g + 3 clamped
+// into the row, the next four by two shuffles from lane group g + 1) give the even pairs as loaded and 3 byte
+// permutes the odd ones. The accumulators are the conv's outputs
 // themselves (no kw additions across lanes, as the TF32 kernel's one-value registers need). M tile i: rows g,
 // g + 8 are columns 4g + i, 4g + i + 2 (so tile 0's a1 = a2 is a loaded word), and a lane holds columns
 // 4g .. 4g + 3 of channels 2t, 2t + 1, 8 + 2t, 9 + 2t. The padded kw = 3 products read columns of the same row
@@ -614,20 +647,6 @@ __global__ void __launch_bounds__(THREADS, TC_BLOCKS_PER_SM) conv_rows_tc_kernel
 // conv_rows_tc_kernel<K, false>.
 constexpr int HALF_MAX_STEPS = TC_MAX_STEPS * 2;   // 4 taps a step: C_in K^2 <= 64, as tc_forward
 constexpr int HALF_BLOCKS_PER_SM = 8;   // caps registers at 64
-template <typename T>
-__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    if (std::is_same<T, Bf16>::value)
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 template <int K, typename T, bool VEC>
 __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_kernel(
     const T* __restrict__ x, const T* __restrict__ weight, const T* __restrict__ bias, double* __restrict__ partials,
@@ -660,24 +679,48 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_ke
     const T* xs = x + (size_t)b * d.C_in * d.D * d.H * d.W;
     const int rows = d.Do * d.Ho, units = (rows + 3) / 4;
     const int u0 = (int)((long long)part * units / parts), u1 = (int)((long long)(part + 1) * units / parts);
-    // Columns 4g .. 4g + 7 of a tap's row: two 8-byte loads (VEC: rows aligned to 4 elements), each clamped
-    // into the row (the clamped columns feed only outputs past Wo); else element by element, clamped. Offsets
-    // within a sample: 32 bits.
+    // Columns 4g .. 4g + 7 of a tap's row: VEC (rows aligned to 4 elements), one 8-byte load of columns 4g ..
+    // 4g + 3 clamped into the row (the clamped columns feed only outputs past Wo) and the next lane group's by
+    // shuffle; else element by element, clamped. A unit's row pointer is formed once (opaque to the compiler, so a
+    // step's address is one wide multiply-add of its tap's 32-bit offset, not 64-bit index arithmetic from x).
     const T* x0 = xs + (VEC ? min(4 * g, d.W - 4) : 0);
-    const T* x1 = xs + (VEC ? min(4 * g + 4, d.W - 4) : 0);
+    const auto at_row = [](const T* p, unsigned row) {
+        const T* q;
+        asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p + row));
+        return q;
+    };
     const unsigned* tap_t = tap_s + t;   // step st's tap for this lane: tap_t[4 st]
-    const auto load = [&](unsigned row, int st, uint32_t (&w)[4]) {
-        const unsigned o = row + tap_t[4 * st];
-        if (VEC) {
-            const uint2 v0 = __ldg(reinterpret_cast<const uint2*>(x0 + o));
-            const uint2 v1 = __ldg(reinterpret_cast<const uint2*>(x1 + o));
-            w[0] = v0.x; w[1] = v0.y; w[2] = v1.x; w[3] = v1.y;
+    const auto load = [&](const T* r0, int st, uint32_t (&w)[4]) {
+        const unsigned o = tap_t[4 * st];
+        if (VEC) {   // w[2], w[3]: the next lane group's w[0], w[1], by shuffle where used (with_next)
+            const uint2 v0 = __ldg(reinterpret_cast<const uint2*>(r0 + o));
+            w[0] = v0.x; w[1] = v0.y;
         } else {
-            const unsigned short* q = reinterpret_cast<const unsigned short*>(xs + o);
+            const unsigned short* q = reinterpret_cast<const unsigned short*>(r0 + o);
 #pragma unroll
             for (int m = 0; m < 4; ++m)
                 w[m] = (uint32_t)__ldg(q + min(4 * g + 2 * m, d.W - 1)) |
                        (uint32_t)__ldg(q + min(4 * g + 2 * m + 1, d.W - 1)) << 16;
+        }
+    };
+    // One k16 step's products: tile 0's A registers are the loaded words, tile 1's three byte permutes of them.
+    // VEC: columns 4g + 4 .. 4g + 7 are lane group g + 1's first four (the last group's own: W <= 32, so both its
+    // clamped loads start at W - 4), taken by two shuffles instead of a second load (half the L1 traffic).
+    const auto with_next = [&](const uint32_t (&v)[4], uint32_t (&w)[4]) {
+        w[0] = v[0];
+        w[1] = v[1];
+        w[2] = VEC ? __shfl_down_sync(0xffffffffu, v[0], 4) : v[2];
+        w[3] = VEC ? __shfl_down_sync(0xffffffffu, v[1], 4) : v[3];
+    };
+    const auto multiply = [&](int st, const uint32_t (&w)[4], float (&acc)[2][2][4]) {
+        const uint4 bw = w_s[st][lane];
+        const uint32_t w12 = __byte_perm(w[1], w[2], 0x5432);   // columns (4g + 3, 4g + 4)
+        const uint32_t a[2][4] = {{w[0], w[1], w[1], w[2]},
+                                  {__byte_perm(w[0], w[1], 0x5432), w12, w12, __byte_perm(w[2], w[3], 0x5432)}};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            mma_half<T>(acc[i][0], a[i], bw.x, bw.y);
+            mma_half<T>(acc[i][1], a[i], bw.z, bw.w);
         }
     };
     // This warp's row of unit u: r = 4u + warp, (od, oh) stepped from unit to unit (no division); past the
@@ -693,36 +736,38 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_ke
             oh = d.Ho - 1;
         }
     };
-    const float bias_e[2][2] = {{bias_s[2 * t], bias_s[2 * t + 1]}, {bias_s[8 + 2 * t], bias_s[9 + 2 * t]}};
+    // This lane's channels' biases as pairs: (2t, 2t + 1), (8 + 2t, 9 + 2t)
+    const uint32_t bias_p[2] = {pack_pair<T>(bias_s[2 * t], bias_s[2 * t + 1]),
+                                pack_pair<T>(bias_s[8 + 2 * t], bias_s[9 + 2 * t])};
     float sums[2][2][2] = {};   // [h, h^2][channels 2t + e, 8 + 2t + e][e]
     uint32_t next[4] = {};      // the next step's inputs, in flight (deeper rings measured no faster)
     unsigned row = row_offset();
-    if (u0 < u1) load(row, 0, next);
+    if (u0 < u1) load(at_row(x0, row), 0, next);
 #pragma unroll 1
     for (int u = u0; u < u1; ++u) {
         const bool counted = r < rows;
         advance();
         const unsigned row_next = row_offset();
+        const T* r0 = at_row(x0, row);
         float acc[2][2][4] = {};   // [M tile i][channel tile j][fragment c]
 #pragma unroll 2
-        for (int st = 0; st < steps; ++st) {
-            const uint32_t w[4] = {next[0], next[1], next[2], next[3]};
-            if (st + 1 < steps) load(row, st + 1, next);
-            else if (u + 1 < u1) load(row_next, 0, next);   // the next unit's first step
-            const uint4 bw = w_s[st][lane];
-            const uint32_t w12 = __byte_perm(w[1], w[2], 0x5432);   // columns (4g + 3, 4g + 4)
-            const uint32_t a[2][4] = {{w[0], w[1], w[1], w[2]},
-                                      {__byte_perm(w[0], w[1], 0x5432), w12, w12, __byte_perm(w[2], w[3], 0x5432)}};
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                mma_half<T>(acc[i][0], a[i], bw.x, bw.y);
-                mma_half<T>(acc[i][1], a[i], bw.z, bw.w);
-            }
+        for (int st = 0; st < steps - 1; ++st) {
+            uint32_t w[4];
+            with_next(next, w);
+            load(r0, st + 1, next);
+            multiply(st, w, acc);
+        }
+        {
+            uint32_t w[4];
+            with_next(next, w);
+            if (u + 1 < u1) load(at_row(x0, row_next), 0, next);   // the next unit's first step
+            multiply(steps - 1, w, acc);
         }
         row = row_next;
         if (!counted) continue;
         // The pair of channels (2t, 2t + 1) or (8 + 2t, 9 + 2t) of one column rounded together (packed
-        // conversions); columns past Wo add zero. Channels past C_out have zero weights and bias: h = 0.
+        // conversions; the bias added to the rounded conv in the half type); columns past Wo add zero. Channels
+        // past C_out have zero weights and bias: h = 0.
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -730,8 +775,8 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_ke
                 const bool ok = 4 * g + i + 2 * rr < d.Wo;
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
-                    const float2 c = round_pair<T>(acc[i][j][2 * rr], acc[i][j][2 * rr + 1]);
-                    const float2 y = round_pair<T>(c.x + bias_e[j][0], c.y + bias_e[j][1]);
+                    const uint32_t c = pack_pair<T>(acc[i][j][2 * rr], acc[i][j][2 * rr + 1]);
+                    const float2 y = unpack_pair<T>(add_pair<T>(c, bias_p[j]));
                     float2 h = round_pair<T>(hardswish(y.x), hardswish(y.y));
                     h.x = ok ? h.x : 0.f;
                     h.y = ok ? h.y : 0.f;
