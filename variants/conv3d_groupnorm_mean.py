@@ -10,16 +10,13 @@ tests/test_plan.py pins them). Three paths, each kept where it was measured fast
   TUNED (kernel 3 on every axis, C_in <= 7 in float32, <= 16 in half; <= 7 in half where a gradient is wanted):
     conv_gn_stats_kernel / conv_gn_stats_half_kernel  the conv as a split-TF32 (half: 16-bit MMA) GEMM per 32-column
                                row segment, its sums in registers; gn_mean_finalize_kernel adds the partials in order
-    backward: gn_mean_backward_coef_kernel at g = 1 and conv_gn_stats_kernel<GRAD> (the conv again) write dL/dy for
-    unit output gradients (dL/dy is linear in a sample's one output gradient g_b; not in the forward, which
-    KernelBench times with autograd on); gn_mean_backward_coef_kernel, gn_param_grad_kernel; dL/dx
-    grad_input_stream_kernel (a block a sample) or grad_input_tc_kernel, dL/dW grad_weight_rows_kernel or
-    grad_weight_tc_kernel (+ finish_weight_grad_tc_kernel), each taking g_b as its sample's factor, where their
-    bounds hold (W <= 32, ...), else the tiled kernels (float32) or PyTorch's convolution backward (half;
-    scale_by_sample_kernel scales dL/dy for it)
+    backward: gn_mean_backward_coef_kernel, conv_gn_stats_kernel<GRAD> (the conv again, writing dL/dy; not in the
+    forward, which KernelBench times with autograd on), gn_param_grad_kernel; dL/dx grad_input_stream_kernel (a block
+    a sample) or grad_input_tc_kernel, dL/dW grad_weight_rows_kernel or grad_weight_tc_kernel (+
+    finish_weight_grad_tc_kernel), where their bounds hold (W <= 32, ...), else the tiled kernels (float32) or
+    PyTorch's convolution backward (half)
   TILED (float32, C_in <= 7, any other kernel): conv_stats_general_kernel (the conv on the CUDA cores in tiles, its
-    sums in registers); backward conv_grad_y_general_kernel (dL/dy, as above), grad_input_tiled_kernel,
-    grad_weight_tiled_kernel (on x scaled by scale_by_sample_kernel)
+    sums in registers); backward conv_grad_y_general_kernel, grad_input_tiled_kernel, grad_weight_tiled_kernel
   TORCH_CONV (everything else: C_in >= 8, and half precision off the tuned envelope): PyTorch's own convolution
     (at::_convolution under the user's flags and dtype: eager's bits), conv_sums_kernel over its output, the same
     finalize; backward grad_y_from_conv_kernel over the saved output, then PyTorch's convolution backward. There the
@@ -554,7 +551,8 @@ template <typename T> __device__ __forceinline__ uint32_t add_pair(uint32_t a, u
 template <typename T> __device__ __forceinline__ float2 unpack_pair(uint32_t p) {
     if (std::is_same<T, Bf16>::value) return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
     float lo, hi;
-    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}" : "=f"(lo), "=f"(hi) : "r"(p));
+    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
+        : "=f"(lo), "=f"(hi) : "r"(p));
     return make_float2(lo, hi);
 }
 template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b) {
@@ -813,22 +811,18 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_finalize_kernel(
 // (A_c + B_g (mean_c - mu_g)) (mean_c: the mean of y over its N positions). One block per sample forms
 // (g_b / C A_c, g_b / C B_g, mu_g) per channel and the per-sample terms of those three; conv_gn_stats_kernel<GRAD>
 // recomputes y and writes dL/dy; gn_param_grad_kernel adds the terms over the batch in a fixed order.
-// dL/dy is linear in g_b, a sample's one output gradient: our paths' backward writes it for g_b = 1 first (a null
-// grad_out; no param_terms), and its dL/dx and dL/dW kernels take g_b as each sample's factor
-// (scale_by_sample_kernel scales the operand of those that cannot).
 template <typename TO>
 __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
-    const TO* __restrict__ grad_out,      // (B), or null: 1
+    const TO* __restrict__ grad_out,      // (B)
     const double* __restrict__ stats,     // (B, C_out + 2 groups), from the forward
     const TO* __restrict__ gn_weight,     // (C_out)
     float* __restrict__ coef,             // (B, C_out, 3)
-    double* __restrict__ param_terms,     // (B, 3 C_out): dgamma, dbeta, dbias terms; or null: not wanted
+    double* __restrict__ param_terms,     // (B, 3 C_out): dgamma, dbeta, dbias terms
     int C_out, int groups, double n_per_channel)
 {
     const int b = blockIdx.x, cpg = C_out / groups;
     const double* st = stats + (size_t)b * (C_out + 2 * groups);
-    const double gb = (grad_out != nullptr ? (double)to_float(grad_out[b]) : 1.0) / C_out;
-    const double n_group = n_per_channel * cpg;
+    const double gb = (double)to_float(grad_out[b]) / C_out, n_group = n_per_channel * cpg;
     for (int c = threadIdx.x; c < C_out; c += FINAL_THREADS) {
         const int grp = c / cpg;
         const double mu = st[C_out + grp], rstd = st[C_out + groups + grp];
@@ -843,7 +837,6 @@ __global__ void __launch_bounds__(FINAL_THREADS) gn_mean_backward_coef_kernel(
         cf[0] = (float)a;
         cf[1] = (float)slope;
         cf[2] = (float)mu;
-        if (param_terms == nullptr) continue;
         double* terms = param_terms + (size_t)b * 3 * C_out;
         terms[c] = gb * (st[c] - mu) * rstd;
         terms[C_out + c] = gb;
@@ -1147,8 +1140,6 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
-    const float* __restrict__ go,         // (B): each sample's factor of its dL/dx (problem 23: its output gradient);
-                                          // or null: 1
     TcDims d)
 {
     __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
@@ -1263,8 +1254,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw)
                         if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
-                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] =
-                        go != nullptr ? v * go[b] : v;
+                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] = v;
                 }
             __syncwarp();
         }
@@ -1298,7 +1288,6 @@ template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else s
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
-    const float* __restrict__ go,         // (B): each sample's factor of its rows' products (as above), or null: 1
     double* __restrict__ partials, TcDims d)
 {
     __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
@@ -1375,13 +1364,12 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 }
             }
         }
-        const float factor = go != nullptr ? go[b] : 1.f;
 #pragma unroll
         for (int kw = 0; kw < K; ++kw)
 #pragma unroll
             for (int j = 0; j < WGT_TILES; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e] * factor;
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
     }
     // The block's warps of each depth group add their sums in order; c[e]: co = g + 8 (e / 2), k = 8j + 2t + e % 2.
     for (int q = 0; q < WGT_RPB; ++q) {
@@ -1444,7 +1432,6 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
-    const float* __restrict__ go,         // (B): each sample's output gradient, the factor of its dL/dx
     GradDims d)
 {
     constexpr int MT = (K * K * CI + 7) / 8, NT = K * MT, M = K * K * CI, MTH = (MT + 1) / 2;
@@ -1470,7 +1457,6 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
     __syncthreads();
 
     const int b = blockIdx.x;
-    const float gb = go[b];
     const int out_plane = d.Do * d.Ho * d.Wo;   // a sample's dL/dy is under 2^31 floats (stream_input_grad)
     const size_t in_plane = (size_t)d.H * d.W;
     const float* gy_b = grad_y + (size_t)b * d.C_out * out_plane;
@@ -1480,7 +1466,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
             const int ci = r / d.H, ih = r % d.H;
             if (lane < d.W) {
                 float& v = slot[(ih * CI + ci) * GS_RS + lane];
-                grad_x[(((size_t)b * CI + ci) * d.D + id) * in_plane + (size_t)ih * d.W + lane] = v * gb;
+                grad_x[(((size_t)b * CI + ci) * d.D + id) * in_plane + (size_t)ih * d.W + lane] = v;
                 v = 0.f;
             }
         }
@@ -1611,7 +1597,6 @@ template <bool TF32>   // one TF32 product a step (operand), else split TF32
 __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
-    const float* __restrict__ go,         // (B): each sample's output gradient, the factor of its rows' products
     double* __restrict__ partials, GradDims d)
 {
     __shared__ double sums[2][WR_CO][WGT_DEPTHS][K];   // [depth half][co][k % 16][kw]
@@ -1693,13 +1678,12 @@ __global__ void __launch_bounds__(64 * WR_ROWS, 2) grad_weight_rows_kernel(
                     mma(acc[kw][j], ab[st], gb[m], gb[m + 1]);
                 }
         }
-        const float factor = go[b];   // the sample's output gradient
 #pragma unroll
         for (int kw = 0; kw < K; ++kw)
 #pragma unroll
             for (int j = 0; j < WR_TILES; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e] * factor;
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
     }
     // The block's warps of each depth half add their totals in order; c[e]: k = g + 8 (e / 2), co = 8j + 2t + e % 2.
     for (int q = 0; q < WR_ROWS; ++q) {
@@ -1733,8 +1717,7 @@ __host__ __device__ inline bool rows_weight_grad(const GradDims& d) {
 // (output channel chunk, kd, output channel, kh, kw) in fp32, a fixed order.
 template <int COT, int PIXT>
 __global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
-    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x,
-    const float* __restrict__ go, TileConv3 t)   // go (B): each sample's output gradient, the factor of its dL/dx
+    const float* __restrict__ grad_y, const float* __restrict__ weight, float* __restrict__ grad_x, TileConv3 t)
 {
     extern __shared__ float4 smem4[];
     float* in_s = reinterpret_cast<float*>(smem4);
@@ -1754,8 +1737,7 @@ __global__ void __launch_bounds__(GEN_THREADS, 2) grad_input_tiled_kernel(
 #pragma unroll
             for (int j = 0; j < COT; ++j)
                 if (co0 + j < t.C_out)
-                    grad_x[((((size_t)b * t.C_out + co0 + j) * D + od) * H + oh + p * ROW_STEP) * W + ow] =
-                        acc[p][j] * go[b];
+                    grad_x[((((size_t)b * t.C_out + co0 + j) * D + od) * H + oh + p * ROW_STEP) * W + ow] = acc[p][j];
 }
 
 using WgradDims = GradDims;
@@ -1936,36 +1918,6 @@ cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type,
 }
 // shared: convert end
 
-// out = in * g_b over each sample's per_sample elements (block x: the sample): dL/dy is linear in the sample's output
-// gradient g_b (gn_mean_backward_coef_kernel), and the backward wrote it for g_b = 1: the operand of the conv
-// gradients that do not apply g_b themselves (x before grad_weight_tiled_kernel; dL/dy before PyTorch's convolution
-// backward on the tuned path). Dtype codes as with_type's.
-template <typename S, typename D, typename G>
-__global__ void scale_by_sample_kernel(const S* __restrict__ in, const G* __restrict__ g, D* __restrict__ out,
-                                       long long per_sample) {
-    const long long base = (long long)blockIdx.x * per_sample;
-    const float scale = to_float(g[blockIdx.x]);
-    for (long long i = (long long)blockIdx.y * blockDim.x + threadIdx.x; i < per_sample;
-         i += (long long)gridDim.y * blockDim.x)
-        out[base + i] = from_float<D>(to_float(in[base + i]) * scale);
-}
-cudaError_t conv3d_groupnorm_mean_scale(const void* in, int in_type, const void* g, int g_type, void* out,
-                                        int out_type, long long B, long long per_sample, cudaStream_t stream) {
-    return with_type(in_type, [&](auto s) {
-        return with_type(out_type, [&](auto d) {
-            return with_type(g_type, [&](auto gt) {
-                using S = decltype(s);
-                using D = decltype(d);
-                using G = decltype(gt);
-                const unsigned chunks = (unsigned)std::min<long long>((per_sample + 2047) / 2048, 65535);
-                scale_by_sample_kernel<S, D, G><<<dim3((unsigned)B, std::max(1u, chunks)), 256, 0, stream>>>(
-                    static_cast<const S*>(in), static_cast<const G*>(g), static_cast<D*>(out), per_sample);
-                return cudaGetLastError();
-            });
-        });
-    });
-}
-
 static int units_per_sample(int D, int H, int W) {
     return ((D - K + 1) * (H - K + 1) * row_segments(W, wide_rows(W)) + WARPS - 1) / WARPS;
 }
@@ -2130,8 +2082,6 @@ cudaError_t conv3d_groupnorm_mean_finalize(const double* partials, const void* b
 // The backward's kernels up to dL/dy and the parameters' gradients (grad_bias null: not wanted); coef (B, C_out, 3)
 // floats and param_terms (B, 3 C_out) doubles of workspace. TUNED and TILED: the forward's conv recomputed, dL/dy
 // written in float32 to grad_y; TORCH_CONV: dL/dy from the forward's y (the conv's dtype), written in that dtype.
-// grad_y null: no dL/dy (the tuned and tiled paths' backward: its first call wrote it, for a null grad_out:
-// g_b = 1); grad_gn_weight null: no parameters' gradients (that forward).
 cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, const double* stats, const void* x,
                                            const void* weight, const void* bias, const void* gn_weight, const void* y,
                                            float* coef, double* param_terms, void* grad_y, void* grad_bias,
@@ -2147,9 +2097,7 @@ cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, cons
             groups, (double)S);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
-        if (grad_y == nullptr) {
-            // no dL/dy (the tuned and tiled paths' backward: its first call wrote it)
-        } else if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
+        if (path == Path::TUNED) {   // the forward's conv, writing dL/dy
             err = launch_conv_rows<true>(static_cast<const T*>(x), static_cast<const T*>(weight),
                                          static_cast<const T*>(bias), nullptr, coef, static_cast<float*>(grad_y), B,
                                          C_in, C_out, D, H, W, sms, stream);
@@ -2172,7 +2120,7 @@ cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, cons
                 static_cast<const T*>(y), coef, static_cast<T*>(grad_y), S, n);
             err = cudaGetLastError();
         }
-        if (err != cudaSuccess || grad_gn_weight == nullptr) return err;
+        if (err != cudaSuccess) return err;
         gn_param_grad_kernel<T, TO><<<(3 * C_out + 255) / 256, 256, 0, stream>>>(
             param_terms, static_cast<TO*>(grad_gn_weight), static_cast<TO*>(grad_gn_bias), static_cast<T*>(grad_bias),
             B, C_out);
@@ -2260,10 +2208,8 @@ long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, in
 // The tuned and tiled paths' dL/dx and dL/dW in float32 as the plan's dx and dw say (a null grad_x or grad_weight:
 // not wanted, or PyTorch's). tf32 (allow_tf32, float32): the tensor-core kernels take
 // one TF32 product a step, as PyTorch's conv backward does under the flag (docs/DESIGN.md), else split TF32; the
-// tiled kernels stay exact. grad_y: the backward's first call's, for unit output gradients; go (B floats): the output
-// gradients, each sample's factor, applied by every kernel but grad_weight_tiled_kernel (a block shared with problem
-// 27's file): for it x comes scaled (scale_by_sample_kernel).
-cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x, const float* go,
+// tiled kernels stay exact.
+cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x,
                                              const float* weight, float* grad_x, float* grad_weight, double* work,
                                              int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                              bool tf32, int sms, cudaStream_t stream) {
@@ -2282,13 +2228,13 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad
                 cudaSuccess)
                 return err;
             // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
-            kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, go, d);
+            kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
         } else if (dx == DxPath::TC) {
             const auto kernel = tf32 ? grad_input_tc_kernel<K, true> : grad_input_tc_kernel<K, false>;
             int per_sm = 0;   // one wave of resident blocks
             if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
                 return err;
-            kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, go, d);
+            kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, d);
         } else {   // TILED, the conv's transpose: dL/dy (C_out channels, Do x Ho x Wo) in, C_in (< 8) channels out
             const int cot = C_in <= 4 ? 4 : 8, th = 2 * TILE_H;
             const TileConv3 t = tile_plan(C_out, C_in, d.Do, d.Ho, d.Wo, kd, kh, kw, cot, th);
@@ -2299,7 +2245,7 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad
                     cudaSuccess)
                 return err;
             kernel<<<dim3((unsigned)(tiles * B), (C_in + cot - 1) / cot), GEN_THREADS, t.smem_bytes(), stream>>>(
-                grad_y, weight, grad_x, go, t);
+                grad_y, weight, grad_x, t);
         }
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
     }
@@ -2323,10 +2269,10 @@ cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad
     const int n_blocks = rows ? wrows_blocks(sms) : wgt_blocks(d, sms);
     if (rows)
         (tf32 ? grad_weight_rows_kernel<true> : grad_weight_rows_kernel<false>)<<<n_blocks, 64 * WR_ROWS, 0, stream>>>(
-            grad_y, x, go, work, d);
+            grad_y, x, work, d);
     else
         (tf32 ? grad_weight_tc_kernel<K, true> : grad_weight_tc_kernel<K, false>)<<<
-            dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(grad_y, x, go, work, d);
+            dim3(n_blocks, (C_out + WGT_CO - 1) / WGT_CO), wgt_threads(d), 0, stream>>>(grad_y, x, work, d);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const long long n_w = (long long)C_out * C_in * K * K * K;
     finish_weight_grad_tc_kernel<K><<<(unsigned)((n_w + 127) / 128), 128, 0, stream>>>(work, grad_weight, d, n_blocks);
@@ -2368,16 +2314,11 @@ std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H,
     s += "forward finish: gn_mean_finalize_kernel; always\n";
     if (!training) return s;
     s += "backward coefficients: gn_mean_backward_coef_kernel; always\n";
-    const std::string unit = "; for unit output gradients (the coefficients at g = 1), each sample's gradient a "
-                             "factor of the kernels below\n";
-    s += path == Path::TUNED ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode)" + unit
-         : path == Path::TILED ? "backward dL/dy: conv_grad_y_general_kernel" + unit
+    s += path == Path::TUNED ? "backward dL/dy: conv_gn_stats_kernel (GRAD mode); tuned\n"
+         : path == Path::TILED ? "backward dL/dy: conv_grad_y_general_kernel; tiled\n"
                                : "backward dL/dy: grad_y_from_conv_kernel; from the forward's saved conv output "
                                  "(PyTorch's conv path)\n";
     s += "backward parameters: gn_param_grad_kernel; always\n";
-    if (plan.dw == DwPath::TILED || (path == Path::TUNED && (plan.dx == DxPath::TORCH || plan.dw == DwPath::TORCH)))
-        s += "backward scaling: scale_by_sample_kernel; each sample's output gradient times the operand of the "
-             "gradients that do not apply it (x before grad_weight_tiled_kernel, dL/dy before PyTorch's)\n";
     const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); ";
     const std::string bounds = path == Path::TUNED ? "the tensor-core kernels' bounds do not hold" : "tiled";
     switch (plan.dx) {
@@ -2557,14 +2498,12 @@ cudaError_t conv3d_groupnorm_mean_backward(Path path, const void* grad_out, cons
                                            int B, int C_in, int C_out, int groups, int D, int H, int W, int kd,
                                            int kh, int kw, int sms, cudaStream_t stream);
 cudaError_t convert_launch(const void* in, int in_type, void* out, int out_type, long long n, cudaStream_t stream);
-cudaError_t conv3d_groupnorm_mean_scale(const void* in, int in_type, const void* g, int g_type, void* out,
-                                        int out_type, long long B, long long per_sample, cudaStream_t stream);
 int conv3d_groupnorm_mean_grad_y_tail();
 std::string conv3d_groupnorm_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                        int conv_type, int sms, int x_misalign, bool training);
 long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, int C_out, int D, int H, int W,
                                                 int kd, int kh, int kw, int sms);
-cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x, const float* go,
+cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x,
                                              const float* weight, float* grad_x, float* grad_weight, double* work,
                                              int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                              bool tf32, int sms, cudaStream_t stream);
@@ -2719,53 +2658,28 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     const bool ours = plan.path != Path::TORCH_CONV;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const int64_t S = (D - kd + 1) * (H - kh + 1) * (W - kw + 1);
-    const auto go = grad_out.contiguous();
-    // dL/dy: on the tuned and tiled paths for unit output gradients first (the coefficients at g = 1, then the conv
-    // again; float32, with the dL/dx kernels' tail), each sample's gradient a factor of the kernels below; PyTorch's
-    // conv path: from its saved output, in y's dtype and shape.
-    Tensor grad_y;
-    if (ours) {
-        grad_y = at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32);
-        auto unit_coef = at::empty({B, C_out, 3}, f32);
-        check(conv3d_groupnorm_mean_backward(plan.path, nullptr, stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
-                                             bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), nullptr,
-                                             unit_coef.data_ptr<float>(), nullptr, grad_y.data_ptr(), nullptr, nullptr,
-                                             nullptr, dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D,
-                                             H, W, kd, kh, kw, sms, stream));
-    } else {
-        grad_y = at::empty_like(y);
-    }
+    // dL/dy: float32 with the tensor-core kernels' tail on the tuned and tiled paths; PyTorch's conv path: y's dtype
+    // and shape.
+    auto grad_y = ours ? at::empty({B * C_out * S + conv3d_groupnorm_mean_grad_y_tail()}, f32) : at::empty_like(y);
     auto coef = at::empty({B, C_out, 3}, f32);
     auto param_terms = at::empty({B, 3 * C_out}, x.options().dtype(torch::kFloat64));
     check(conv3d_groupnorm_mean_backward(
-        plan.path, go.data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(), bias.contiguous().data_ptr(),
-        gn_weight.contiguous().data_ptr(), ours ? nullptr : y.data_ptr(), coef.data_ptr<float>(),
-        param_terms.data_ptr<double>(), ours ? nullptr : grad_y.data_ptr(),
+        plan.path, grad_out.contiguous().data_ptr(), stats.data_ptr<double>(), x.data_ptr(), w.data_ptr(),
+        bias.contiguous().data_ptr(), gn_weight.contiguous().data_ptr(), ours ? nullptr : y.data_ptr(),
+        coef.data_ptr<float>(), param_terms.data_ptr<double>(), grad_y.data_ptr(),
         grad_bias.defined() ? grad_bias.data_ptr() : nullptr, grad_gn_weight.data_ptr(), grad_gn_bias.data_ptr(),
         dtype_code(x), dtype_code(gn_weight), B, C_in, C_out, groups, D, H, W, kd, kh, kw, sms, stream));
     if (!conv_mask[0] && !conv_mask[1]) return {grad_x, grad_w, grad_bias, grad_gn_weight, grad_gn_bias};
-    // The tuned and tiled paths' dL/dy is for unit output gradients: t (contiguous, B samples) times each sample's
-    // output gradient, as `dtype` (for the kernels that do not apply it themselves).
-    const auto scaled = [&](const Tensor& t, at::ScalarType dtype) {
-        auto dst = at::empty(t.sizes(), t.options().dtype(dtype));
-        check(conv3d_groupnorm_mean_scale(t.data_ptr(), dtype_code(t), go.data_ptr(), dtype_code(go), dst.data_ptr(),
-                                          dtype_code(dst), B, t.numel() / B, stream));
-        return dst;
-    };
     const bool ours_x = conv_mask[0] && plan.dx != DxPath::TORCH, ours_w = conv_mask[1] && plan.dw != DwPath::TORCH;
-    if (ours_x || ours_w) {   // the tensor-core or tiled kernels, in float32, each sample's gradient its factor
-        const auto wf = converted(w, at::kFloat), gof = converted(go, at::kFloat);
-        const auto xs = !ours_w                     ? Tensor()
-                        : plan.dw == DwPath::TILED ? scaled(x, at::kFloat)
-                                                   : converted(x, at::kFloat);
+    if (ours_x || ours_w) {   // the tensor-core or tiled kernels, in float32
+        const auto wf = converted(w, at::kFloat), xf = ours_w ? converted(x, at::kFloat) : Tensor();
         auto gx = ours_x ? at::empty(x.sizes(), f32) : Tensor();
         auto gw = ours_w ? at::empty(w.sizes(), f32) : Tensor();
         auto work = at::empty({ours_w ? conv3d_groupnorm_mean_grads_workspace(plan.dw, B, C_in, C_out, D, H, W, kd,
                                                                               kh, kw, sms) : 0},
                               x.options().dtype(torch::kFloat64));
-        check(conv3d_groupnorm_mean_conv_grads(plan, grad_y.data_ptr<float>(), ours_w ? xs.data_ptr<float>() : nullptr,
-                                               gof.data_ptr<float>(), wf.data_ptr<float>(),
-                                               ours_x ? gx.data_ptr<float>() : nullptr,
+        check(conv3d_groupnorm_mean_conv_grads(plan, grad_y.data_ptr<float>(), ours_w ? xf.data_ptr<float>() : nullptr,
+                                               wf.data_ptr<float>(), ours_x ? gx.data_ptr<float>() : nullptr,
                                                ours_w ? gw.data_ptr<float>() : nullptr, work.data_ptr<double>(), B,
                                                C_in, C_out, D, H, W, kd, kh, kw, !half && allow_tf32_conv(), sms,
                                                stream));
@@ -2774,8 +2688,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     }
     const bool torch_x = conv_mask[0] && !ours_x, torch_w = conv_mask[1] && !ours_w;
     if (torch_x || torch_w) {   // PyTorch's convolution backward, on dL/dy in the conv's dtype (as eager's)
-        const auto gy = ours ? scaled(grad_y.narrow(0, 0, B * C_out * S), x.scalar_type())
-                                   .view({B, C_out, D - kd + 1, H - kh + 1, W - kw + 1})
+        const auto gy = ours ? converted(grad_y.narrow(0, 0, B * C_out * S).view({B, C_out, D - kd + 1, H - kh + 1,
+                                                                                    W - kw + 1}), x.scalar_type())
                              : grad_y;
         auto r = torch_conv_backward(gy, x, w, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0}, {torch_x, torch_w, false});
         if (torch_x) grad_x = std::get<0>(r);
@@ -2788,7 +2702,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
 std::tuple<Tensor, Tensor, Tensor> forward_meta(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                 const Tensor& gn_weight, const Tensor& gn_bias, int64_t groups,
                                                 double eps, bool training) {
-    std::vector<c10::SymInt> y_shape{0};   // PyTorch's conv path keeps its conv output; ours keep nothing
+    std::vector<c10::SymInt> y_shape{0};
     if (path_of(weight, training) == Path::TORCH_CONV) {
         y_shape = {x.sym_size(0), weight.sym_size(0)};
         for (int d = 2; d < 5; ++d) y_shape.push_back(x.sym_size(d) - weight.sym_size(d) + 1);

@@ -170,7 +170,8 @@ template <typename T> __device__ __forceinline__ uint32_t add_pair(uint32_t a, u
 template <typename T> __device__ __forceinline__ float2 unpack_pair(uint32_t p) {
     if (std::is_same<T, Bf16>::value) return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
     float lo, hi;
-    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}" : "=f"(lo), "=f"(hi) : "r"(p));
+    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
+        : "=f"(lo), "=f"(hi) : "r"(p));
     return make_float2(lo, hi);
 }
 template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b) {
@@ -891,8 +892,6 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
-    const float* __restrict__ go,         // (B): each sample's factor of its dL/dx (problem 23: its output gradient);
-                                          // or null: 1
     TcDims d)
 {
     __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
@@ -1007,8 +1006,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw)
                         if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
-                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] =
-                        go != nullptr ? v * go[b] : v;
+                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] = v;
                 }
             __syncwarp();
         }
@@ -1042,7 +1040,6 @@ template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else s
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
-    const float* __restrict__ go,         // (B): each sample's factor of its rows' products (as above), or null: 1
     double* __restrict__ partials, TcDims d)
 {
     __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
@@ -1119,13 +1116,12 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 }
             }
         }
-        const float factor = go != nullptr ? go[b] : 1.f;
 #pragma unroll
         for (int kw = 0; kw < K; ++kw)
 #pragma unroll
             for (int j = 0; j < WGT_TILES; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e] * factor;
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
     }
     // The block's warps of each depth group add their sums in order; c[e]: co = g + 8 (e / 2), k = 8j + 2t + e % 2.
     for (int q = 0; q < WGT_RPB; ++q) {
@@ -2022,7 +2018,7 @@ cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float
         int per_sm = 0;   // one wave of resident blocks
         if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * GI_WARPS, 0)) != cudaSuccess)
             return err;
-        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, nullptr, dt);
+        kernel<<<std::max(1, per_sm) * sms, 32 * GI_WARPS, 0, stream>>>(grad_y, weight, grad_x, dt);
     } else if (grad_x != nullptr && dx == Stage::TILED) {   // dL/dy (C_out channels, Do x Ho x Wo) in, C_in out
         const int cot = C_in <= 4 ? 4 : 8, th = 2 * TILE_H;
         FlipConv t{C_out, C_in, dg.Do, dg.Ho, dg.Wo, 1, k, cot, th};
@@ -2045,7 +2041,7 @@ cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float
         const unsigned w_grid = (unsigned)((n_w + 127) / 128);
         const auto kernel = tf32 ? (K == 3 ? grad_weight_tc_kernel<3, true> : grad_weight_tc_kernel<4, true>)
                                  : (K == 3 ? grad_weight_tc_kernel<3, false> : grad_weight_tc_kernel<4, false>);
-        kernel<<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, nullptr, w_partials, dt);
+        kernel<<<dim3(n_blocks, chunks), threads, 0, stream>>>(grad_y, x, w_partials, dt);
         if ((err = cudaGetLastError()) != cudaSuccess) return err;
         if (K == 3) finish_weight_grad_tc_kernel<3><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);
         else finish_weight_grad_tc_kernel<4><<<w_grid, 128, 0, stream>>>(w_partials, grad_weight, dt, n_blocks);

@@ -35,7 +35,8 @@ template <typename T> __device__ __forceinline__ uint32_t add_pair(uint32_t a, u
 template <typename T> __device__ __forceinline__ float2 unpack_pair(uint32_t p) {
     if (std::is_same<T, Bf16>::value) return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
     float lo, hi;
-    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}" : "=f"(lo), "=f"(hi) : "r"(p));
+    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
+        : "=f"(lo), "=f"(hi) : "r"(p));
     return make_float2(lo, hi);
 }
 template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b) {

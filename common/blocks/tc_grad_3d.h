@@ -23,8 +23,6 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo), then GI_TAIL floats
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
-    const float* __restrict__ go,         // (B): each sample's factor of its dL/dx (problem 23: its output gradient);
-                                          // or null: 1
     TcDims d)
 {
     __shared__ uint2 w_s[GI_MAX_STEPS][2][2][32];   // [(kd, kh, chunk)][big, small][n-tile][lane]: (b0, b1)
@@ -139,8 +137,7 @@ __global__ void __launch_bounds__(32 * GI_WARPS) grad_input_tc_kernel(
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw)
                         if (lane >= kw && lane - kw < d.Wo) v += c_s[warp][lane - kw][kw * 4 + ci];
-                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] =
-                        go != nullptr ? v * go[b] : v;
+                    grad_x[(((size_t)b * d.C_in + ci) * d.D + id) * d.H * d.W + (size_t)(ih0 + r) * d.W + lane] = v;
                 }
             __syncwarp();
         }
@@ -174,7 +171,6 @@ template <int K, bool TF32>   // TF32: one TF32 product a step (operand), else s
 __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ x,          // (B, C_in, D, H, W), 16-byte aligned
-    const float* __restrict__ go,         // (B): each sample's factor of its rows' products (as above), or null: 1
     double* __restrict__ partials, TcDims d)
 {
     __shared__ double sums[WGT_MAX_GROUPS * WGT_CO * WGT_DEPTHS * K];   // [grp][co][k][kw]
@@ -251,13 +247,12 @@ __global__ void __launch_bounds__(32 * WGT_RPB * WGT_MAX_GROUPS) grad_weight_tc_
                 }
             }
         }
-        const float factor = go != nullptr ? go[b] : 1.f;
 #pragma unroll
         for (int kw = 0; kw < K; ++kw)
 #pragma unroll
             for (int j = 0; j < WGT_TILES; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e] * factor;
+                for (int e = 0; e < 4; ++e) total[kw][j][e] += acc[kw][j][e];
     }
     // The block's warps of each depth group add their sums in order; c[e]: co = g + 8 (e / 2), k = 8j + 2t + e % 2.
     for (int q = 0; q < WGT_RPB; ++q) {
