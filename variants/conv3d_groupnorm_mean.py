@@ -637,7 +637,6 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
                        (uint32_t)__ldg(q + min(4u * g + 2 * m + 1, last)) << 16;
         }
     };
-    // One k16 step's products: tile 0's A registers are the loaded words, tile 1's three byte permutes of them.
     // VEC: columns 4g + 4 .. 4g + 7 are lane group g + 1's first four (the last group's own: W <= 32, so both its
     // clamped loads start at W - 4), taken by two shuffles instead of a second load (half the L1 traffic).
     const auto with_next = [&](const uint32_t (&v)[4], uint32_t (&w)[4]) {
@@ -646,6 +645,7 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
         w[2] = VEC ? __shfl_down_sync(0xffffffffu, v[0], 4) : v[2];
         w[3] = VEC ? __shfl_down_sync(0xffffffffu, v[1], 4) : v[3];
     };
+    // One k16 step's products: tile 0's A registers are the loaded words, tile 1's three byte permutes of them.
     const auto multiply = [&](int st, const uint32_t (&w)[4], float (&acc)[2][CT][4]) {
         const uint32_t w12 = __byte_perm(w[1], w[2], 0x5432);
         const uint32_t a[2][4] = {{w[0], w[1], w[1], w[2]},

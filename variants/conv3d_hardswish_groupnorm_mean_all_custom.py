@@ -704,7 +704,6 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_ke
                        (uint32_t)__ldg(q + min(4 * g + 2 * m + 1, d.W - 1)) << 16;
         }
     };
-    // One k16 step's products: tile 0's A registers are the loaded words, tile 1's three byte permutes of them.
     // VEC: columns 4g + 4 .. 4g + 7 are lane group g + 1's first four (the last group's own: W <= 32, so both its
     // clamped loads start at W - 4), taken by two shuffles instead of a second load (half the L1 traffic).
     const auto with_next = [&](const uint32_t (&v)[4], uint32_t (&w)[4]) {
