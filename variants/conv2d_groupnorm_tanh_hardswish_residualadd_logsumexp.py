@@ -154,6 +154,57 @@ template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double m
     return make_float2(a, beta - __fmul_rn(a, round_to<TO>((float)mean)));
 }
 // shared: element_types end
+// shared: half_pairs begin
+// Half-precision products and pairs (T = Fp16 or Bf16). mma_half: d += a b on mma.sync m16n8k16 in T with fp32
+// accumulation (a product of two half values is exact in fp32). A pair is two T values in one 32-bit register, the
+// first in the low half: pack_pair rounds two floats by one packed conversion, add_pair adds two pairs with one
+// rounding (bit-identical to adding the values in float and rounding the sum to T: float's 24 bits are at least
+// twice T's 11 or 8 bits plus 2, so that double rounding is innocuous), unpack_pair returns them as floats (exact).
+template <typename T>
+__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if (std::is_same<T, Bf16>::value)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <typename T> __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+    uint32_t p;
+    if (std::is_same<T, Bf16>::value)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+    return p;
+}
+template <typename T> __device__ __forceinline__ uint32_t add_pair(uint32_t a, uint32_t b) {
+    uint32_t s;
+    if (std::is_same<T, Bf16>::value)   // a 1 + b (fma.rn.bf16x2: sm_80; add.rn.bf16x2 needs sm_90)
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(s) : "r"(a), "r"(0x3f803f80u), "r"(b));
+    else
+        asm("add.rn.f16x2 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
+    return s;
+}
+template <typename T> __device__ __forceinline__ float2 unpack_pair(uint32_t p) {
+    if (std::is_same<T, Bf16>::value) return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
+    float lo, hi;
+    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
+        : "=f"(lo), "=f"(hi) : "r"(p));
+    return make_float2(lo, hi);
+}
+template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b) {
+    return unpack_pair<T>(pack_pair<T>(a, b));
+}
+// shared: half_pairs end
+// Two values rounded to TO where it is a half type (round_pair), else as they are (float32: autocast's GroupNorm).
+template <typename TO> __device__ __forceinline__ float2 round2(float a, float b) {
+    if constexpr (is_half<TO>()) return round_pair<TO>(a, b);
+    else return make_float2(a, b);
+}
 
 
 
@@ -644,26 +695,37 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
         } else if (HALF) {
             // LOGSUMEXP in half precision, per row, as PyTorch computes it op by op (chan: GroupNorm's a and b,
             // half_norm_kernel; HardSwish as PyTorch writes it), then logsumexp as PyTorch composes it: max,
-            // exp(x - max), sum, log, + max, each rounded.
+            // exp(x - max), sum, log, + max, each rounded. The lane's channels 8j + 2t and 8j + 2t + 1 go as a pair:
+            // each rounding one packed conversion, the conv's bias added to the rounded conv in T (add_pair).
+            const auto hswish = [](float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); };
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 float xr[2 * N_TILES], m = -INFINITY;
 #pragma unroll
-                for (int ch = 0; ch < 2 * N_TILES; ++ch) {
-                    const float4 prm = chan[p][0][8 * (ch / 2) + 2 * t + ch % 2];
-                    const bool real = prm.z != -INFINITY;   // padding channels take no part
-                    const float xc = round_to<T>(round_to<T>(acc[4 * (ch / 2) + 2 * r + ch % 2]) + (real ? prm.z : 0.f));
-                    const float z2 = round_to<TO>(fmaf(xc, prm.x, prm.y)) * (2.f * LOG2E);
-                    const float th = round_to<TO>(tanh_of_exp2_arg(z2));
-                    const float hs = round_to<TO>(th * fminf(fmaxf(th + 3.f, 0.f), 6.f) * (1.f / 6.f));
-                    xr[ch] = real ? round_to<TO>(xc + hs) : -INFINITY;
-                    m = fmaxf(m, xr[ch]);
+                for (int j = 0; j < N_TILES; ++j) {
+                    const float4 p0 = chan[p][0][8 * j + 2 * t], p1 = chan[p][0][8 * j + 2 * t + 1];
+                    const bool real0 = p0.z != -INFINITY, real1 = p1.z != -INFINITY;   // padding channels take no part
+                    const uint32_t conv = pack_pair<T>(acc[4 * j + 2 * r], acc[4 * j + 2 * r + 1]);
+                    const float2 xc = unpack_pair<T>(add_pair<T>(conv, pack_pair<T>(real0 ? p0.z : 0.f, real1 ? p1.z : 0.f)));
+                    const float2 z = round2<TO>(fmaf(xc.x, p0.x, p0.y), fmaf(xc.y, p1.x, p1.y));
+                    const float2 th = round2<TO>(tanh_of_exp2_arg(z.x * (2.f * LOG2E)),
+                                                 tanh_of_exp2_arg(z.y * (2.f * LOG2E)));
+                    const float2 hs = round2<TO>(hswish(th.x), hswish(th.y));
+                    const float2 x2 = round2<TO>(xc.x + hs.x, xc.y + hs.y);
+                    xr[2 * j] = real0 ? x2.x : -INFINITY;
+                    xr[2 * j + 1] = real1 ? x2.y : -INFINITY;
+                    m = fmaxf(m, fmaxf(xr[2 * j], xr[2 * j + 1]));
                 }
                 m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
                 m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));   // finite: channel 0 is real
                 float s = 0.f;
 #pragma unroll
-                for (int ch = 0; ch < 2 * N_TILES; ++ch) s += round_to<TO>(ex2(round_to<TO>(xr[ch] - m) * LOG2E));
+                for (int j = 0; j < N_TILES; ++j) {
+                    const float2 d = round2<TO>(xr[2 * j] - m, xr[2 * j + 1] - m);
+                    const float2 e = round2<TO>(ex2(d.x * LOG2E), ex2(d.y * LOG2E));
+                    s += e.x;
+                    s += e.y;
+                }
                 s += __shfl_xor_sync(0xffffffffu, s, 1);
                 s += __shfl_xor_sync(0xffffffffu, s, 2);
                 if (t == r && counted(r))
