@@ -42,8 +42,8 @@ backward runs in float32 on float copies and rounds each gradient to its dtype. 
 
 Floor at the benchmark size (B=128, 8->64 channels, 128x128, k=3): 18.7 GFLOP of multiply-add per conv, 0.28 ms at
 the 67 TFLOP/s FP32 rate (the input is 0.02 ms of bandwidth); on the tensor cores phase 2 is about 0.11 ms of TF32
-plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.49 ms fp32 (7.4x eager), 0.54 ms in half
-(5.6x to 5.9x); forward + backward 2.06 ms (4.2x), 2.36 to 2.38 ms in half (2.8x). PyTorch's conv path (channel
+plus 0.10 ms of MUFU work. Measured (H200, run_all.py, README): forward 0.45 ms fp32 (7.7x eager), 0.55 ms in half
+(5.6x to 5.7x); forward + backward 2.02 ms (4.3x), 2.34 to 2.37 ms in half (2.8x). PyTorch's conv path (channel
 sweep, 32x32 images, batch 1 to 32): forward 1.4x to 2.4x eager in fp32 and bf16, forward + backward 1.2x to 1.9x.
 The design in detail and what was tried: docs/conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp.md.
 

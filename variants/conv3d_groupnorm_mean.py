@@ -33,10 +33,11 @@ backward raises.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the
 67 TFLOP/s FP32 rate; as split TF32 on the tensor cores about 0.076 ms. Forward + backward: three such convs and
-dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200, run_all.py, README): forward 0.18 ms fp32
-(6.6x eager; KernelBench 6.35x), 0.13 / 0.15 ms bf16 / fp16; forward + backward about 1.29 ms fp32 (9.9x), 1.46 /
-1.52 ms bf16 / fp16 since dL/dy moved to the backward. What bounds each kernel (ncu), the paths' measurements and
-what was tried: docs/conv3d_groupnorm_mean.md.
+dL/dy's 243 MB written once and read twice, 0.44 ms. Measured (H200, run_all.py, README; two leases differing by
+1.2x on this file): forward 0.18 to 0.22 ms fp32 (5.8x to 6.6x eager; KernelBench 7.13x), 0.11 to 0.14 ms in half
+(11.7x to 12.3x; the 16-bit conv kernel 0.8x its time before the loop rework); forward + backward 1.21 to 1.40 ms
+fp32 (9.0x to 10.3x). What bounds each kernel (ncu), the paths' measurements and what was tried:
+docs/conv3d_groupnorm_mean.md.
 
 Run: python variants/conv3d_groupnorm_mean.py
 """

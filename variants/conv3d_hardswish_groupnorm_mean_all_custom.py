@@ -32,9 +32,10 @@ backward kernels run in float32 on float copies and round each gradient to its d
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4): 34.4 G multiply-adds a conv, 1.03 ms at the
 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32; the backward's two gradients twice that (forward + backward
-3.08 ms). Measured (H200, run_all.py, README): forward 1.07 ms fp32 (11.1x eager), 0.54 ms in half; forward +
-backward 6.82 ms (20.2x). Each kernel against its floor, the paths' measurements and what was tried:
-docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
+3.08 ms). Measured (H200, run_all.py, README): forward 1.02 to 1.10 ms fp32 (10.9x to 11.7x eager), 0.41 ms in
+half (13.3x fp16, 28.2x bf16; the 16-bit conv kernel 386 us, 5.5x the tensor-core floor of its products, bound by
+issue and L1 together); forward + backward 6.8 ms (20.1x). Each kernel against its floor, the paths' measurements
+and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
 """
