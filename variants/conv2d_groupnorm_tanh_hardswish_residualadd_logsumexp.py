@@ -160,6 +160,13 @@ template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double m
 // first in the low half: pack_pair rounds two floats by one packed conversion, add_pair adds two pairs with one
 // rounding (bit-identical to adding the values in float and rounding the sum to T: float's 24 bits are at least
 // twice T's 11 or 8 bits plus 2, so that double rounding is innocuous), unpack_pair returns them as floats (exact).
+// opaque(p): p as a pointer the compiler cannot trace back to a kernel argument, so that an address formed from it
+// and a 32-bit offset is one wide multiply-add, not 64-bit index arithmetic (the conv loops' row pointers).
+template <typename T> __device__ __forceinline__ const T* opaque(const T* p) {
+    const T* q;
+    asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p));
+    return q;
+}
 template <typename T>
 __device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if (std::is_same<T, Bf16>::value)
@@ -239,7 +246,9 @@ constexpr float LOG2E = 1.4426950408889634f;
 // gives rcp = 0).
 __device__ __forceinline__ float tanh_of_exp2_arg(float y2) { return fmaf(-2.f, rcp(1.f + ex2(y2)), 1.f); }
 
-// hardswish(t) = t * clamp(t + 3, 0, 6) / 6; for a tanh (|t| <= 1) the clamp is never active.
+// hardswish(v) = v * clamp(v + 3, 0, 6) / 6 as PyTorch writes it; for a tanh (|t| <= 1) the clamp is never active
+// (hardswish_of_tanh: one multiply-add, for the float32 paths).
+__device__ __forceinline__ float hardswish(float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); }
 __device__ __forceinline__ float hardswish_of_tanh(float t) { return t * fmaf(t, 1.f / 6.f, 0.5f); }
 
 // shared: hardswish_grad begin
@@ -697,7 +706,6 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
             // half_norm_kernel; HardSwish as PyTorch writes it), then logsumexp as PyTorch composes it: max,
             // exp(x - max), sum, log, + max, each rounded. The lane's channels 8j + 2t and 8j + 2t + 1 go as a pair:
             // each rounding one packed conversion, the conv's bias added to the rounded conv in T (add_pair).
-            const auto hswish = [](float v) { return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) * (1.f / 6.f); };
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 float xr[2 * N_TILES], m = -INFINITY;
@@ -710,7 +718,7 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_kernel(
                     const float2 z = round2<TO>(fmaf(xc.x, p0.x, p0.y), fmaf(xc.y, p1.x, p1.y));
                     const float2 th = round2<TO>(tanh_of_exp2_arg(z.x * (2.f * LOG2E)),
                                                  tanh_of_exp2_arg(z.y * (2.f * LOG2E)));
-                    const float2 hs = round2<TO>(hswish(th.x), hswish(th.y));
+                    const float2 hs = round2<TO>(hardswish(th.x), hardswish(th.y));
                     const float2 x2 = round2<TO>(xc.x + hs.x, xc.y + hs.y);
                     xr[2 * j] = real0 ? x2.x : -INFINITY;
                     xr[2 * j + 1] = real1 ? x2.y : -INFINITY;
@@ -2211,11 +2219,11 @@ __device__ __forceinline__ float residual_general(float conv, float bias, float 
     const float y = conv_output_general<T>(conv, bias);
     if (!is_half<T>()) {
         const float t = tanhf(fmaf(y, a, b));
-        return y + t * fminf(fmaxf(t + 3.f, 0.f), 6.f) * (1.f / 6.f);
+        return y + hardswish(t);
     }
     const float z = round_to<TO>(fmaf(y, a, b));
     const float t = round_to<TO>(tanhf(z));
-    const float hs = round_to<TO>(t * fminf(fmaxf(t + 3.f, 0.f), 6.f) * (1.f / 6.f));
+    const float hs = round_to<TO>(hardswish(t));
     return round_to<TO>(y + hs);
 }
 
@@ -2363,7 +2371,7 @@ __global__ void __launch_bounds__(PLANE_THREADS) backward_plane_kernel(const Gen
     for (long long i = a.S * piece / a.pieces + threadIdx.x; i < a.S * (piece + 1) / a.pieces; i += PLANE_THREADS) {
         const float y = to_float(p[i]) + bc;
         const float th = tanhf(fmaf(y, scale, shift));
-        const float r = y + th * fminf(fmaxf(th + 3.f, 0.f), 6.f) * (1.f / 6.f);
+        const float r = y + hardswish(th);
         const float u = g_out[i] * expf(r - lse[i]);
         const float vn = u * hardswish_grad(th) * (1.f - th * th), xhat = (y - mean) * rstd;
         if (WRITE) {

@@ -139,6 +139,59 @@ template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double m
     return make_float2(a, beta - __fmul_rn(a, round_to<TO>((float)mean)));
 }
 // shared: element_types end
+// shared: half_pairs begin
+// Half-precision products and pairs (T = Fp16 or Bf16). mma_half: d += a b on mma.sync m16n8k16 in T with fp32
+// accumulation (a product of two half values is exact in fp32). A pair is two T values in one 32-bit register, the
+// first in the low half: pack_pair rounds two floats by one packed conversion, add_pair adds two pairs with one
+// rounding (bit-identical to adding the values in float and rounding the sum to T: float's 24 bits are at least
+// twice T's 11 or 8 bits plus 2, so that double rounding is innocuous), unpack_pair returns them as floats (exact).
+// opaque(p): p as a pointer the compiler cannot trace back to a kernel argument, so that an address formed from it
+// and a 32-bit offset is one wide multiply-add, not 64-bit index arithmetic (the conv loops' row pointers).
+template <typename T> __device__ __forceinline__ const T* opaque(const T* p) {
+    const T* q;
+    asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p));
+    return q;
+}
+template <typename T>
+__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if (std::is_same<T, Bf16>::value)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <typename T> __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+    uint32_t p;
+    if (std::is_same<T, Bf16>::value)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+    return p;
+}
+template <typename T> __device__ __forceinline__ uint32_t add_pair(uint32_t a, uint32_t b) {
+    uint32_t s;
+    if (std::is_same<T, Bf16>::value)   // a 1 + b (fma.rn.bf16x2: sm_80; add.rn.bf16x2 needs sm_90)
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(s) : "r"(a), "r"(0x3f803f80u), "r"(b));
+    else
+        asm("add.rn.f16x2 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
+    return s;
+}
+template <typename T> __device__ __forceinline__ float2 unpack_pair(uint32_t p) {
+    if (std::is_same<T, Bf16>::value) return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
+    float lo, hi;
+    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
+        : "=f"(lo), "=f"(hi) : "r"(p));
+    return make_float2(lo, hi);
+}
+template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b) {
+    return unpack_pair<T>(pack_pair<T>(a, b));
+}
+// shared: half_pairs end
 
 // One element through the read-only cache, as a float.
 __device__ __forceinline__ float load_float(const float* p) { return __ldg(p); }
@@ -368,9 +421,9 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
     unsigned row, out_row;   // the segment's first column in the input and in the output (GRAD)
     int lo, hi;
     const auto locate = [&]() {
-        // The host checks one sample is < 2^31 elements. Opaque to the compiler, so that each load's
-        // address is one 32-bit add and one wide multiply-add instead of a re-derived 64-bit index.
-        asm("mov.b64 %0, %1;" : "=l"(xb) : "l"(x + (size_t)b * C_in * D * H * W));
+        // The host checks one sample is < 2^31 elements. Opaque, so that each load's address is one 32-bit add
+        // and one wide multiply-add instead of a re-derived 64-bit index.
+        xb = opaque(x + (size_t)b * C_in * D * H * W);
         const Segment sg = segment_at(unit * WARPS + warp, segments, n_seg, Ho, W, Wo, WIDE);
         lo = sg.lo;
         hi = sg.hi;
@@ -514,52 +567,6 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) conv_gn_stats_kernel(
 // ([step][channel tile][lane] uint2), then the taps' input offsets.
 constexpr int HALF_BLOCKS_PER_SM = 8;   // caps registers at 64
 __host__ __device__ inline int half_steps(int C_in) { return (C_in * K * K + 3) / 4; }
-// shared: half_pairs begin
-// Half-precision products and pairs (T = Fp16 or Bf16). mma_half: d += a b on mma.sync m16n8k16 in T with fp32
-// accumulation (a product of two half values is exact in fp32). A pair is two T values in one 32-bit register, the
-// first in the low half: pack_pair rounds two floats by one packed conversion, add_pair adds two pairs with one
-// rounding (bit-identical to adding the values in float and rounding the sum to T: float's 24 bits are at least
-// twice T's 11 or 8 bits plus 2, so that double rounding is innocuous), unpack_pair returns them as floats (exact).
-template <typename T>
-__device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    if (std::is_same<T, Bf16>::value)
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <typename T> __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-    uint32_t p;
-    if (std::is_same<T, Bf16>::value)
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
-    else
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
-    return p;
-}
-template <typename T> __device__ __forceinline__ uint32_t add_pair(uint32_t a, uint32_t b) {
-    uint32_t s;
-    if (std::is_same<T, Bf16>::value)   // a 1 + b (fma.rn.bf16x2: sm_80; add.rn.bf16x2 needs sm_90)
-        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(s) : "r"(a), "r"(0x3f803f80u), "r"(b));
-    else
-        asm("add.rn.f16x2 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
-    return s;
-}
-template <typename T> __device__ __forceinline__ float2 unpack_pair(uint32_t p) {
-    if (std::is_same<T, Bf16>::value) return make_float2(__uint_as_float(p << 16), __uint_as_float(p & 0xffff0000u));
-    float lo, hi;
-    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
-        : "=f"(lo), "=f"(hi) : "r"(p));
-    return make_float2(lo, hi);
-}
-template <typename T> __device__ __forceinline__ float2 round_pair(float a, float b) {
-    return unpack_pair<T>(pack_pair<T>(a, b));
-}
-// shared: half_pairs end
 
 template <bool VEC, typename T>
 __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_half_kernel(
@@ -605,13 +612,8 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
     const long long u_end = first_unit(blockIdx.x + 1, n_units, gridDim.x);
     int b = (int)(u_begin / units_per_sample), unit = (int)(u_begin % units_per_sample);   // of the next unit
     // A unit's row pointer (VEC: its column 4g, clamped into the row; else its first column) is formed once,
-    // opaque to the compiler, so a step's address is one wide multiply-add of its tap's 32-bit offset.
+    // opaque, so a step's address is one wide multiply-add of its tap's 32-bit offset.
     const unsigned c0 = VEC ? min(4 * g, W - 4) : 0;
-    const auto at = [](const T* p, unsigned offset) {
-        const T* q;
-        asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p + offset));
-        return q;
-    };
     const T* r0;        // the next unit's row pointer
     unsigned start;     // its segment's first column
     int lo, hi;         // the rows R it counts
@@ -622,7 +624,7 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_gn_stats_hal
         hi = sg.hi;
         start = sg.start;
         const unsigned row = (sg.od * H + sg.oh) * W + sg.start;
-        r0 = at(xb, row + c0);
+        r0 = opaque(xb + (row + c0));
     };
     const auto load = [&](const T* r0, unsigned start, int st, uint32_t (&w)[4]) {
         const unsigned o = tap_s[st * 4 + t];

@@ -139,6 +139,13 @@ template <typename TO> __device__ __forceinline__ float2 half_gn_affine(double m
 // first in the low half: pack_pair rounds two floats by one packed conversion, add_pair adds two pairs with one
 // rounding (bit-identical to adding the values in float and rounding the sum to T: float's 24 bits are at least
 // twice T's 11 or 8 bits plus 2, so that double rounding is innocuous), unpack_pair returns them as floats (exact).
+// opaque(p): p as a pointer the compiler cannot trace back to a kernel argument, so that an address formed from it
+// and a 32-bit offset is one wide multiply-add, not 64-bit index arithmetic (the conv loops' row pointers).
+template <typename T> __device__ __forceinline__ const T* opaque(const T* p) {
+    const T* q;
+    asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p));
+    return q;
+}
 template <typename T>
 __device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if (std::is_same<T, Bf16>::value)
@@ -686,11 +693,6 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_ke
     // shuffle; else element by element, clamped. A unit's row pointer is formed once (opaque to the compiler, so a
     // step's address is one wide multiply-add of its tap's 32-bit offset, not 64-bit index arithmetic from x).
     const T* x0 = xs + (VEC ? min(4 * g, d.W - 4) : 0);
-    const auto at_row = [](const T* p, unsigned row) {
-        const T* q;
-        asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p + row));
-        return q;
-    };
     const unsigned* tap_t = tap_s + t;   // step st's tap for this lane: tap_t[4 st]
     const auto load = [&](const T* r0, int st, uint32_t (&w)[4]) {
         const unsigned o = tap_t[4 * st];
@@ -743,13 +745,13 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_ke
     float sums[2][2][2] = {};   // [h, h^2][channels 2t + e, 8 + 2t + e][e]
     uint32_t next[4] = {};      // the next step's inputs, in flight (deeper rings measured no faster)
     unsigned row = row_offset();
-    if (u0 < u1) load(at_row(x0, row), 0, next);
+    if (u0 < u1) load(opaque(x0 + row), 0, next);
 #pragma unroll 1
     for (int u = u0; u < u1; ++u) {
         const bool counted = r < rows;
         advance();
         const unsigned row_next = row_offset();
-        const T* r0 = at_row(x0, row);
+        const T* r0 = opaque(x0 + row);
         float acc[2][2][4] = {};   // [M tile i][channel tile j][fragment c]
 #pragma unroll 2
         for (int st = 0; st < steps - 1; ++st) {
@@ -761,7 +763,7 @@ __global__ void __launch_bounds__(THREADS, HALF_BLOCKS_PER_SM) conv_rows_half_ke
         {
             uint32_t w[4];
             with_next(next, w);
-            if (u + 1 < u1) load(at_row(x0, row_next), 0, next);   // the next unit's first step
+            if (u + 1 < u1) load(opaque(x0 + row_next), 0, next);   // the next unit's first step
             multiply(steps - 1, w, acc);
         }
         row = row_next;

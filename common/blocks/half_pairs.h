@@ -3,6 +3,13 @@
 // first in the low half: pack_pair rounds two floats by one packed conversion, add_pair adds two pairs with one
 // rounding (bit-identical to adding the values in float and rounding the sum to T: float's 24 bits are at least
 // twice T's 11 or 8 bits plus 2, so that double rounding is innocuous), unpack_pair returns them as floats (exact).
+// opaque(p): p as a pointer the compiler cannot trace back to a kernel argument, so that an address formed from it
+// and a 32-bit offset is one wide multiply-add, not 64-bit index arithmetic (the conv loops' row pointers).
+template <typename T> __device__ __forceinline__ const T* opaque(const T* p) {
+    const T* q;
+    asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p));
+    return q;
+}
 template <typename T>
 __device__ __forceinline__ void mma_half(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     if (std::is_same<T, Bf16>::value)
