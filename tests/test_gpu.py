@@ -11,8 +11,8 @@ import warnings
 import pytest
 import torch
 
-from common.accuracy import (check_against_pytorch, check_gradients, check_gradients_tf32, check_model, compare,
-                             cudnn_tf32, run_poisoned)
+from common.accuracy import (check_against_pytorch, check_gradients, check_gradients_tf32, check_half_gradients,
+                             check_model, compare, cudnn_tf32, run_poisoned)
 from common.inputs import float64_copy, make_input, make_models
 from common.loading import ROOT, variant_names, variant_path
 from common.problems import PROBLEMS, full_names
@@ -313,10 +313,37 @@ TF32_BACKWARD = [
     ("conv3d_groupnorm_mean", (3, 24, 5, 8), (2, 3, 8, 9, 12), False),       # the tiled kernels
     ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 4), (4, 3, 8, 32, 32), True),
     ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 3), (4, 3, 8, 30, 32), True),
+    ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 4), (72, 3, 5, 8, 32), True),   # dL/dx STREAM (72 samples)
     ("conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp", (8, 64, 3, 16), (8, 8, 40, 64), False),   # tuned: exact
     ("convtranspose3d_swish_groupnorm_hardswish", (8, 16, 3, 2, 1, 4, 1e-5), (2, 8, 4, 5, 6), None),   # PyTorch's conv
     ("convtranspose3d_swish_groupnorm_hardswish", (3, 16, 3, 2, 1, 4, 1e-5), (2, 3, 8, 16, 16), None),  # tuned path
 ]
+
+
+# The streamed dL/dx (grad_input_stream_kernel: a block a sample, where the samples fill half the SMs), in each form
+# of its products: split TF32 of float weights (float32, flag off), of half weights (half precision: the products of
+# their zero small parts skipped), one TF32 product (the flag-on test above). Kernel 4 in float32 with the flag off
+# takes grad_input_tc_kernel (the plan's rule); the test checks the kernel the plan names.
+STREAM_DX = [("conv3d_groupnorm_mean", (3, 24, 3, 8), (72, 3, 5, 8, 30)),
+             ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 3), (72, 3, 5, 8, 32)),
+             ("conv3d_hardswish_groupnorm_mean_all_custom", (2, 16, 4), (72, 2, 6, 8, 32))]
+
+
+@pytest.mark.parametrize("name,init_args,shape", STREAM_DX, ids=[f"{c[0]}-{c[1]}" for c in STREAM_DX])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_streamed_input_gradient(name, init_args, shape, dtype):
+    """Where the plan names the streamed dL/dx, every gradient within the rule (float32 against float64 with the flag
+    off; half precision no farther from float64 than PyTorch's own)."""
+    ref, new = models(name, init_args)
+    x = torch.empty(shape, device=DEVICE, dtype=dtype)
+    extra = {"training": True} if "training" in inspect.signature(new.plan).parameters else {}
+    with cudnn_tf32(False):
+        kernel = copy.deepcopy(new).to(dtype).plan(x, **extra)["backward dL/dx"].split(";")[0]
+        assert kernel == ("grad_input_tc_kernel" if dtype == torch.float32 and len(init_args) == 3 and
+                          init_args[2] == 4 else "grad_input_stream_kernel")
+        reports = (check_gradients(new, ref, shape, DEVICE) if dtype == torch.float32 else
+                   check_half_gradients(new, ref, shape, DEVICE, dtype))
+    assert all(r.passed for r in reports.values()), "\n".join(f"{k}: {r}" for k, r in reports.items())
 
 
 @pytest.mark.parametrize("name,init_args,shape,follows", TF32_BACKWARD,

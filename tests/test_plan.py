@@ -1,10 +1,11 @@
 """Each file's launch plan (CPU, meta tensors): ModelNew.plan(x) names the kernel of every stage, from the C++
 decisions the launchers make, and these tests pin it at the benchmark point, KernelBench's previous size, batch 1,
 a configuration off the tuned path, in half precision, and for a build without sm_90a. A moved threshold fails
-here by name. sms=132: an H100 or H200 (problem 23's dL/dx depends on it)."""
+here by name. sms=132: an H100 or H200 (problem 23's and 27 all custom's dL/dx depend on it)."""
 import pytest
 import torch
 
+from common.accuracy import cudnn_tf32
 from common.problems import PROBLEMS
 from tests.conftest import load, needs_nvcc
 
@@ -23,7 +24,7 @@ def plan(name, case, dtype=torch.float32, training=True):
     point = getattr(problem, case) if isinstance(case, str) else case
     model = load(name)["ModelNew"](*point.init_args).to("meta").to(dtype)
     x = torch.empty(point.input_shape, device="meta", dtype=dtype)
-    extra = {"sms": 132, "training": training} if name == P23 else {}
+    extra = {"sms": 132, "training": training} if name == P23 else {"sms": 132} if name == P27AC else {}
     stages = {stage: line.split(";")[0] for stage, line in model.plan(x, **extra).items()}
     if "tensor cores" in stages:   # the build's choice: wgmma where the extension was built for sm_90a
         assert stages.pop("tensor cores").startswith("wgmma" if load(name)["_hopper"] else "mma.sync")
@@ -93,10 +94,17 @@ def test_problem27_all_custom():
     bench = plan(P27AC, "benchmark")
     assert bench == {"forward": "conv_rows_tc_kernel", "forward finish": "gn_mean_finalize_kernel",
                      "backward coefficients": "gn_mean_backward_coef_kernel",
-                     "backward dL/dy": "conv_rows_tc_kernel (GRAD)", "backward dL/dx": "grad_input_tc_kernel",
+                     "backward dL/dy": "conv_rows_tc_kernel (GRAD)", "backward dL/dx": "grad_input_stream_kernel",
                      "backward dL/dW": "grad_weight_tc_kernel + finish_weight_grad_tc_kernel",
                      "backward channel gradients": "finish_channel_grads_kernel"}
-    assert plan(P27AC, batch1(P27AC)) == bench
+    assert plan(P27AC, batch1(P27AC)) == {**bench, "backward dL/dx": "grad_input_tc_kernel"}   # 2 B < SMs
+    # the streamed dL/dx at kernel 4: at most two products a step (float32 under allow_tf32, or half precision)
+    Case = type(PROBLEMS[P27AC].benchmark)
+    k3 = Case("kernel 3", (3, 16, 3, 4), (128, 3, 8, 8, 32))
+    with cudnn_tf32(False):
+        assert plan(P27AC, "benchmark")["backward dL/dx"] == "grad_input_tc_kernel"
+        assert plan(P27AC, "benchmark", torch.float16)["backward dL/dx"] == "grad_input_stream_kernel"
+        assert plan(P27AC, k3)["backward dL/dx"] == "grad_input_stream_kernel"
     assert plan(P27AC, "benchmark", torch.float16)["forward"] == "conv_rows_half_kernel<VEC>"
     torch_path = {"forward conv": TORCH_FWD, "forward": "hardswish_gn_mean_kernel",
                   "backward conv": "the forward's saved output (PyTorch's conv path)",

@@ -1411,32 +1411,43 @@ __global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partia
 }
 // shared: tc_grad_3d end
 
-// dL/dx streamed (split TF32, kernel 3, W <= 32, C_in <= 3, C_out <= 32, samples at least half the SMs): a block
-// takes one sample and walks its dL/dy planes od in order. Per dL/dy row (od, oh) a warp forms
+// shared: stream_dx_3d begin
+// TcDims and the split_tf32 block before this one (as for tc_grad_3d).
+// dL/dx streamed (split TF32, kernel K <= 4, W <= 32, C_in <= 3, C_out <= 32): a block takes one sample and walks its dL/dy planes od in order. Per dL/dy row (od, oh) a warp forms
 // C[ow][kw, m] = sum_co dL/dy[co][ow] w[co][m][kw], m = (kd, kh, ci): rows = the row's columns (tile i holds
 // ow = 4g + 2i and 4g + 2i + 1, the forward's order), columns = (kw, m) kw-major, m padded to MT 8-column tiles,
 // depth = output channels (8 a step). Each dL/dy value is loaded once and meets every tap (grad_input_tc_kernel
 // loads it once per (kd, kh)). Then dx[iw][m] = sum_kw C[iw - kw][kw, m] in registers (the rows before 4g from
-// lane g - 1), added to input row (od + kd, oh + kh) in shared memory: a ring of 3 input planes. A round's warps
-// take rows 3 apart, whose targets are disjoint, and rounds are separated by barriers, so each input element's
+// lane g - 1), added to input row (od + kd, oh + kh) in shared memory: a ring of K input planes. A round's warps
+// take rows K apart, whose targets are disjoint, and rounds are separated by barriers, so each input element's
 // additions come in a fixed order (od, oh, then kw). A plane done (id = od) is written out and its slot cleared.
-constexpr int GS_WARPS = 20;     // two a row: each half of the m tiles
-constexpr int GS_ROWS = GS_WARPS / 2;
+// Warps: two a row (each half of the m tiles), gs_warps(K) / 2 rows a round: 10 for kernel 3 (Ho = 30 at problem
+// 23's benchmark: three classes of 10 rows), 8 for kernel 4 (its 96 accumulators a lane cap the block at 16 warps).
 constexpr int GS_MAX_CHUNKS = 4;   // C_out <= 32
 constexpr int GS_RS = 33;          // the ring's row stride (floats)
-__host__ __device__ inline int gs_m_tiles(int C_in) { return (K * K * C_in + 7) / 8; }
-inline size_t gs_smem_bytes(const GradDims& d) {
-    return (size_t)((d.C_out + 7) / 8) * 2 * K * gs_m_tiles(d.C_in) * 32 * sizeof(uint2) +
+__host__ __device__ constexpr int gs_warps(int K) { return K == 3 ? 20 : 16; }
+template <int K> constexpr int GS_THREADS = 32 * gs_warps(K);
+__host__ __device__ inline int gs_m_tiles(int K, int C_in) { return (K * K * C_in + 7) / 8; }
+inline size_t gs_smem_bytes(int K, const TcDims& d) {
+    return (size_t)((d.C_out + 7) / 8) * 2 * K * gs_m_tiles(K, d.C_in) * 32 * sizeof(uint2) +
            (size_t)K * d.H * d.C_in * GS_RS * sizeof(float);
 }
+inline bool stream_input_grad(int K, const TcDims& d) {
+    return (K == 3 || K == 4) && d.W <= 32 && d.C_in <= 3 && d.C_out <= 8 * GS_MAX_CHUNKS &&
+           gs_smem_bytes(K, d) <= (160u << 10) && (long long)d.C_out * d.Do * d.Ho * d.Wo < (1LL << 31);
+}
 
-template <int CI, bool TF32>   // input channels; one TF32 product a step (operand), else split TF32
-__global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
+// P: the products a step. 1: one TF32 product (operand<true>, allow_tf32); 3: split TF32 (big x big, big x small,
+// small x big); 2: split TF32 where the weights are exact in TF32 (float copies of half weights: their small parts
+// are zero, so that product adds exactly nothing and is skipped; the sums' bits are those of P = 3).
+template <int K, int CI, int P>   // kernel; input channels; products a step
+__global__ void __launch_bounds__(GS_THREADS<K>, 1) grad_input_stream_kernel(
     const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
     const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
     float* __restrict__ grad_x,           // (B, C_in, D, H, W)
-    GradDims d)
+    TcDims d)
 {
+    constexpr int GS_WARPS = gs_warps(K), GS_ROWS = GS_WARPS / 2;
     constexpr int MT = (K * K * CI + 7) / 8, NT = K * MT, M = K * K * CI, MTH = (MT + 1) / 2;
     extern __shared__ __align__(16) uint2 gs_smem[];
     const int chunks = (d.C_out + 7) / 8;
@@ -1452,7 +1463,7 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
             const int co = 8 * c + l % 4 + 4 * h, ci = m % CI, kh = m / CI % K, kd = m / (K * CI);
             v[h] = co < d.C_out && m < M ? weight[((((size_t)co * CI + ci) * K + kd) * K + kh) * K + kw] : 0.f;
         }
-        const Split s0 = operand<TF32>(v[0]), s1 = operand<TF32>(v[1]);
+        const Split s0 = operand<P == 1>(v[0]), s1 = operand<P == 1>(v[1]);
         gs_smem[i] = part == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
     }
     const int ring_floats = K * d.H * CI * GS_RS;
@@ -1509,17 +1520,24 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
                 for (int i = 0; i < 2; ++i)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const Split v = operand<TF32>(a[i][e]);
+                        const Split v = operand<P == 1>(a[i][e]);
                         big[i][e] = v.big;
                         small[i][e] = v.small;
                     }
-                if (c + 1 < chunks) load(a, od, oh, c + 1);
-                else if (next) load(a, n_od, n_oh, 0);
+                // The next chunk's loads (or the next round's first): at once under one product; under split TF32
+                // after the products of the small parts (kernel 4: big, small and the next values at once spilled)
+                const auto prefetch = [&] {
+                    if (c + 1 < chunks) load(a, od, oh, c + 1);
+                    else if (next) load(a, n_od, n_oh, 0);
+                };
+                if (P == 1 || K == 3) prefetch();
                 // product by product over every (tile, column tile): 2 NT independent accumulators between two
                 // products into the same one
                 const uint2* wc = w_s + c * 2 * NT * 32 + lane;
 #pragma unroll
-                for (int p = TF32 ? 2 : 0; p < 3; ++p)
+                for (int p = P == 1 ? 2 : 0; p < 3; ++p) {
+                    if (P == 2 && p == 1) continue;
+                    if (P > 1 && K != 3 && p == 1 + (P == 2)) prefetch();
 #pragma unroll
                     for (int kw = 0; kw < K; ++kw)
 #pragma unroll
@@ -1530,25 +1548,32 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
 #pragma unroll
                             for (int i = 0; i < 2; ++i) mma(acc[i][kw][jj], p == 0 ? small[i] : big[i], w.x, w.y);
                         }
+                }
             }
             // C[4g + s][kw, m] = acc[s / 2][kw][jj][2 (s % 2) + e], m = 8 (m0 + jj) + 2t + e.
 #pragma unroll
             for (int jj = 0; jj < MTH; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    float c0[4], c1[4], c2[4];
+                    // dx[s] = sum over kw, in order, of C[4g + s - kw][kw]: rows before 4g from lane g - 1
+                    float dx[4];
 #pragma unroll
-                    for (int s = 0; s < 4; ++s) {
-                        c0[s] = acc[s / 2][0][jj][2 * (s % 2) + e];
-                        c1[s] = acc[s / 2][1][jj][2 * (s % 2) + e];
-                        c2[s] = acc[s / 2][2][jj][2 * (s % 2) + e];
+                    for (int s = 0; s < 4; ++s) dx[s] = acc[s / 2][0][jj][2 * (s % 2) + e];
+#pragma unroll
+                    for (int kw = 1; kw < K; ++kw) {
+                        float c[4];
+#pragma unroll
+                        for (int s = 0; s < 4; ++s) c[s] = acc[s / 2][kw][jj][2 * (s % 2) + e];
+#pragma unroll
+                        for (int s = 0; s < 4; ++s) {
+                            if (s >= kw) {
+                                dx[s] += c[s - kw];
+                            } else {
+                                const float p = __shfl_up_sync(0xffffffffu, c[s - kw + 4], 4);
+                                dx[s] += g > 0 ? p : 0.f;
+                            }
+                        }
                     }
-                    const float p13 = __shfl_up_sync(0xffffffffu, c1[3], 4);
-                    const float p22 = __shfl_up_sync(0xffffffffu, c2[2], 4);
-                    const float p23 = __shfl_up_sync(0xffffffffu, c2[3], 4);
-                    const float dx[4] = {c0[0] + (g > 0 ? p13 : 0.f) + (g > 0 ? p22 : 0.f),
-                                         c0[1] + c1[0] + (g > 0 ? p23 : 0.f), c0[2] + c1[1] + c2[0],
-                                         c0[3] + c1[2] + c2[1]};
                     const int m = 8 * (m0 + jj) + 2 * t + e;
                     const int kd = m / (K * CI), kh = m / CI % K, ci = m % CI, id = od + kd;
                     if (m < M) {
@@ -1573,10 +1598,24 @@ __global__ void __launch_bounds__(32 * GS_WARPS, 1) grad_input_stream_kernel(
     for (int id = d.Do; id < d.D; ++id) write_plane(id);
 }
 
-inline bool stream_input_grad(const GradDims& d) {
-    return d.W <= 32 && d.C_in <= 3 && d.C_out <= 8 * GS_MAX_CHUNKS && gs_smem_bytes(d) <= (160u << 10) &&
-           (long long)d.C_out * d.Do * d.Ho * d.Wo < (1LL << 31);
+// grad_input_stream_kernel for kernel K: a block a sample. tf32: one TF32 product a step; else split TF32, two products
+// where weight_exact (the weights are float copies of half ones), else three.
+template <int K, int P> constexpr auto stream_kernel(int C_in) {
+    return C_in == 1 ? grad_input_stream_kernel<K, 1, P>
+                     : C_in == 2 ? grad_input_stream_kernel<K, 2, P> : grad_input_stream_kernel<K, 3, P>;
 }
+template <int K>
+cudaError_t launch_grad_input_stream(const float* grad_y, const float* weight, float* grad_x, const TcDims& d,
+                                     bool tf32, bool weight_exact, cudaStream_t stream) {
+    const auto kernel = tf32 ? stream_kernel<K, 1>(d.C_in)
+                             : weight_exact ? stream_kernel<K, 2>(d.C_in) : stream_kernel<K, 3>(d.C_in);
+    const size_t smem = gs_smem_bytes(K, d);
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess) return err;
+    kernel<<<d.B, GS_THREADS<K>, smem, stream>>>(grad_y, weight, grad_x, d);
+    return cudaGetLastError();
+}
+// shared: stream_dx_3d end
 __host__ __device__ inline bool tc_input_grad(const GradDims& d) {
     return d.W <= 32 && d.C_in <= 4 && K * K * ((d.C_out + 7) / 8) <= GI_MAX_STEPS;
 }
@@ -2144,7 +2183,7 @@ static GradDims grad_dims(int B, int C_in, int C_out, int D, int H, int W, int k
 // (2 B >= SMs); else TC (grad_input_tc_kernel, blocks splitting the rows) where its bounds hold; else TILED
 // (float32), else TORCH.
 static DxPath dx_path(const GradDims& d, Path path, bool half, int sms) {
-    if (path == Path::TUNED && stream_input_grad(d) && 2 * d.B >= sms) return DxPath::STREAM;
+    if (path == Path::TUNED && stream_input_grad(K, d) && 2 * d.B >= sms) return DxPath::STREAM;
     if (path == Path::TUNED && tc_input_grad(d)) return DxPath::TC;
     return path != Path::TORCH_CONV && !half ? DxPath::TILED : DxPath::TORCH;
 }
@@ -2211,27 +2250,20 @@ long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, in
 // The tuned and tiled paths' dL/dx and dL/dW in float32 as the plan's dx and dw say (a null grad_x or grad_weight:
 // not wanted, or PyTorch's). tf32 (allow_tf32, float32): the tensor-core kernels take
 // one TF32 product a step, as PyTorch's conv backward does under the flag (docs/DESIGN.md), else split TF32; the
-// tiled kernels stay exact.
+// tiled kernels stay exact. half: the inputs are float copies of half tensors (the streamed dL/dx skips the products
+// of the weights' small parts, which are zero).
 cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x,
                                              const float* weight, float* grad_x, float* grad_weight, double* work,
                                              int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
-                                             bool tf32, int sms, cudaStream_t stream) {
+                                             bool tf32, bool half, int sms, cudaStream_t stream) {
     const GradDims d = grad_dims(B, C_in, C_out, D, H, W, kd, kh, kw);
     const Kernel3 k{kd, kh, kw};
     cudaError_t err;
     if (grad_x != nullptr) {
         const DxPath dx = plan.dx;
         if (dx == DxPath::STREAM) {
-            const auto kernel = tf32 ? (d.C_in == 1 ? grad_input_stream_kernel<1, true>
-                                        : d.C_in == 2 ? grad_input_stream_kernel<2, true> : grad_input_stream_kernel<3, true>)
-                                     : (d.C_in == 1 ? grad_input_stream_kernel<1, false>
-                                        : d.C_in == 2 ? grad_input_stream_kernel<2, false> : grad_input_stream_kernel<3, false>);
-            const size_t smem = gs_smem_bytes(d);
-            if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
-                cudaSuccess)
-                return err;
             // A block a sample (fewer samples: grad_input_tc_kernel, whose blocks split the rows)
-            kernel<<<B, 32 * GS_WARPS, smem, stream>>>(grad_y, weight, grad_x, d);
+            if ((err = launch_grad_input_stream<K>(grad_y, weight, grad_x, d, tf32, half, stream)) != cudaSuccess) return err;
         } else if (dx == DxPath::TC) {
             const auto kernel = tf32 ? grad_input_tc_kernel<K, true> : grad_input_tc_kernel<K, false>;
             int per_sm = 0;   // one wave of resident blocks
@@ -2509,7 +2541,7 @@ long long conv3d_groupnorm_mean_grads_workspace(DwPath path, int B, int C_in, in
 cudaError_t conv3d_groupnorm_mean_conv_grads(const Plan& plan, const float* grad_y, const float* x,
                                              const float* weight, float* grad_x, float* grad_weight, double* work,
                                              int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
-                                             bool tf32, int sms, cudaStream_t stream);
+                                             bool tf32, bool half, int sms, cudaStream_t stream);
 Plan conv3d_groupnorm_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
                                      bool half, bool training, int sms, int x_misalign);
 
@@ -2684,8 +2716,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         check(conv3d_groupnorm_mean_conv_grads(plan, grad_y.data_ptr<float>(), ours_w ? xf.data_ptr<float>() : nullptr,
                                                wf.data_ptr<float>(), ours_x ? gx.data_ptr<float>() : nullptr,
                                                ours_w ? gw.data_ptr<float>() : nullptr, work.data_ptr<double>(), B,
-                                               C_in, C_out, D, H, W, kd, kh, kw, !half && allow_tf32_conv(), sms,
-                                               stream));
+                                               C_in, C_out, D, H, W, kd, kh, kw, !half && allow_tf32_conv(), half,
+                                               sms, stream));
         grad_x = converted(gx, x.scalar_type());
         grad_w = converted(gw, w.scalar_type());
     }

@@ -57,7 +57,7 @@ from torch.utils.cpp_extension import get_default_build_root, load_inline
 # (conv3d_hardswish_gn_mean_make_plan), the C++ operator and the launchers read it.
 plan_types = r"""
 enum class Path { FUSED, TILED, TORCH_CONV };   // the forward (forward_path)
-enum class Stage { TC, TILED, TORCH };          // a backward stage (dy_stage, grad_stage)
+enum class Stage { TC, STREAM, TILED, TORCH };  // a backward stage (dy_stage, grad_stage; STREAM: dL/dx only)
 struct Plan {
     Path path;
     bool tc;         // FUSED: the tensor-core conv (tc_forward); else the plain FP32 one
@@ -1161,6 +1161,211 @@ __global__ void finish_weight_grad_tc_kernel(const double* __restrict__ w_partia
     grad_weight[i] = (float)v;
 }
 // shared: tc_grad_3d end
+// shared: stream_dx_3d begin
+// TcDims and the split_tf32 block before this one (as for tc_grad_3d).
+// dL/dx streamed (split TF32, kernel K <= 4, W <= 32, C_in <= 3, C_out <= 32): a block takes one sample and walks its dL/dy planes od in order. Per dL/dy row (od, oh) a warp forms
+// C[ow][kw, m] = sum_co dL/dy[co][ow] w[co][m][kw], m = (kd, kh, ci): rows = the row's columns (tile i holds
+// ow = 4g + 2i and 4g + 2i + 1, the forward's order), columns = (kw, m) kw-major, m padded to MT 8-column tiles,
+// depth = output channels (8 a step). Each dL/dy value is loaded once and meets every tap (grad_input_tc_kernel
+// loads it once per (kd, kh)). Then dx[iw][m] = sum_kw C[iw - kw][kw, m] in registers (the rows before 4g from
+// lane g - 1), added to input row (od + kd, oh + kh) in shared memory: a ring of K input planes. A round's warps
+// take rows K apart, whose targets are disjoint, and rounds are separated by barriers, so each input element's
+// additions come in a fixed order (od, oh, then kw). A plane done (id = od) is written out and its slot cleared.
+// Warps: two a row (each half of the m tiles), gs_warps(K) / 2 rows a round: 10 for kernel 3 (Ho = 30 at problem
+// 23's benchmark: three classes of 10 rows), 8 for kernel 4 (its 96 accumulators a lane cap the block at 16 warps).
+constexpr int GS_MAX_CHUNKS = 4;   // C_out <= 32
+constexpr int GS_RS = 33;          // the ring's row stride (floats)
+__host__ __device__ constexpr int gs_warps(int K) { return K == 3 ? 20 : 16; }
+template <int K> constexpr int GS_THREADS = 32 * gs_warps(K);
+__host__ __device__ inline int gs_m_tiles(int K, int C_in) { return (K * K * C_in + 7) / 8; }
+inline size_t gs_smem_bytes(int K, const TcDims& d) {
+    return (size_t)((d.C_out + 7) / 8) * 2 * K * gs_m_tiles(K, d.C_in) * 32 * sizeof(uint2) +
+           (size_t)K * d.H * d.C_in * GS_RS * sizeof(float);
+}
+inline bool stream_input_grad(int K, const TcDims& d) {
+    return (K == 3 || K == 4) && d.W <= 32 && d.C_in <= 3 && d.C_out <= 8 * GS_MAX_CHUNKS &&
+           gs_smem_bytes(K, d) <= (160u << 10) && (long long)d.C_out * d.Do * d.Ho * d.Wo < (1LL << 31);
+}
+
+// P: the products a step. 1: one TF32 product (operand<true>, allow_tf32); 3: split TF32 (big x big, big x small,
+// small x big); 2: split TF32 where the weights are exact in TF32 (float copies of half weights: their small parts
+// are zero, so that product adds exactly nothing and is skipped; the sums' bits are those of P = 3).
+template <int K, int CI, int P>   // kernel; input channels; products a step
+__global__ void __launch_bounds__(GS_THREADS<K>, 1) grad_input_stream_kernel(
+    const float* __restrict__ grad_y,     // (B, C_out, Do, Ho, Wo)
+    const float* __restrict__ weight,     // (C_out, C_in, K, K, K)
+    float* __restrict__ grad_x,           // (B, C_in, D, H, W)
+    TcDims d)
+{
+    constexpr int GS_WARPS = gs_warps(K), GS_ROWS = GS_WARPS / 2;
+    constexpr int MT = (K * K * CI + 7) / 8, NT = K * MT, M = K * K * CI, MTH = (MT + 1) / 2;
+    extern __shared__ __align__(16) uint2 gs_smem[];
+    const int chunks = (d.C_out + 7) / 8;
+    const uint2* w_s = gs_smem;                                            // [chunk][big, small][NT][lane]
+    float* ring = reinterpret_cast<float*>(gs_smem + chunks * 2 * NT * 32);  // [slot][ih][ci][GS_RS]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int rw = warp / 2, m0 = warp % 2 * MTH;   // the warp's row of a round, its first m tile
+    for (int i = threadIdx.x; i < chunks * 2 * NT * 32; i += blockDim.x) {
+        const int l = i % 32, j = i / 32 % NT, part = i / (32 * NT) % 2, c = i / (64 * NT);
+        const int kw = j / MT, m = 8 * (j % MT) + l / 4;
+        float v[2];
+        for (int h = 0; h < 2; ++h) {
+            const int co = 8 * c + l % 4 + 4 * h, ci = m % CI, kh = m / CI % K, kd = m / (K * CI);
+            v[h] = co < d.C_out && m < M ? weight[((((size_t)co * CI + ci) * K + kd) * K + kh) * K + kw] : 0.f;
+        }
+        const Split s0 = operand<P == 1>(v[0]), s1 = operand<P == 1>(v[1]);
+        gs_smem[i] = part == 0 ? make_uint2(s0.big, s1.big) : make_uint2(s0.small, s1.small);
+    }
+    const int ring_floats = K * d.H * CI * GS_RS;
+    for (int i = threadIdx.x; i < ring_floats; i += blockDim.x) ring[i] = 0.f;
+    __syncthreads();
+
+    const int b = blockIdx.x;
+    const int out_plane = d.Do * d.Ho * d.Wo;   // a sample's dL/dy is under 2^31 floats (stream_input_grad)
+    const size_t in_plane = (size_t)d.H * d.W;
+    const float* gy_b = grad_y + (size_t)b * d.C_out * out_plane;
+    const auto write_plane = [&](int id) {   // plane id done: to grad_x, its slot cleared
+        float* slot = ring + id % K * d.H * CI * GS_RS;
+        for (int r = warp; r < CI * d.H; r += GS_WARPS) {   // a warp a row (ci, ih), a lane a column
+            const int ci = r / d.H, ih = r % d.H;
+            if (lane < d.W) {
+                float& v = slot[(ih * CI + ci) * GS_RS + lane];
+                grad_x[(((size_t)b * CI + ci) * d.D + id) * in_plane + (size_t)ih * d.W + lane] = v;
+                v = 0.f;
+            }
+        }
+    };
+    // The rounds in order: (od, class cls of rows oh = cls + K r, the round's first r0); this warp's row
+    // oh = cls + K (r0 + rw) where that is under Ho. Each load brings one 8-channel chunk of a row (the
+    // lane's A values: [tile i][e], ow = 4g + 2i + e % 2, channel 8c + t + 4 (e / 2)); the next chunk, or the
+    // next round's first, is loaded while this one's products run.
+    int od = 0, cls = 0, r0 = 0;
+    const auto rows_of = [&](int k) { return (d.Ho - k + K - 1) / K; };
+    const auto load = [&](float (&a)[2][4], int l_od, int l_oh, int c) {
+        const float* gy = gy_b + (l_od * d.Ho + l_oh) * d.Wo;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int i = e / 4, ow = 4 * g + 2 * i + e % 2, co = 8 * c + t + 4 * (e / 2 % 2);
+            a[i][e % 4] = co < d.C_out && ow < d.Wo ? __ldg(gy + co * out_plane + ow) : 0.f;
+        }
+    };
+    float a[2][4];
+    if (cls + K * rw < d.Ho) load(a, od, cls + K * rw, 0);
+#pragma unroll 1
+    while (od < d.Do) {
+        const int oh = cls + K * (r0 + rw);
+        int n_od = od, n_cls = cls, n_r0 = r0 + GS_ROWS;   // the next round
+        if (n_r0 >= rows_of(n_cls)) {
+            n_r0 = 0;
+            if (++n_cls == K) { n_cls = 0; ++n_od; }
+        }
+        const int n_oh = n_cls + K * (n_r0 + rw);
+        const bool next = n_od < d.Do && n_oh < d.Ho;
+        if (oh < d.Ho) {
+            float acc[2][K][MTH][4] = {};   // [tile i][kw][m tile m0 + jj]
+#pragma unroll 1
+            for (int c = 0; c < chunks; ++c) {
+                uint32_t big[2][4], small[2][4];
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const Split v = operand<P == 1>(a[i][e]);
+                        big[i][e] = v.big;
+                        small[i][e] = v.small;
+                    }
+                // The next chunk's loads (or the next round's first): at once under one product; under split TF32
+                // after the products of the small parts (kernel 4: big, small and the next values at once spilled)
+                const auto prefetch = [&] {
+                    if (c + 1 < chunks) load(a, od, oh, c + 1);
+                    else if (next) load(a, n_od, n_oh, 0);
+                };
+                if (P == 1 || K == 3) prefetch();
+                // product by product over every (tile, column tile): 2 NT independent accumulators between two
+                // products into the same one
+                const uint2* wc = w_s + c * 2 * NT * 32 + lane;
+#pragma unroll
+                for (int p = P == 1 ? 2 : 0; p < 3; ++p) {
+                    if (P == 2 && p == 1) continue;
+                    if (P > 1 && K != 3 && p == 1 + (P == 2)) prefetch();
+#pragma unroll
+                    for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+                        for (int jj = 0; jj < MTH; ++jj) {
+                            if (MT % 2 != 0 && m0 + jj >= MT) continue;
+                            const int j = kw * MT + m0 + jj;
+                            const uint2 w = wc[(p == 1 ? NT + j : j) * 32];
+#pragma unroll
+                            for (int i = 0; i < 2; ++i) mma(acc[i][kw][jj], p == 0 ? small[i] : big[i], w.x, w.y);
+                        }
+                }
+            }
+            // C[4g + s][kw, m] = acc[s / 2][kw][jj][2 (s % 2) + e], m = 8 (m0 + jj) + 2t + e.
+#pragma unroll
+            for (int jj = 0; jj < MTH; ++jj)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    // dx[s] = sum over kw, in order, of C[4g + s - kw][kw]: rows before 4g from lane g - 1
+                    float dx[4];
+#pragma unroll
+                    for (int s = 0; s < 4; ++s) dx[s] = acc[s / 2][0][jj][2 * (s % 2) + e];
+#pragma unroll
+                    for (int kw = 1; kw < K; ++kw) {
+                        float c[4];
+#pragma unroll
+                        for (int s = 0; s < 4; ++s) c[s] = acc[s / 2][kw][jj][2 * (s % 2) + e];
+#pragma unroll
+                        for (int s = 0; s < 4; ++s) {
+                            if (s >= kw) {
+                                dx[s] += c[s - kw];
+                            } else {
+                                const float p = __shfl_up_sync(0xffffffffu, c[s - kw + 4], 4);
+                                dx[s] += g > 0 ? p : 0.f;
+                            }
+                        }
+                    }
+                    const int m = 8 * (m0 + jj) + 2 * t + e;
+                    const int kd = m / (K * CI), kh = m / CI % K, ci = m % CI, id = od + kd;
+                    if (m < M) {
+                        float* row = ring + ((id % K * d.H + oh + kh) * CI + ci) * GS_RS;
+#pragma unroll
+                        for (int s = 0; s < 4; ++s)
+                            if (4 * g + s < d.W) row[4 * g + s] += dx[s];
+                    }
+                }
+        } else if (next) {
+            load(a, n_od, n_oh, 0);
+        }
+        __syncthreads();
+        if (n_od != od) {   // plane od has all its contributions
+            write_plane(od);
+            __syncthreads();
+        }
+        od = n_od;
+        cls = n_cls;
+        r0 = n_r0;
+    }
+    for (int id = d.Do; id < d.D; ++id) write_plane(id);
+}
+
+// grad_input_stream_kernel for kernel K: a block a sample. tf32: one TF32 product a step; else split TF32, two products
+// where weight_exact (the weights are float copies of half ones), else three.
+template <int K, int P> constexpr auto stream_kernel(int C_in) {
+    return C_in == 1 ? grad_input_stream_kernel<K, 1, P>
+                     : C_in == 2 ? grad_input_stream_kernel<K, 2, P> : grad_input_stream_kernel<K, 3, P>;
+}
+template <int K>
+cudaError_t launch_grad_input_stream(const float* grad_y, const float* weight, float* grad_x, const TcDims& d,
+                                     bool tf32, bool weight_exact, cudaStream_t stream) {
+    const auto kernel = tf32 ? stream_kernel<K, 1>(d.C_in)
+                             : weight_exact ? stream_kernel<K, 2>(d.C_in) : stream_kernel<K, 3>(d.C_in);
+    const size_t smem = gs_smem_bytes(K, d);
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess) return err;
+    kernel<<<d.B, GS_THREADS<K>, smem, stream>>>(grad_y, weight, grad_x, d);
+    return cudaGetLastError();
+}
+// shared: stream_dx_3d end
 static_assert(WGT_MAX_GROUPS * WGT_DEPTHS >= TC_MAX_STEPS * 8, "tc_forward's depth fits grad_weight_tc_kernel");
 static_assert(WGT_CO == CO, "dL/dy's and dL/dW's chunks of output channels are one");
 // The tensor-core dL/dx's bounds (tc_grad_3d's grad_input_tc_kernel): the forward's, C_in <= 4, its depth bound.
@@ -1866,7 +2071,11 @@ Path conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, i
 // dL/dx and dL/dW after a TC or TILED dL/dy: the tensor-core kernel where its bounds hold (tc_input_grad; rows of
 // the float input as vector loads), else the tiled kernel in float32, else PyTorch's convolution backward.
 // dy_stage from the forward's path and conv (TC exactly where the forward's is the tensor-core one); grad_stage, dL/dx
-// or dL/dW after dL/dy y, with `tc` that kernel's bounds.
+// or dL/dW after dL/dy y, with `tc` that kernel's bounds. dL/dx is STREAM (grad_input_stream_kernel, a block a sample,
+// each dL/dy value loaded once) in place of TC where its bounds hold, the samples fill the GPU (2 B >= SMs) and, for
+// kernel 4, a step takes at most two products (tf32: float32 under allow_tf32, one; half precision, two). H200,
+// benchmark, forward + backward against TC: 0.87x the time under allow_tf32 (dL/dx 2.83 -> 1.92 ms), 0.96x in bf16
+// and fp16; float32 with the flag off (split TF32 of float weights, three products, its accumulators spilled) 1.10x.
 static Stage dy_stage(Path path, bool tc, bool half) {
     return tc ? Stage::TC : path != Path::TORCH_CONV && !half ? Stage::TILED : Stage::TORCH;
 }
@@ -1879,7 +2088,7 @@ static Stage grad_stage(Stage y, bool tc, bool half, int C_in) {
 // passes it (a contiguous tensor; 0 for a copy). Rows of x as 16-byte (half: 8-byte) loads need W a multiple of 4
 // and x aligned to 4 elements; the backward's float input is a copy in half precision (aligned).
 Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
-                                        bool half, int x_misalign) {
+                                        bool half, int x_misalign, int sms, bool tf32) {
     const Dims d = make_dims(B, C_in, C_out, D, H, W, kd);
     Plan p{forward_path(C_in, C_out, W, kd, kh, kw, half), false, false, Stage::TORCH, Stage::TORCH, Stage::TORCH,
            false};
@@ -1888,6 +2097,8 @@ Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H
     p.vec_bwd = W % 4 == 0 && (half || x_misalign == 0);
     p.dy = dy_stage(p.path, p.tc, half);
     p.dx = grad_stage(p.dy, tc_input_grad(d, kd), half, C_in);
+    if (p.dx == Stage::TC && stream_input_grad(kd, d) && 2 * B >= sms && (kd == 3 || half || tf32))
+        p.dx = Stage::STREAM;
     p.dw = grad_stage(p.dy, p.vec_bwd, half, C_in);
     return p;
 }
@@ -1984,12 +2195,13 @@ long long backward_workspace_doubles(const Plan& plan, int B, int C_in, int C_ou
 // The backward after a TC or TILED dL/dy (the plan's dy), in float32 (half precision: on float copies, exact); dL/dy
 // written to grad_y. grad_x / grad_weight null: not wanted here (or PyTorch's: the caller's). tf32 (allow_tf32,
 // float32): the tensor-core dL/dx and dL/dW take one TF32 product a step, as PyTorch's conv backward does under the
-// flag (docs/DESIGN.md); the tiled kernels stay exact.
+// flag (docs/DESIGN.md); the tiled kernels stay exact. half: the inputs are float copies of half tensors (the
+// streamed dL/dx skips the products of the weights' small parts, which are zero).
 cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float* x, const float* weight,
                             const float* bias, const float* gn_weight, const double* stats, double* work,
                             float* grad_y, float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
-                            int kh, int kw, bool tf32, int sms, cudaStream_t stream) {
+                            int kh, int kw, bool tf32, bool half, int sms, cudaStream_t stream) {
     const int K = kd;
     const Kernel3 k{kd, kh, kw};
     const Dims dt = make_dims(B, C_in, C_out, D, H, W, K);   // the tensor-core kernels' dims (a cubic kernel K)
@@ -2014,7 +2226,11 @@ cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     // dL/dx: the conv's transpose of dL/dy
     const Stage dx = plan.dx;
-    if (grad_x != nullptr && dx == Stage::TC) {
+    if (grad_x != nullptr && dx == Stage::STREAM) {
+        err = K == 3 ? launch_grad_input_stream<3>(grad_y, weight, grad_x, dt, tf32, half, stream)
+                     : launch_grad_input_stream<4>(grad_y, weight, grad_x, dt, tf32, half, stream);
+        if (err != cudaSuccess) return err;
+    } else if (grad_x != nullptr && dx == Stage::TC) {
         const auto kernel = tf32 ? (K == 3 ? grad_input_tc_kernel<3, true> : grad_input_tc_kernel<4, true>)
                                  : (K == 3 ? grad_input_tc_kernel<3, false> : grad_input_tc_kernel<4, false>);
         int per_sm = 0;   // one wave of resident blocks
@@ -2069,9 +2285,10 @@ cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float
 // (conv3d_hardswish_gn_mean_make_plan). conv_type: the dtype code; x_misalign: the input's address modulo 16 (0 for
 // a copy the operator makes: a non-contiguous input). One line a stage, "stage: kernel; rule".
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
-                                          int conv_type, int x_misalign) {
+                                          int conv_type, int x_misalign, int sms, bool tf32) {
     const bool half = conv_type != 0;
-    const Plan plan = conv3d_hardswish_gn_mean_make_plan(B, C_in, C_out, D, H, W, kd, kh, kw, half, x_misalign);
+    const Plan plan = conv3d_hardswish_gn_mean_make_plan(B, C_in, C_out, D, H, W, kd, kh, kw, half, x_misalign, sms,
+                                                         tf32);
     const Path path = plan.path;
     const bool tc = plan.tc, vec_fwd = plan.vec;
     const std::string rows = " (rows of x as vector loads: W a multiple of 4 and x aligned)";
@@ -2112,8 +2329,13 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
                               ", the tensor-core bounds do not hold\n";
     const std::string torch_bwd = "PyTorch's convolution backward (at::convolution_backward); ";
     switch (plan.dx) {
+    case Stage::STREAM:
+        s += "backward dL/dx: grad_input_stream_kernel; tc_input_grad's bounds, C_in <= 3, C_out <= 32, the samples "
+             "fill the GPU (2 B >= SMs), kernel 3 or at most two products a step (not float32 with allow_tf32 off)\n";
+        break;
     case Stage::TC:
-        s += "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth bound)\n";
+        s += "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth bound), "
+             "not the streamed path\n";
         break;
     case Stage::TILED:
         s += std::string("backward dL/dx: grad_input_tiled_kernel<") + (C_in <= 4 ? "4" : "8") + ">; float32, past "
@@ -2267,7 +2489,7 @@ cudaError_t forward_launch(const Plan& plan, const void* x, const void* weight, 
                            int kd, int kh, int kw, double eps, cudaStream_t stream);
 Path conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, int kw, bool half);
 Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
-                                        bool half, int x_misalign);
+                                        bool half, int x_misalign, int sms, bool tf32);
 cudaError_t hardswish_gn_mean_forward_launch(const void* y, const void* gn_weight, const void* gn_bias, void* out,
                                              double* stats, int conv_type, int norm_type, int B, int C, int G, int S,
                                              double eps, cudaStream_t stream);
@@ -2280,12 +2502,12 @@ long long backward_workspace_doubles(const Plan& plan, int B, int C_in, int C_ou
                                      int kh, int kw, int sms);
 int grad_y_tail();
 std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int H, int W, int kd, int kh, int kw,
-                                          int conv_type, int x_misalign);
+                                          int conv_type, int x_misalign, int sms, bool tf32);
 cudaError_t backward_launch(const Plan& plan, const float* grad_out, const float* x, const float* weight,
                             const float* bias, const float* gn_weight, const double* stats, double* work,
                             float* grad_y, float* grad_x, float* grad_weight, float* grad_bias, float* grad_gn_weight,
                             float* grad_gn_bias, int B, int C_in, int C_out, int G, int D, int H, int W, int kd,
-                            int kh, int kw, bool tf32, int sms, cudaStream_t stream);
+                            int kh, int kw, bool tf32, bool half, int sms, cudaStream_t stream);
 
 static void check(cudaError_t err, const char* what) {
     TORCH_CHECK(err == cudaSuccess, "conv3d_hardswish_groupnorm_mean_all_custom: ", what, " failed: ",
@@ -2321,14 +2543,17 @@ static Path path_of(const Tensor& x, const Tensor& weight) {
                                          (int)static_size(weight, 3), (int)static_size(weight, 4),
                                          weight.scalar_type() != at::kFloat);
 }
-// The plan of a call on a real tensor (x contiguous: its address read for the vector loads).
+// The plan of a call on a real tensor (x contiguous: its address read for the vector loads) on x's GPU, under the
+// TF32 flag as it is now (the backward reads it again when it runs).
 static Plan plan_of(const Tensor& x, const Tensor& weight) {
+    int sms = 0;
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
+    const bool half = weight.scalar_type() != at::kFloat;
     return conv3d_hardswish_gn_mean_make_plan((int)x.size(0), (int)x.size(1), (int)weight.size(0), (int)x.size(2),
                                               (int)x.size(3), (int)x.size(4), (int)weight.size(2),
-                                              (int)weight.size(3), (int)weight.size(4),
-                                              weight.scalar_type() != at::kFloat,
+                                              (int)weight.size(3), (int)weight.size(4), half,
                                               x.is_contiguous() ? (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16)
-                                                                : 0);
+                                                                : 0, sms, !half && allow_tf32_conv());
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
@@ -2449,7 +2674,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                           ours_x ? grad_x.data_ptr<float>() : nullptr, ours_w ? grad_weight.data_ptr<float>() : nullptr,
                           has_bias ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
                           grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw,
-                          !half && allow_tf32_conv(), sms, stream), "backward launch");
+                          !half && allow_tf32_conv(), half, sms, stream), "backward launch");
     auto gx = converted(grad_x, input.scalar_type()), gw = converted(grad_weight, weight_in.scalar_type());
     const bool torch_x = input_grad && !ours_x, torch_w = !ours_w;
     if (torch_x || torch_w) {   // PyTorch's convolution backward on dL/dy in the conv's dtype (as eager's)
@@ -2569,15 +2794,17 @@ Tensor model_autocast(const Tensor& x, const Tensor& weight, const OptTensor& bi
                            autocast_to(gn_weight, at::kFloat), autocast_to(gn_bias, at::kFloat), groups, eps);
 }
 
-// plan(x_shape, weight_shape, dtype code, x_misalign): each stage's kernel and why (ModelNew.plan).
-std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type, int64_t x_misalign) {
+// plan(x_shape, weight_shape, dtype code, x_misalign, sms): each stage's kernel and why (ModelNew.plan), under the
+// TF32 flag as it is now.
+std::string plan_op(at::IntArrayRef x, at::IntArrayRef w, int64_t conv_type, int64_t x_misalign, int64_t sms) {
     TORCH_CHECK(x.size() == 5 && w.size() == 5, "conv3d_hardswish_groupnorm_mean_all_custom: plan takes 5-D shapes");
     return conv3d_hardswish_gn_mean_plan((int)x[0], (int)x[1], (int)w[0], (int)x[2], (int)x[3], (int)x[4], (int)w[2],
-                                         (int)w[3], (int)w[4], (int)conv_type, (int)x_misalign);
+                                         (int)w[3], (int)w[4], (int)conv_type, (int)x_misalign, (int)sms,
+                                         conv_type == 0 && allow_tf32_conv());
 }
 
 DEFINE_OPS(OPS_NAMESPACE, m) {
-    m.def("plan(int[] x_shape, int[] weight_shape, int dtype, int x_misalign) -> str", plan_op);
+    m.def("plan(int[] x_shape, int[] weight_shape, int dtype, int x_misalign, int sms) -> str", plan_op);
     m.def("forward(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int groups, float eps) "
           "-> (Tensor, Tensor, Tensor)");
     m.def("backward(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor stats, Tensor y, "
@@ -2677,11 +2904,14 @@ class ModelNew(nn.Module):
         cp, gp = conv._parameters, gn._parameters
         return _model(x, cp["weight"], cp["bias"], gp["weight"], gp["bias"], gn.num_groups, gn.eps)
 
-    def plan(self, x):
+    def plan(self, x, sms=None):
         """{stage: "kernel; rule"}: which kernel runs at each stage of the forward and the backward for input x,
-        and why, from the decisions the launchers make."""
+        and why, from the decisions the launchers make, under torch.backends.cudnn.allow_tf32 as it is now. sms: the
+        GPU's multiprocessor count (default: x's GPU's)."""
+        if sms is None:
+            sms = torch.cuda.get_device_properties(x.device).multi_processor_count
         misalign = x.data_ptr() % 16 if x.is_cuda and x.is_contiguous() else 0
-        text = _ops.plan(list(x.shape), list(self.conv.weight.shape), DTYPES.index(x.dtype), misalign)
+        text = _ops.plan(list(x.shape), list(self.conv.weight.shape), DTYPES.index(x.dtype), misalign, sms)
         build = ("wgmma in the forward convs, mma.sync in the gradient convs; built for sm_90a (Hopper)" if _hopper else
                  "mma.sync; built without sm_90a (a GPU other than Hopper, or VARIANTS_NO_SM90A=1)")
         return dict([line.split(": ", 1) for line in text.splitlines()] + [("tensor cores", build)])
