@@ -313,20 +313,20 @@ TF32_BACKWARD = [
     ("conv3d_groupnorm_mean", (3, 24, 5, 8), (2, 3, 8, 9, 12), False),       # the tiled kernels
     ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 4), (4, 3, 8, 32, 32), True),
     ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 3), (4, 3, 8, 30, 32), True),
-    ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 4), (72, 3, 5, 8, 32), True),   # dL/dx STREAM (72 samples)
+    ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 4), (112, 3, 5, 8, 32), True),   # dL/dx STREAM
     ("conv2d_groupnorm_tanh_hardswish_residualadd_logsumexp", (8, 64, 3, 16), (8, 8, 40, 64), False),   # tuned: exact
     ("convtranspose3d_swish_groupnorm_hardswish", (8, 16, 3, 2, 1, 4, 1e-5), (2, 8, 4, 5, 6), None),   # PyTorch's conv
     ("convtranspose3d_swish_groupnorm_hardswish", (3, 16, 3, 2, 1, 4, 1e-5), (2, 3, 8, 16, 16), None),  # tuned path
 ]
 
 
-# The streamed dL/dx (grad_input_stream_kernel: a block a sample, where the samples fill half the SMs), in each form
+# The streamed dL/dx (grad_input_stream_kernel: a block a sample, where the samples fill the GPU), in each form
 # of its products: split TF32 of float weights (float32, flag off), of half weights (half precision: the products of
 # their zero small parts skipped), one TF32 product (the flag-on test above). Kernel 4 in float32 with the flag off
 # takes grad_input_tc_kernel (the plan's rule); the test checks the kernel the plan names.
 STREAM_DX = [("conv3d_groupnorm_mean", (3, 24, 3, 8), (72, 3, 5, 8, 30)),
              ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 3), (72, 3, 5, 8, 32)),
-             ("conv3d_hardswish_groupnorm_mean_all_custom", (2, 16, 4), (72, 2, 6, 8, 32))]
+             ("conv3d_hardswish_groupnorm_mean_all_custom", (2, 16, 4), (112, 2, 6, 8, 32))]
 
 
 @pytest.mark.parametrize("name,init_args,shape", STREAM_DX, ids=[f"{c[0]}-{c[1]}" for c in STREAM_DX])

@@ -18,8 +18,9 @@ was measured fastest:
     convolution backward
   backward after FUSED or TILED, stage by stage: gn_mean_backward_coef_kernel; dL/dy by conv_rows_tc_kernel (GRAD)
     where the tensor-core bounds hold, else grad_y_general_kernel (float32; half precision: PyTorch's conv recomputes
-    y, then the TORCH_CONV backward); dL/dx by grad_input_tc_kernel (C_in <= 4) or grad_input_tiled_kernel; dL/dW by
-    grad_weight_tc_kernel or grad_weight_tiled_kernel (+ their finish kernels); finish_channel_grads_kernel;
+    y, then the TORCH_CONV backward); dL/dx by grad_input_stream_kernel (C_in <= 3, a block a sample where the samples
+    fill the GPU; kernel 4: at most two products a step), grad_input_tc_kernel (C_in <= 4) or grad_input_tiled_kernel;
+    dL/dW by grad_weight_tc_kernel or grad_weight_tiled_kernel (+ their finish kernels); finish_channel_grads_kernel;
     PyTorch's convolution backward where neither serves (half precision); convert_kernel: half's float copies
 Every sum of ours is in a fixed order (no atomics): the same input gives the same bits; PyTorch's conv backward is as
 deterministic as eager's (torch.backends.cudnn.deterministic).
@@ -2072,10 +2073,12 @@ Path conv3d_hardswish_gn_mean_path(int C_in, int C_out, int W, int kd, int kh, i
 // the float input as vector loads), else the tiled kernel in float32, else PyTorch's convolution backward.
 // dy_stage from the forward's path and conv (TC exactly where the forward's is the tensor-core one); grad_stage, dL/dx
 // or dL/dW after dL/dy y, with `tc` that kernel's bounds. dL/dx is STREAM (grad_input_stream_kernel, a block a sample,
-// each dL/dy value loaded once) in place of TC where its bounds hold, the samples fill the GPU (2 B >= SMs) and, for
-// kernel 4, a step takes at most two products (tf32: float32 under allow_tf32, one; half precision, two). H200,
-// benchmark, forward + backward against TC: 0.87x the time under allow_tf32 (dL/dx 2.83 -> 1.92 ms), 0.96x in bf16
-// and fp16; float32 with the flag off (split TF32 of float weights, three products, its accumulators spilled) 1.10x.
+// each dL/dy value loaded once) in place of TC where its bounds hold and the samples, its blocks, fill the GPU: kernel
+// 3 from half the SMs' worth (2 B >= SMs, problem 23's rule; 0.87 to 0.91x the time at batch 256, every mode); kernel
+// 4 from five sixths (6 B >= 5 SMs: the crossovers lie between 66 and 80 samples in float32, 96 and 112 in half
+// precision) and where a step takes at most two products (tf32: float32 under allow_tf32, one; half precision, two).
+// H200, benchmark, forward + backward against TC: 0.87x the time under allow_tf32 (dL/dx 2.83 -> 1.92 ms), 0.96x in
+// bf16 and fp16; float32 with the flag off (three products, its accumulators spilled) 1.10x, so TC there.
 static Stage dy_stage(Path path, bool tc, bool half) {
     return tc ? Stage::TC : path != Path::TORCH_CONV && !half ? Stage::TILED : Stage::TORCH;
 }
@@ -2097,7 +2100,7 @@ Plan conv3d_hardswish_gn_mean_make_plan(int B, int C_in, int C_out, int D, int H
     p.vec_bwd = W % 4 == 0 && (half || x_misalign == 0);
     p.dy = dy_stage(p.path, p.tc, half);
     p.dx = grad_stage(p.dy, tc_input_grad(d, kd), half, C_in);
-    if (p.dx == Stage::TC && stream_input_grad(kd, d) && 2 * B >= sms && (kd == 3 || half || tf32))
+    if (p.dx == Stage::TC && stream_input_grad(kd, d) && (kd == 3 ? 2 * B >= sms : 6 * B >= 5 * sms && (half || tf32)))
         p.dx = Stage::STREAM;
     p.dw = grad_stage(p.dy, p.vec_bwd, half, C_in);
     return p;
@@ -2331,7 +2334,8 @@ std::string conv3d_hardswish_gn_mean_plan(int B, int C_in, int C_out, int D, int
     switch (plan.dx) {
     case Stage::STREAM:
         s += "backward dL/dx: grad_input_stream_kernel; tc_input_grad's bounds, C_in <= 3, C_out <= 32, the samples "
-             "fill the GPU (2 B >= SMs), kernel 3 or at most two products a step (not float32 with allow_tf32 off)\n";
+             "fill the GPU (kernel 3: 2 B >= SMs; kernel 4: 6 B >= 5 SMs and at most two products a step, not "
+             "float32 with allow_tf32 off)\n";
         break;
     case Stage::TC:
         s += "backward dL/dx: grad_input_tc_kernel; tc_input_grad (the forward's bounds, C_in <= 4, its depth bound), "
