@@ -2427,6 +2427,13 @@ static inline bool allow_tf32_conv() {
 #endif
 }
 
+// Whether a file's tensor-core conv gradients take one TF32 product a step: float32 under allow_tf32, as PyTorch's conv
+// backward does; bfloat16, whose input and weights are exact in TF32 and whose dL/dy, rounded to TF32, keeps 3 bits
+// more than PyTorch's bfloat16 dL/dy (docs/DESIGN.md). Else (float32 with the flag off, float16) split TF32.
+inline bool one_tf32_product(const Tensor& x) {
+    return x.scalar_type() == at::kBFloat16 || (x.scalar_type() == at::kFloat && allow_tf32_conv());
+}
+
 // The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
 static at::ScalarType autocast_dtype() {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -2716,8 +2723,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
         check(conv3d_groupnorm_mean_conv_grads(plan, grad_y.data_ptr<float>(), ours_w ? xf.data_ptr<float>() : nullptr,
                                                wf.data_ptr<float>(), ours_x ? gx.data_ptr<float>() : nullptr,
                                                ours_w ? gw.data_ptr<float>() : nullptr, work.data_ptr<double>(), B,
-                                               C_in, C_out, D, H, W, kd, kh, kw, !half && allow_tf32_conv(), half,
-                                               sms, stream));
+                                               C_in, C_out, D, H, W, kd, kh, kw, one_tf32_product(x), half, sms,
+                                               stream));
         grad_x = converted(gx, x.scalar_type());
         grad_w = converted(gw, w.scalar_type());
     }

@@ -2402,6 +2402,13 @@ static inline bool allow_tf32_conv() {
 #endif
 }
 
+// Whether a file's tensor-core conv gradients take one TF32 product a step: float32 under allow_tf32, as PyTorch's conv
+// backward does; bfloat16, whose input and weights are exact in TF32 and whose dL/dy, rounded to TF32, keeps 3 bits
+// more than PyTorch's bfloat16 dL/dy (docs/DESIGN.md). Else (float32 with the flag off, float16) split TF32.
+inline bool one_tf32_product(const Tensor& x) {
+    return x.scalar_type() == at::kBFloat16 || (x.scalar_type() == at::kFloat && allow_tf32_conv());
+}
+
 // The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
 static at::ScalarType autocast_dtype() {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -2557,7 +2564,7 @@ static Plan plan_of(const Tensor& x, const Tensor& weight) {
                                               (int)x.size(3), (int)x.size(4), (int)weight.size(2),
                                               (int)weight.size(3), (int)weight.size(4), half,
                                               x.is_contiguous() ? (int)(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16)
-                                                                : 0, sms, !half && allow_tf32_conv());
+                                                                : 0, sms, one_tf32_product(x));
 }
 
 // The operators (ModelNew checks its input first, with clearer messages): model (differentiable: the
@@ -2678,7 +2685,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                           ours_x ? grad_x.data_ptr<float>() : nullptr, ours_w ? grad_weight.data_ptr<float>() : nullptr,
                           has_bias ? grad_bias.data_ptr<float>() : nullptr, grad_gn_weight.data_ptr<float>(),
                           grad_gn_bias.data_ptr<float>(), B, C_in, C, groups, D, H, W, kd, kh, kw,
-                          !half && allow_tf32_conv(), half, sms, stream), "backward launch");
+                          one_tf32_product(input), half, sms, stream), "backward launch");
     auto gx = converted(grad_x, input.scalar_type()), gw = converted(grad_weight, weight_in.scalar_type());
     const bool torch_x = input_grad && !ours_x, torch_w = !ours_w;
     if (torch_x || torch_w) {   // PyTorch's convolution backward on dL/dy in the conv's dtype (as eager's)

@@ -2225,6 +2225,13 @@ static inline bool allow_tf32_conv() {
 #endif
 }
 
+// Whether a file's tensor-core conv gradients take one TF32 product a step: float32 under allow_tf32, as PyTorch's conv
+// backward does; bfloat16, whose input and weights are exact in TF32 and whose dL/dy, rounded to TF32, keeps 3 bits
+// more than PyTorch's bfloat16 dL/dy (docs/DESIGN.md). Else (float32 with the flag off, float16) split TF32.
+inline bool one_tf32_product(const Tensor& x) {
+    return x.scalar_type() == at::kBFloat16 || (x.scalar_type() == at::kFloat && allow_tf32_conv());
+}
+
 // The dtype torch.autocast runs CUDA operators in (the call was renamed in torch 2.4).
 static at::ScalarType autocast_dtype() {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
