@@ -28,7 +28,8 @@ Semantics (docs/DESIGN.md): our forward convs exact fp32 under both torch.backen
 keeps this conv in fp32 too); the tensor-core dL/dx and dL/dW take one TF32 product a step when the flag is on, as
 PyTorch's conv backward does; in float16/bfloat16 each conv output is rounded as PyTorch rounds it (the conv, then
 its bias) and the GroupNorm statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm and the
-mean are float32. Our backward kernels run in float32 and round each gradient to its tensor's dtype. Double
+mean are float32. Our backward kernels run in float32 (in bfloat16 the conv's gradients one TF32 product a step, dL/dy
+rounded to TF32: 3 bits more than PyTorch's bfloat16 dL/dy) and round each gradient to its tensor's dtype. Double
 backward raises.
 
 Floor at the benchmark size (B=128, 3->24 channels, 24x32x32, k=3): 9.85 GFLOP of multiply-add, 0.147 ms at the

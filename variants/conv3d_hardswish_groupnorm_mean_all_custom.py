@@ -29,13 +29,16 @@ Semantics (docs/DESIGN.md): our forward convs exact fp32 under both torch.backen
 keeps this conv in fp32 too); the tensor-core dL/dx and dL/dW one TF32 product a step under the flag (as PyTorch's
 conv backward), exact with it off; in float16/bfloat16 y is rounded after the conv and after its bias, h after
 HardSwish, GroupNorm's statistics as PyTorch's half GroupNorm stores them; under autocast GroupNorm is float32. Our
-backward kernels run in float32 on float copies and round each gradient to its dtype. Double backward raises.
+backward kernels run in float32 on float copies (in bfloat16 the conv's gradients one TF32 product a step, dL/dy
+rounded to TF32: 3 bits more than PyTorch's bfloat16 dL/dy) and round each gradient to its dtype. Double backward
+raises.
 
 Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4): 34.4 G multiply-adds a conv, 1.03 ms at the
 67 TFLOP/s FP32 rate, about 0.42 ms as split TF32; the backward's two gradients twice that (forward + backward
 3.08 ms). Measured (H200, run_all.py, README): forward 1.02 to 1.10 ms fp32 (10.9x to 11.7x eager), 0.41 ms in
 half (13.3x fp16, 28.2x bf16; the 16-bit conv kernel 386 us, 5.5x the tensor-core floor of its products, bound by
-issue and L1 together); forward + backward 6.8 ms (20.1x). Each kernel against its floor, the paths' measurements
+issue and L1 together); forward + backward 6.0 ms fp32 (22.8x), 5.6 ms bf16 (37.7x), 6.7 ms fp16 (4.2x: eager's
+fp16 training is 7x its bf16's). Each kernel against its floor, the paths' measurements
 and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
