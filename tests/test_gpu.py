@@ -326,7 +326,9 @@ TF32_BACKWARD = [
 # takes grad_input_tc_kernel (the plan's rule); the test checks the kernel the plan names.
 STREAM_DX = [("conv3d_groupnorm_mean", (3, 24, 3, 8), (72, 3, 5, 8, 30)),
              ("conv3d_hardswish_groupnorm_mean_all_custom", (3, 16, 3), (72, 3, 5, 8, 32)),
-             ("conv3d_hardswish_groupnorm_mean_all_custom", (2, 16, 4), (112, 2, 6, 8, 32))]
+             ("conv3d_hardswish_groupnorm_mean_all_custom", (2, 16, 4), (112, 2, 6, 8, 32)),
+             ("conv3d_hardswish_groupnorm_mean_all_custom", (1, 16, 4), (112, 1, 5, 9, 20)),
+             ("conv3d_groupnorm_mean", (2, 8, 3, 4), (72, 2, 5, 7, 17))]
 
 
 @pytest.mark.parametrize("name,init_args,shape", STREAM_DX, ids=[f"{c[0]}-{c[1]}" for c in STREAM_DX])
