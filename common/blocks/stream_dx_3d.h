@@ -1,5 +1,6 @@
 // TcDims and the split_tf32 block before this one (as for tc_grad_3d).
-// dL/dx streamed (split TF32, kernel K <= 4, W <= 32, C_in <= 3, C_out <= 32): a block takes one sample and walks its dL/dy planes od in order. Per dL/dy row (od, oh) a warp forms
+// dL/dx streamed (TF32 or split TF32, kernel K <= 4, W <= 32, C_in <= 3, C_out <= 32): a block takes one sample and
+// walks its dL/dy planes od in order. Per dL/dy row (od, oh) a warp forms
 // C[ow][kw, m] = sum_co dL/dy[co][ow] w[co][m][kw], m = (kd, kh, ci): rows = the row's columns (tile i holds
 // ow = 4g + 2i and 4g + 2i + 1, the forward's order), columns = (kw, m) kw-major, m padded to MT 8-column tiles,
 // depth = output channels (8 a step). Each dL/dy value is loaded once and meets every tap (grad_input_tc_kernel
@@ -110,8 +111,9 @@ __global__ void __launch_bounds__(GS_THREADS<K>, 1) grad_input_stream_kernel(
                         big[i][e] = v.big;
                         small[i][e] = v.small;
                     }
-                // The next chunk's loads (or the next round's first): at once under one product; under split TF32
-                // after the products of the small parts (kernel 4: big, small and the next values at once spilled)
+                // The next chunk's loads (or the next round's first): here, except at kernel 4 under split TF32,
+                // where they go out after the small parts' products (small no longer live; measured so, though the
+                // three-product form spills 264 to 288 bytes of its 96 accumulators a lane either way)
                 const auto prefetch = [&] {
                     if (c + 1 < chunks) load(a, od, oh, c + 1);
                     else if (next) load(a, n_od, n_oh, 0);
