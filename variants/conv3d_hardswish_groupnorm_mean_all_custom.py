@@ -38,7 +38,7 @@ Floor at the benchmark size (B=1024, 3->16 channels, 16x32x32, k=4): 34.4 G mult
 3.08 ms). Measured (H200, run_all.py, README): forward 1.02 to 1.10 ms fp32 (10.9x to 11.7x eager), 0.41 ms in
 half (13.3x fp16, 28.2x bf16; the 16-bit conv kernel 386 us, 5.5x the tensor-core floor of its products, bound by
 issue and L1 together); forward + backward 6.0 ms fp32 (22.8x), 5.6 ms bf16 (37.7x), 6.7 ms fp16 (4.2x: eager's
-fp16 training is 7x its bf16's). Each kernel against its floor, the paths' measurements
+fp16 training runs 7.5x faster than its bf16). Each kernel against its floor, the paths' measurements
 and what was tried: docs/conv3d_hardswish_groupnorm_mean_all_custom.md.
 
 Run: python variants/conv3d_hardswish_groupnorm_mean_all_custom.py
