@@ -2559,11 +2559,15 @@ static Path path_of(const Tensor& x, const Tensor& weight) {
                                          (int)static_size(weight, 3), (int)static_size(weight, 4),
                                          weight.scalar_type() != at::kFloat);
 }
-// The plan of a call on a real tensor (x contiguous: its address read for the vector loads) on x's GPU, under the
-// TF32 flag as it is now (the backward reads it again when it runs).
-static Plan plan_of(const Tensor& x, const Tensor& weight) {
+// x's GPU's multiprocessor count.
+static int sm_count(const Tensor& x) {
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
+    return sms;
+}
+// The plan of a call on a real tensor (x contiguous: its address read for the vector loads) on a GPU of `sms` SMs,
+// under the TF32 flag as it is now (the backward reads it again when it runs).
+static Plan plan_of(const Tensor& x, const Tensor& weight, int sms) {
     const bool half = weight.scalar_type() != at::kFloat;
     return conv3d_hardswish_gn_mean_make_plan((int)x.size(0), (int)x.size(1), (int)weight.size(0), (int)x.size(2),
                                               (int)x.size(3), (int)x.size(4), (int)weight.size(2),
@@ -2604,7 +2608,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_cuda(const Tensor& input, const Tenso
     const int64_t B = x.size(0), C = weight.size(0);
     const int kd = (int)weight.size(2), kh = (int)weight.size(3), kw = (int)weight.size(4);
     const int64_t Do = x.size(2) - kd + 1, Ho = x.size(3) - kh + 1, Wo = x.size(4) - kw + 1;
-    const Plan plan = plan_of(x, weight);
+    const Plan plan = plan_of(x, weight, sm_count(x));
     const bool ours = plan.path != Path::TORCH_CONV;
     auto out = at::empty({B, C}, gn_weight.options());
     auto stats = at::empty({B, C + 2 * groups}, x.options().dtype(torch::kFloat64));
@@ -2653,7 +2657,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
                 has_bias ? at::zeros_like(*bias_in) : at::empty({0}, weight_in.options()), at::zeros_like(gn_weight_in),
                 at::zeros_like(gn_weight_in)};
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    const Plan plan = plan_of(input, weight_in);
+    const int sms = sm_count(input);
+    const Plan plan = plan_of(input, weight_in, sms);
     if (plan.dy == Stage::TORCH) {
         auto y = y_in.numel() > 0 ? y_in : torch_conv(input, weight_in, bias_in, {1, 1, 1}, {0, 0, 0}, false, {0, 0, 0});
         auto grad_y = at::empty_like(y);
@@ -2678,8 +2683,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> backward_cuda(
     auto grad_weight = ours_w ? at::empty_like(weight) : Tensor();
     auto grad_bias = at::empty({has_bias ? C : 0}, x.options());
     auto grad_gn_weight = at::empty({C}, x.options()), grad_gn_bias = at::empty({C}, x.options());
-    int sms = 0;
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()), "device query");
     // dL/dy (B, C, Do, Ho, Wo) and a tail the input gradient's last row may read past (its columns past Wo).
     auto grad_y = at::empty({B * C * Do * Ho * Wo + grad_y_tail()}, x.options());
     auto work = at::empty({backward_workspace_doubles(plan, B, C_in, C, D, H, W, kd, kh, kw, sms)},
